@@ -1,0 +1,51 @@
+"""specframe: composable speculative-decoding strategies.
+
+A decode round is a pipeline of stages around a target model:
+Drafter -> Corrector -> TreeBuilder -> Pruner -> Verifier. Every concrete stage is a plugin.
+"""
+
+from specframe.config.base import ComponentConfig
+from specframe.errors import SpecframeError
+from specframe.interfaces import (
+    BuildContext,
+    Corrector,
+    DecodeState,
+    Drafter,
+    Pruner,
+    RoundContext,
+    TargetModel,
+    TreeBuilder,
+    Verifier,
+)
+from specframe.plugins import PluginHost, hookimpl
+from specframe.registry import Capabilities, ComponentSpec
+from specframe.tree import DraftTree, check_tree
+from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput, VerifyResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BuildContext",
+    "Capabilities",
+    "ComponentConfig",
+    "ComponentSpec",
+    "Corrector",
+    "DecodeState",
+    "DraftProposal",
+    "DraftTree",
+    "Drafter",
+    "PluginHost",
+    "Pruner",
+    "RngStreams",
+    "RoundContext",
+    "SamplingParams",
+    "SpecframeError",
+    "TargetModel",
+    "TargetOutput",
+    "TreeBuilder",
+    "Verifier",
+    "VerifyResult",
+    "__version__",
+    "check_tree",
+    "hookimpl",
+]

@@ -1,0 +1,192 @@
+"""Stage interfaces: `TargetModel`, `Drafter`, `Corrector`, `TreeBuilder`, `Pruner`, `Verifier`.
+
+A round of the decode loop calls them in this order::
+
+    proposal = drafter.propose(state)                               # DraftProposal [B, L, K]
+    tree     = tree_builder.build(proposal, corrector, round_ctx)   # DraftTree [B, N]
+    tree     = pruner.prune(tree, round_ctx)                        # DraftTree [B, N' <= N]
+    out      = target.forward_tree(tree)                            # TargetOutput logits [B, N', V]
+    result   = verifier.verify(tree, out.logits, round_ctx)         # VerifyResult
+    target.commit(tree, result.accepted_nodes); drafter.commit(state, tree, result, out)
+
+The required surface of each interface is one method; optional hooks have no-op defaults. Components are
+built once, when the pipeline is built; nothing here knows about plugins.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from specframe.tree import DraftTree
+from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput, VerifyResult
+
+
+@dataclass
+class DecodeState:
+    """What the loop knows about one request; drafters read it, only the loop writes it."""
+
+    tokens: torch.Tensor  # [B, T] int64, prompt + generated tokens; the last one is the root
+    prompt_len: int  # prompt tokens at the start of ``tokens``
+    sampling: SamplingParams
+    rng: RngStreams
+
+    @property
+    def root(self) -> torch.Tensor:  # [B] int64
+        return self.tokens[:, -1]
+
+    @property
+    def cached_len(self) -> int:
+        """Tokens in the target's KV cache: everything but the root."""
+        return int(self.tokens.shape[1]) - 1
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """Per-round parameters shared by builders, pruners and verifiers."""
+
+    budget: int  # verification budget B: draft nodes, root excluded
+    sampling: SamplingParams
+    rng: RngStreams
+
+
+class TargetModel(ABC):
+    """The model whose distribution the pipeline must reproduce exactly.
+
+    The adapter owns the KV cache. ``prefill`` caches the whole prompt; ``forward_tree`` runs the root and
+    the draft nodes on top of the cache without committing them; ``commit`` keeps the accepted nodes.
+    """
+
+    vocab_size: int
+    eos_token_ids: tuple[int, ...] = ()
+    tokenizer: Any = None  # optional: encode / decode / chat template (a transformers tokenizer)
+    max_length: int | None = None  # context window, when known
+
+    @abstractmethod
+    def prefill(self, input_ids: torch.Tensor) -> TargetOutput:
+        """Cache ``input_ids`` ``[B, P]``; return logits ``[B, 1, V]`` at the last position.
+
+        ``hidden``, when the target was asked for taps, is ``[B, P, n_taps * H]`` for every prompt position.
+        """
+
+    @abstractmethod
+    def forward_tree(self, tree: DraftTree) -> TargetOutput:
+        """Score every node of ``tree`` with ancestor-only attention over the cached prefix.
+
+        Returns logits ``[B, N, V]``: the target's next-token logits after each node's path. Nothing is
+        committed; the nodes' KV entries are held until :meth:`commit`.
+        """
+
+    @abstractmethod
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+        """Keep the KV entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded), drop the rest."""
+
+    @property
+    @abstractmethod
+    def cache_len(self) -> int:
+        """Number of positions currently committed in the cache."""
+
+    def reset(self) -> None:
+        """Forget the cached sequence (start of a new request)."""
+
+    def set_taps(self, layers: tuple[int, ...]) -> None:
+        """Ask for the hidden states of these decoder layers in every ``TargetOutput``."""
+        if layers:
+            raise NotImplementedError(f"{type(self).__name__} cannot expose hidden-state taps")
+
+
+class Drafter(ABC):
+    """Proposes per-depth candidates for the next tokens."""
+
+    #: Decoder layers of the target whose outputs the drafter conditions on (empty: none).
+    target_layers: tuple[int, ...] = ()
+
+    def begin(self, state: DecodeState, prefill: TargetOutput) -> None:  # noqa: B027
+        """Start a request; ``prefill.hidden`` carries the prompt's taps when ``target_layers`` is set."""
+
+    @abstractmethod
+    def propose(self, state: DecodeState) -> DraftProposal:
+        """Return candidates for depths ``1..L`` after ``state.root``."""
+
+    def commit(  # noqa: B027
+        self, state: DecodeState, tree: DraftTree, result: VerifyResult, target_out: TargetOutput
+    ) -> None:
+        """Update drafter caches after verification (``state`` already holds the new tokens)."""
+
+
+class Corrector(ABC):
+    """Rescores a depth's candidates conditioned on each frontier node's path, for a whole frontier at once.
+
+    A corrector may carry a per-node state of size ``state_size`` (a GRU hidden state, say); stateless
+    correctors use size 0. ``child_logprobs`` scores the children of M frontier nodes in one batched call;
+    ``advance`` computes the state of the children that a builder decided to keep (computing it for all
+    M x K children would waste K times the work).
+    """
+
+    state_size: int = 0
+
+    def init_state(self, proposal: DraftProposal) -> torch.Tensor:  # [B, 1, S]
+        """State of the root (after consuming the root token)."""
+        b = proposal.batch_size
+        return torch.zeros(b, 1, self.state_size, device=proposal.tokens.device)
+
+    @abstractmethod
+    def child_logprobs(
+        self,
+        proposal: DraftProposal,
+        depth: int,
+        tokens: torch.Tensor,  # [B, M] int64, frontier node tokens (their depth is ``depth - 1``)
+        state: torch.Tensor,  # [B, M, S] frontier node states
+    ) -> torch.Tensor:  # [B, M, K] float32 log-probs of proposal.tokens[:, depth - 1] as children
+        """Corrected log-probs of the depth's K candidates as children of each frontier node."""
+
+    def advance(
+        self,
+        proposal: DraftProposal,
+        depth: int,
+        state: torch.Tensor,  # [B, M, S] states of the kept children's parents
+        tokens: torch.Tensor,  # [B, M] int64 kept children's tokens (at ``depth``)
+    ) -> torch.Tensor:  # [B, M, S] the kept children's states
+        """State of each kept child; stateless correctors return an empty state."""
+        return state
+
+
+class TreeBuilder(ABC):
+    """Turns a proposal into a draft tree, calling the corrector depth by depth or node by node."""
+
+    @abstractmethod
+    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
+        """Return a valid tree rooted at ``proposal.root``."""
+
+
+class Pruner(ABC):
+    """Cuts a tree down to the verification budget, returning an ancestor-closed re-indexed subtree."""
+
+    @abstractmethod
+    def prune(self, tree: DraftTree, ctx: RoundContext) -> DraftTree:
+        """Return a valid subtree with at most ``budget`` nodes besides the root."""
+
+
+class Verifier(ABC):
+    """Decides which path of the tree to accept so that the output law equals the target's."""
+
+    @abstractmethod
+    def verify(
+        self,
+        tree: DraftTree,
+        logits: torch.Tensor,  # [B, N, V] target logits after each node
+        ctx: RoundContext,
+    ) -> VerifyResult:
+        """Accept a root-to-node path and emit a bonus token."""
+
+
+@dataclass
+class BuildContext:
+    """What a component factory receives besides its own config."""
+
+    pipeline: Any  # the validated PipelineConfig
+    target: TargetModel | None = None  # None while the target itself is being built
+    extras: dict[str, Any] = field(default_factory=dict)

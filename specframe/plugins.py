@@ -1,0 +1,225 @@
+"""`PluginHost`: a typed facade over pluggy that discovers plugins and builds the component registry.
+
+Discovery goes through the ``specframe`` entry-point group; first-party plugins under ``plugins/`` use it
+exactly like third-party packages. Loading is lazy (on first use) and idempotent. Environment switches:
+
+* ``SPECFRAME_DISABLE_PLUGIN_AUTOLOAD=1``: load no entry points (in-process ``register`` still works);
+* ``SPECFRAME_LOAD_PLUGINS=a,b``: allowlist of entry-point or distribution names (empty string = none);
+* ``SPECFRAME_DISABLED_PLUGINS=a,b``: blocklist of entry-point or distribution names;
+* ``SPECFRAME_TRACE_PLUGINS=1``: print every hook call and its result to stderr.
+
+The host is an object, not a module singleton, so tests build a fresh one each time. Pluggy is used only
+here, while pipelines and the CLI are built; the decode loop never calls a hook.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from specframe import hookspecs
+from specframe.errors import PluginError
+from specframe.registry import ComponentRegistry, ComponentSpec
+
+ENTRY_POINT_GROUP = "specframe"
+
+#: Registration hook per stage kind; each yields ComponentSpec records of that kind.
+REGISTRATION_HOOKS: dict[str, str] = {
+    "target": "specframe_target_adapters",
+    "drafter": "specframe_drafters",
+    "corrector": "specframe_correctors",
+    "tree_builder": "specframe_tree_builders",
+    "pruner": "specframe_pruners",
+    "verifier": "specframe_verifiers",
+}
+
+hookimpl = pluggy.HookimplMarker("specframe")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """A loaded plugin: its name, the distribution that ships it, and the hooks it implements."""
+
+    name: str
+    distribution: str
+    version: str
+    hooks: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "distribution": self.distribution, "version": self.version,
+                "hooks": list(self.hooks)}
+
+
+def _env_list(value: str | None) -> set[str] | None:
+    if value is None:
+        return None
+    return {item.strip() for item in value.split(",") if item.strip()}
+
+
+class PluginHost:
+    """Loads plugins and exposes one typed method per hook.
+
+    Args:
+        autoload: load entry points; default is the opposite of ``SPECFRAME_DISABLE_PLUGIN_AUTOLOAD``.
+        allowlist: only these entry-point/distribution names (default ``SPECFRAME_LOAD_PLUGINS``).
+        disabled: never these names (default ``SPECFRAME_DISABLED_PLUGINS``).
+        trace: print hook calls (default ``SPECFRAME_TRACE_PLUGINS``).
+        skip_broken: report a plugin that fails to import as a warning instead of an error.
+        environ: environment to read the switches from (default ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        *,
+        autoload: bool | None = None,
+        allowlist: Iterable[str] | None = None,
+        disabled: Iterable[str] | None = None,
+        trace: bool | None = None,
+        skip_broken: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.autoload = autoload if autoload is not None else env.get("SPECFRAME_DISABLE_PLUGIN_AUTOLOAD", "") in ("", "0")
+        self.allowlist = set(allowlist) if allowlist is not None else _env_list(env.get("SPECFRAME_LOAD_PLUGINS"))
+        self.disabled = set(disabled) if disabled is not None else (_env_list(env.get("SPECFRAME_DISABLED_PLUGINS")) or set())
+        self.skip_broken = skip_broken
+        self.broken: list[str] = []
+        self.pm = pluggy.PluginManager("specframe")
+        self.pm.add_hookspecs(hookspecs)
+        self._dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution, version)
+        self._loaded = False
+        self._registry: ComponentRegistry | None = None
+        if trace if trace is not None else env.get("SPECFRAME_TRACE_PLUGINS", "") not in ("", "0"):
+            self._install_trace()
+
+    # ------------------------------------------------------------------------------------- loading
+    def register(self, plugin: object, name: str | None = None, *, distribution: str = "<in-process>",
+                 version: str = "") -> str:
+        """Register a plugin object or module in-process (tests, notebooks, project-local plugins)."""
+        if self._registry is not None:
+            self._registry = None  # rebuilt on next use
+        registered = self.pm.register(plugin, name=name)
+        if registered is None:
+            raise PluginError(f"plugin '{name}' is blocked or already registered")
+        self._dists[registered] = (distribution, version)
+        self.pm.check_pending()
+        return registered
+
+    def load(self) -> None:
+        """Discover and register entry-point plugins once; later calls do nothing."""
+        if self._loaded:
+            return
+        self._loaded = True
+        if self.autoload:
+            for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+                self._load_entry_point(ep)
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            plugin = getattr(exc, "plugin", None)
+            name = self.pm.get_name(plugin) if plugin is not None else "?"
+            dist = self._dists.get(name or "", ("?", ""))[0]
+            raise PluginError(
+                f"plugin '{name}' ({dist}) implements a hook that specframe does not define: {exc}",
+                hint="check the spelling against `specframe plugins --hooks` or docs/plugins/hooks.md",
+            ) from None
+
+    def _load_entry_point(self, ep: md.EntryPoint) -> None:
+        dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
+        version = ep.dist.version if ep.dist is not None else ""
+        names = {ep.name, dist}
+        if self.allowlist is not None and not names & self.allowlist:
+            return
+        if names & self.disabled:
+            return
+        if self.pm.get_plugin(ep.name) is not None:
+            return
+        try:
+            module = ep.load()
+        except Exception as exc:  # noqa: BLE001 - any import failure is reported with its cause
+            message = f"plugin '{ep.name}' from distribution {dist} {version} failed to import: " \
+                      f"{type(exc).__name__}: {exc}"
+            if self.skip_broken:
+                self.broken.append(message)
+                print(f"warning: {message}", file=sys.stderr)
+                return
+            raise PluginError(message, hint=f"fix or uninstall {dist}, or set "
+                              f"SPECFRAME_DISABLED_PLUGINS={ep.name} to skip it") from None
+        self.pm.register(module, name=ep.name)
+        self._dists[ep.name] = (dist, version)
+
+    def _install_trace(self) -> None:
+        def before(hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+            names = ", ".join(i.plugin_name for i in impls)
+            print(f"[specframe trace] {hook_name}({', '.join(kwargs)}) -> [{names}]", file=sys.stderr)
+
+        def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+            try:
+                result = outcome.get_result()
+            except BaseException as exc:  # noqa: BLE001
+                result = f"raised {type(exc).__name__}: {exc}"
+            print(f"[specframe trace] {hook_name} returned {result!r}", file=sys.stderr)
+
+        self.pm.add_hookcall_monitoring(before, after)
+
+    # ---------------------------------------------------------------------------------- typed hooks
+    @property
+    def registry(self) -> ComponentRegistry:
+        """The component registry, built from every loaded plugin's registration hooks."""
+        if self._registry is None:
+            self.load()
+            registry = ComponentRegistry()
+            for kind, hook_name in REGISTRATION_HOOKS.items():
+                for plugin_name, specs in self._call_per_plugin(hook_name):
+                    dist, version = self._dists.get(plugin_name, ("<in-process>", ""))
+                    for spec in specs or ():
+                        if not isinstance(spec, ComponentSpec):
+                            raise PluginError(f"plugin '{plugin_name}' ({dist}): {hook_name} yielded "
+                                              f"{type(spec).__name__}, expected ComponentSpec")
+                        if spec.kind != kind:
+                            raise PluginError(f"plugin '{plugin_name}' ({dist}): {hook_name} yielded a "
+                                              f"'{spec.kind}' component '{spec.name}'",
+                                              hint=f"yield it from {REGISTRATION_HOOKS[spec.kind]} instead")
+                        registry.add(spec, plugin=plugin_name, distribution=dist, version=version)
+            self._registry = registry
+        return self._registry
+
+    def _call_per_plugin(self, hook_name: str) -> list[tuple[str, Iterable[ComponentSpec]]]:
+        """Call a registration hook once per implementing plugin, keeping who returned what."""
+        hook = getattr(self.pm.hook, hook_name)
+        impls = hook.get_hookimpls()
+        out = []
+        for impl in impls:
+            others = [i.plugin for i in impls if i is not impl]
+            caller = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
+            for result in caller():
+                out.append((impl.plugin_name, list(result or ())))
+        return out
+
+    def validate_pipeline(self, config: Any) -> list[str]:
+        """Cross-stage problems reported by every plugin's ``specframe_validate_pipeline``."""
+        self.load()
+        problems: list[str] = []
+        for result in self.pm.hook.specframe_validate_pipeline(config=config, registry=self.registry):
+            problems.extend(result or ())
+        return problems
+
+    def register_commands(self, cli: Any) -> None:
+        self.load()
+        self.pm.hook.specframe_register_commands(cli=cli)
+
+    def plugins(self) -> list[PluginInfo]:
+        """Every registered plugin with its distribution, version and implemented hooks."""
+        self.load()
+        infos = []
+        for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda x: x[0]):
+            hooks = tuple(sorted(h.name for h in self.pm.get_hookcallers(plugin) or ()))
+            dist, version = self._dists.get(name, ("<in-process>", ""))
+            infos.append(PluginInfo(name=name, distribution=dist, version=version, hooks=hooks))
+        return infos

@@ -1,0 +1,1 @@
+"""Test utilities for specframe and its plugin authors."""

@@ -1,0 +1,284 @@
+"""`DraftTree`: the one tree type every builder returns and every verifier and target consumes.
+
+Layout (batch-first, fixed capacity N per batch row):
+
+* node 0 is the root (the last committed token, not yet in the target's cache);
+* nodes are topologically ordered: ``parent[i] < i`` for every valid non-root node;
+* valid nodes form a contiguous prefix ``0 .. num_nodes - 1``; padding has ``parent = -1``, ``valid = False``.
+
+Worked example (one row)::
+
+    root(7) ─┬─ a(3) ── c(9)        tokens = [7, 3, 5, 9]
+             └─ b(5)                parent = [-1, 0, 0, 1]
+                                    depth  = [0, 1, 1, 2]
+
+    ancestor_mask (row i sees j) = [[1,0,0,0],
+                                    [1,1,0,0],
+                                    [1,0,1,0],
+                                    [1,1,0,1]]
+    first_child  = [1, 3, -1, -1]   next_sibling = [-1, 2, -1, -1]
+    leaf_paths   = [[0, 2, -1], [0, 1, 3]]
+    positions(base_len=10) = [10, 11, 11, 12]
+
+Derived views (ancestor mask, positions, left-child/right-sibling arrays, root-to-leaf paths) are computed
+from ``parent`` and ``depth``; they are never stored, so they cannot disagree with the tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+
+@dataclass(frozen=True)
+class DraftTree:
+    """A batch of draft trees. See the module docstring for the layout and an example."""
+
+    tokens: torch.Tensor  # [B, N] int64, token id of each node (node 0 = root)
+    parent: torch.Tensor  # [B, N] int64, parent index, -1 for the root and padding
+    depth: torch.Tensor  # [B, N] int64, 0 for the root
+    logq: torch.Tensor  # [B, N] float32, the node's own draft log-prob given its parent (0 at the root)
+    score: torch.Tensor  # [B, N] float32, path score the builder ranked the node by (0 at the root)
+    valid: torch.Tensor  # [B, N] bool, contiguous prefix of True per row
+    child_q: torch.Tensor | None = None  # [B, N, V] float32, law the node's children were sampled from
+
+    # ----------------------------------------------------------------------------------- construction
+    @classmethod
+    def from_lists(
+        cls,
+        tokens: list[int],
+        parents: list[int],
+        *,
+        logq: list[float] | None = None,
+        score: list[float] | None = None,
+        device: str | torch.device = "cpu",
+    ) -> DraftTree:
+        """Build a one-row tree from Python lists (``parents[0]`` must be -1). Depths are derived."""
+        n = len(tokens)
+        if len(parents) != n:
+            raise ValueError(f"tokens has {n} entries but parents has {len(parents)}")
+        depth = [0] * n
+        for i in range(1, n):
+            p = parents[i]
+            if not 0 <= p < i:
+                raise ValueError(f"node {i} has parent {p}; parents must precede their children")
+            depth[i] = depth[p] + 1
+        lq = logq if logq is not None else [0.0] * n
+        if score is None:
+            sc = [0.0] * n
+            for i in range(1, n):
+                sc[i] = sc[parents[i]] + lq[i]
+        else:
+            sc = score
+        return cls(
+            tokens=torch.tensor([tokens], dtype=torch.long, device=device),
+            parent=torch.tensor([parents], dtype=torch.long, device=device),
+            depth=torch.tensor([depth], dtype=torch.long, device=device),
+            logq=torch.tensor([lq], dtype=torch.float32, device=device),
+            score=torch.tensor([sc], dtype=torch.float32, device=device),
+            valid=torch.ones(1, n, dtype=torch.bool, device=device),
+        )
+
+    @classmethod
+    def root_only(cls, root: torch.Tensor) -> DraftTree:
+        """The trivial tree of plain decoding: the root and nothing else. ``root`` is ``[B]``."""
+        b = root.shape[0]
+        dev = root.device
+        return cls(
+            tokens=root.long().view(b, 1),
+            parent=torch.full((b, 1), -1, dtype=torch.long, device=dev),
+            depth=torch.zeros(b, 1, dtype=torch.long, device=dev),
+            logq=torch.zeros(b, 1, dtype=torch.float32, device=dev),
+            score=torch.zeros(b, 1, dtype=torch.float32, device=dev),
+            valid=torch.ones(b, 1, dtype=torch.bool, device=dev),
+        )
+
+    @classmethod
+    def stack(cls, rows: list[DraftTree]) -> DraftTree:
+        """Concatenate one-row trees along the batch axis, padding to the largest capacity."""
+        n = max(r.capacity for r in rows)
+
+        def pad(t: torch.Tensor, value: float | int | bool) -> torch.Tensor:
+            extra = n - t.shape[1]
+            if extra == 0:
+                return t
+            filler = torch.full((t.shape[0], extra, *t.shape[2:]), value, dtype=t.dtype, device=t.device)
+            return torch.cat([t, filler], dim=1)
+
+        child_q = None
+        if all(r.child_q is not None for r in rows):
+            child_q = torch.cat([pad(r.child_q, 0.0) for r in rows])  # type: ignore[arg-type]
+        return cls(
+            tokens=torch.cat([pad(r.tokens, 0) for r in rows]),
+            parent=torch.cat([pad(r.parent, -1) for r in rows]),
+            depth=torch.cat([pad(r.depth, 0) for r in rows]),
+            logq=torch.cat([pad(r.logq, float("-inf")) for r in rows]),
+            score=torch.cat([pad(r.score, float("-inf")) for r in rows]),
+            valid=torch.cat([pad(r.valid, False) for r in rows]),
+            child_q=child_q,
+        )
+
+    # ------------------------------------------------------------------------------------ basic facts
+    @property
+    def batch_size(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def capacity(self) -> int:
+        return int(self.tokens.shape[1])
+
+    @property
+    def num_nodes(self) -> torch.Tensor:  # [B] int64, valid nodes including the root
+        return self.valid.sum(dim=1)
+
+    @property
+    def max_depth(self) -> int:
+        return int(torch.where(self.valid, self.depth, torch.zeros_like(self.depth)).max().item())
+
+    def to(self, device: str | torch.device) -> DraftTree:
+        return replace(
+            self,
+            tokens=self.tokens.to(device),
+            parent=self.parent.to(device),
+            depth=self.depth.to(device),
+            logq=self.logq.to(device),
+            score=self.score.to(device),
+            valid=self.valid.to(device),
+            child_q=None if self.child_q is None else self.child_q.to(device),
+        )
+
+    def row(self, b: int) -> DraftTree:
+        """Row ``b`` as a one-row tree trimmed to its valid nodes."""
+        n = int(self.num_nodes[b])
+        return DraftTree(
+            tokens=self.tokens[b : b + 1, :n],
+            parent=self.parent[b : b + 1, :n],
+            depth=self.depth[b : b + 1, :n],
+            logq=self.logq[b : b + 1, :n],
+            score=self.score[b : b + 1, :n],
+            valid=self.valid[b : b + 1, :n],
+            child_q=None if self.child_q is None else self.child_q[b : b + 1, :n],
+        )
+
+    # ----------------------------------------------------------------------------------- derived views
+    def ancestor_mask(self) -> torch.Tensor:  # [B, N, N] bool: [b, i, j] = j is i or an ancestor of i
+        """Which nodes each node may attend to in tree attention (itself and its ancestors)."""
+        b, n = self.parent.shape
+        dev = self.parent.device
+        mask = torch.zeros(b, n, n, dtype=torch.bool, device=dev)
+        rows = torch.arange(n, device=dev).expand(b, n)
+        batch_idx = torch.arange(b, device=dev)[:, None].expand(b, n)
+        cur = torch.where(self.valid, rows, torch.full_like(rows, -1))  # [B, N]
+        # Step: mark the current ancestor, then move one level up; at most max_depth + 1 steps.
+        while bool((cur >= 0).any()):
+            live = cur >= 0
+            mask[batch_idx[live], rows[live], cur[live]] = True
+            up = torch.gather(self.parent, 1, cur.clamp(min=0))
+            cur = torch.where(live, up, cur)
+        return mask
+
+    def positions(self, base_len: torch.Tensor | int) -> torch.Tensor:  # [B, N] int64
+        """Position ids for tree attention: committed length + depth (the root sits at ``base_len``)."""
+        if isinstance(base_len, int):
+            return self.depth + base_len
+        return self.depth + base_len.view(-1, 1).to(self.depth.device)
+
+    def first_child_next_sibling(self) -> tuple[torch.Tensor, torch.Tensor]:  # ([B, N], [B, N]) int64
+        """Left-child/right-sibling arrays; children are listed in increasing node index."""
+        b, n = self.parent.shape
+        first = torch.full((b, n), -1, dtype=torch.long)
+        nxt = torch.full((b, n), -1, dtype=torch.long)
+        parent = self.parent.cpu().tolist()
+        valid = self.valid.cpu().tolist()
+        for r in range(b):
+            last_child: dict[int, int] = {}
+            for i in range(1, n):
+                if not valid[r][i]:
+                    break
+                p = parent[r][i]
+                if p in last_child:
+                    nxt[r, last_child[p]] = i
+                else:
+                    first[r, p] = i
+                last_child[p] = i
+        return first.to(self.parent.device), nxt.to(self.parent.device)
+
+    def children(self) -> list[list[list[int]]]:
+        """``children()[b][i]`` lists the child node indices of node ``i`` in row ``b``, in index order."""
+        out: list[list[list[int]]] = []
+        parent = self.parent.cpu().tolist()
+        counts = self.num_nodes.cpu().tolist()
+        for r in range(self.batch_size):
+            kids: list[list[int]] = [[] for _ in range(counts[r])]
+            for i in range(1, counts[r]):
+                kids[parent[r][i]].append(i)
+            out.append(kids)
+        return out
+
+    def path_to(self, b: int, node: int) -> list[int]:
+        """Node indices from the root to ``node`` (inclusive) in row ``b``."""
+        path = []
+        parent = self.parent[b].tolist()
+        while node != -1:
+            path.append(node)
+            node = parent[node]
+        return path[::-1]
+
+    def leaf_paths(self) -> torch.Tensor:  # [B, P, D + 1] int64, -1 padded
+        """Root-to-leaf node paths ("retrieve paths"), leaves in increasing node index."""
+        first, _ = self.first_child_next_sibling()
+        paths_per_row: list[list[list[int]]] = []
+        for r in range(self.batch_size):
+            n = int(self.num_nodes[r])
+            leaves = [i for i in range(n) if int(first[r, i]) == -1]
+            paths_per_row.append([self.path_to(r, leaf) for leaf in leaves])
+        p = max(len(ps) for ps in paths_per_row)
+        d = max(len(path) for ps in paths_per_row for path in ps)
+        out = torch.full((self.batch_size, p, d), -1, dtype=torch.long)
+        for r, ps in enumerate(paths_per_row):
+            for k, path in enumerate(ps):
+                out[r, k, : len(path)] = torch.tensor(path, dtype=torch.long)
+        return out.to(self.parent.device)
+
+    # --------------------------------------------------------------------------------------- subtrees
+    def subtree(self, keep: torch.Tensor) -> DraftTree:
+        """Keep an ancestor-closed node set and re-index it, preserving topological order.
+
+        Args:
+            keep: ``[B, N]`` bool; must contain the root and every kept node's parent.
+
+        Raises:
+            ValueError: if a row's kept set is not ancestor-closed or drops the root.
+        """
+        keep = keep & self.valid
+        if not bool(keep[:, 0].all()):
+            raise ValueError("subtree must keep the root (node 0) of every row")
+        parent_kept = torch.gather(keep, 1, self.parent.clamp(min=0))
+        orphan = keep & ~parent_kept
+        orphan[:, 0] = False
+        if bool(orphan.any()):
+            b, i = (int(x) for x in orphan.nonzero()[0])
+            raise ValueError(f"node set is not ancestor-closed: row {b} keeps node {i} but not its parent")
+        counts = keep.sum(dim=1)  # [B]
+        m = int(counts.max().item())
+        new_index = torch.cumsum(keep.long(), dim=1) - 1  # [B, N], new index of each kept node
+        order = torch.argsort((~keep).long(), dim=1, stable=True)[:, :m]  # [B, M] old indices, kept first
+        valid = torch.arange(m, device=keep.device)[None, :] < counts[:, None]  # [B, M]
+
+        def take(t: torch.Tensor) -> torch.Tensor:
+            idx = order if t.dim() == 2 else order[..., None].expand(-1, -1, t.shape[-1])
+            return torch.gather(t, 1, idx)
+
+        old_parent = take(self.parent)
+        new_parent = torch.gather(new_index, 1, old_parent.clamp(min=0))
+        new_parent = torch.where((old_parent >= 0) & valid, new_parent, torch.full_like(new_parent, -1))
+        return DraftTree(
+            tokens=torch.where(valid, take(self.tokens), torch.zeros_like(take(self.tokens))),
+            parent=new_parent,
+            depth=torch.where(valid, take(self.depth), torch.zeros_like(take(self.depth))),
+            logq=torch.where(valid, take(self.logq), torch.full_like(take(self.logq), float("-inf"))),
+            score=torch.where(valid, take(self.score), torch.full_like(take(self.score), float("-inf"))),
+            valid=valid,
+            child_q=None if self.child_q is None else take(self.child_q),
+        )
