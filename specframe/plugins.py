@@ -108,7 +108,7 @@ class PluginHost:
         if registered is None:
             raise PluginError(f"plugin '{name}' is blocked or already registered")
         self._dists[registered] = (distribution, version)
-        self.pm.check_pending()
+        self._check_pending()
         return registered
 
     def load(self) -> None:
@@ -119,15 +119,21 @@ class PluginHost:
         if self.autoload:
             for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
                 self._load_entry_point(ep)
+        self._check_pending()
+
+    def _check_pending(self) -> None:
+        """Fail loudly on a hook implementation whose name matches no hookspec (a misspelt hook)."""
         try:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             plugin = getattr(exc, "plugin", None)
             name = self.pm.get_name(plugin) if plugin is not None else "?"
             dist = self._dists.get(name or "", ("?", ""))[0]
+            if plugin is not None:
+                self.pm.unregister(plugin)
             raise PluginError(
                 f"plugin '{name}' ({dist}) implements a hook that specframe does not define: {exc}",
-                hint="check the spelling against `specframe plugins --hooks` or docs/plugins/hooks.md",
+                hint="hook names are listed in docs/plugins/hooks.md; all start with specframe_",
             ) from None
 
     def _load_entry_point(self, ep: md.EntryPoint) -> None:

@@ -35,6 +35,7 @@ class Capabilities:
         needs_target_hidden: the drafter conditions on the target's hidden states (taps).
         parallel_block: the drafter yields every depth from one forward pass.
         emits_logits: the drafter's proposal carries full per-depth logits.
+        emits_features: the drafter's proposal carries per-depth hidden features.
         needs_logits: the component needs ``proposal.logits`` (sampled builders, learned correctors).
         needs_features: the corrector needs ``proposal.features`` (backbone outputs).
         stateful: the corrector carries per-node state along paths.
@@ -49,6 +50,7 @@ class Capabilities:
     needs_target_hidden: bool = False
     parallel_block: bool = False
     emits_logits: bool = False
+    emits_features: bool = False
     needs_logits: bool = False
     needs_features: bool = False
     stateful: bool = False

@@ -1,0 +1,37 @@
+# specframe: one entry point for set-up, the main job, tests, docs and benchmarks.
+# `make demo` and `make test` work on a fresh machine with only Python 3.10+ installed.
+
+VENV        ?= .venv
+PY          := $(VENV)/bin/python
+PIP         := $(VENV)/bin/pip
+# The CPU wheel of torch; keep it in every pip command that could pull torch (else a CUDA build comes).
+TORCH       ?= torch==2.13.0
+TRANSFORMERS ?= transformers==5.24.0
+PLUGIN_DIRS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+STAMP       := $(VENV)/.specframe-setup
+
+.PHONY: setup demo test lint docs bench-trees clean
+
+$(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --disable-pip-version-check $(TORCH) '$(TRANSFORMERS)' -e '.[test,docs]' \
+		$(foreach p,$(PLUGIN_DIRS),-e $(p))
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/specframe components
+
+test: setup
+	$(VENV)/bin/ruff check specframe plugins tests benchmarks
+	$(VENV)/bin/pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check specframe plugins tests benchmarks
+
+bench-trees: setup
+	$(PY) benchmarks/tree_construction.py
+
+clean:
+	rm -rf $(VENV) site build

@@ -1,0 +1,98 @@
+"""``specframe run``: decode prompts with a pipeline, stream the text, print τ, rounds and tokens/s.
+
+With ``--compare-ar`` the same target decodes the same prompts plainly (drafter ``none``) in the same
+process; the summary then gives the speedup and whether the greedy outputs are identical.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from specframe.cli import _emit_json, _host, cli, console, err_console
+from specframe.errors import GenerationError
+from specframe.metrics.records import GenerationResult
+
+
+def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
+    out = list(prompts)
+    if prompts_file is not None:
+        if not prompts_file.exists():
+            raise GenerationError(f"prompts file not found: {prompts_file}",
+                                  hint="give a text file with one prompt per line, or a JSONL file with a "
+                                       "'prompt' field")
+        for line in prompts_file.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            if prompts_file.suffix == ".jsonl":
+                out.append(json.loads(line)["prompt"])
+            else:
+                out.append(line)
+    if not out:
+        raise GenerationError("no prompt given", hint='use --prompt "..." or --prompts-file FILE')
+    return out
+
+
+def _summary_line(name: str, results: list[GenerationResult]) -> str:
+    rounds = sum(r.num_rounds for r in results)
+    committed = sum(sum(r.accept_lengths()) for r in results)
+    tokens = sum(len(r.tokens) for r in results)
+    seconds = sum(r.total_ns for r in results) / 1e9
+    tau = committed / rounds if rounds else 0.0
+    return f"{name}: tau {tau:.2f} | rounds {rounds} | {tokens} tokens in {seconds:.2f}s | {tokens / seconds:.2f} tok/s"
+
+
+@cli.command()
+@click.argument("pipeline", type=click.Path(path_type=Path))
+@click.option("--prompt", "prompts", multiple=True, help="A prompt (repeatable).")
+@click.option("--prompts-file", type=click.Path(path_type=Path), help="One prompt per line (or JSONL 'prompt').")
+@click.option("--max-new-tokens", type=int, default=None, help="Defaults to generation.max_new_tokens.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
+@click.option("--seed", type=int, default=None, help="Seed of the request's random streams.")
+@click.option("--compare-ar", is_flag=True, help="Also decode plainly in the same process; report speedup.")
+@click.option("--no-stream", is_flag=True, help="Do not stream text while decoding.")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.pass_context
+def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_file: Path | None,
+        max_new_tokens: int | None, overrides: tuple[str, ...], seed: int | None, compare_ar: bool,
+        no_stream: bool, as_json: bool) -> None:
+    """Generate with PIPELINE (a YAML file) for each prompt."""
+    from specframe.pipeline import Pipeline
+
+    texts = _read_prompts(prompts, prompts_file)
+    if max_new_tokens is not None and max_new_tokens <= 0:
+        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
+    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=_host(ctx))
+    stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
+                                                                             highlight=False))
+    results = []
+    for text in texts:
+        if stream is not None:
+            console.rule(f"[bold]{pipe.config.name}[/bold]")
+        results.append(pipe.generate(text, max_new_tokens, seed=seed, stream=stream))
+        if stream is not None:
+            console.print()
+    report: dict = {"pipeline": pipe.config.name, "config_hash": pipe.config_hash,
+                    "results": [r.as_dict() for r in results]}
+    lines = [_summary_line(pipe.config.name, results)]
+    if compare_ar:
+        ar = pipe.with_stage("drafter", {"type": "none"})
+        ar = ar.with_stage("tree_builder", {"type": "chain"}).with_stage("pruner", {"type": "none"})
+        baseline = [ar.generate(text, max_new_tokens, seed=seed) for text in texts]
+        same = [b.tokens == r.tokens for b, r in zip(baseline, results)]
+        speedup = (sum(b.total_ns for b in baseline) / sum(len(b.tokens) for b in baseline)) / \
+                  (sum(r.total_ns for r in results) / sum(len(r.tokens) for r in results))
+        report["baseline"] = [b.summary() for b in baseline]
+        report["speedup"] = speedup
+        report["identical_to_ar"] = same
+        lines.append(_summary_line("plain decoding", baseline))
+        exact = "identical" if all(same) else f"DIFFERENT in {same.count(False)} of {len(same)}"
+        lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
+                     + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
+    if as_json:
+        _emit_json(report)
+    else:
+        for line in lines:
+            err_console.print(line, highlight=False, markup=False)

@@ -1,0 +1,175 @@
+"""Reading pipeline files: YAML with ``extends:``, ``${VAR}`` expansion, ``--set a.b=c`` overrides, and
+error messages that name the file and line of the offending value.
+
+Merge rules: a child file's mapping is merged key by key into its base; a stage section whose ``type``
+changes is *replaced*, not merged (the old component's fields would not fit the new one). The same holds
+for overrides: ``--set tree_builder.type=chain`` drops the previous builder's other fields.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specframe.config.pipeline import STAGE_FIELDS
+from specframe.errors import ConfigError
+
+Provenance = dict[tuple[str, ...], str]
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _node_lines(node: yaml.Node, path: tuple[str, ...], where: str, out: Provenance) -> None:
+    """Record ``file:line`` for every mapping key path under ``node``."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = (*path, str(key_node.value))
+            out[key] = f"{where}:{key_node.start_mark.line + 1}"
+            _node_lines(value_node, key, where, out)
+
+
+def read_yaml(path: Path) -> tuple[dict[str, Any], Provenance]:
+    """Parse one YAML mapping and map each key path to ``file:line``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"pipeline file not found: {path}", hint="check the path; relative paths in "
+                          "`extends:` are resolved against the file that contains them") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"malformed YAML: {problem}", where=where,
+                          hint="check indentation and quoting around this line") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"a pipeline file must be a YAML mapping, found {type(data).__name__}", where=str(path))
+    lines: Provenance = {}
+    if node is not None:
+        _node_lines(node, (), str(path), lines)
+    return data, lines
+
+
+def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in child.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            if key in STAGE_FIELDS and "type" in value and value.get("type") != old.get("type"):
+                out[key] = copy.deepcopy(value)
+            else:
+                out[key] = _merge(old, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Provenance]:
+    """Load a pipeline file and, recursively, the files it ``extends:``."""
+    path = Path(path)
+    resolved = path.resolve()
+    if resolved in _stack:
+        chain = " -> ".join(str(p) for p in (*_stack, resolved))
+        raise ConfigError(f"`extends:` cycle: {chain}", hint="remove one of the `extends:` lines in this chain")
+    data, lines = read_yaml(path)
+    parents = data.pop("extends", None)
+    if parents is None:
+        return data, lines
+    if isinstance(parents, str):
+        parents = [parents]
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise ConfigError("`extends:` must be a file path or a list of file paths",
+                          where=lines.get(("extends",), str(path)))
+    merged: dict[str, Any] = {}
+    provenance: Provenance = {}
+    for parent in parents:
+        parent_path = (path.parent / parent) if not Path(parent).is_absolute() else Path(parent)
+        if not parent_path.exists():
+            raise ConfigError(f"`extends:` names a missing file: {parent_path}",
+                              where=lines.get(("extends",), str(path)),
+                              hint="paths are relative to the file that contains `extends:`")
+        pdata, plines = load_file(parent_path, (*_stack, resolved))
+        merged = _merge(merged, pdata)
+        provenance.update(plines)
+    provenance.update(lines)
+    return _merge(merged, data), provenance
+
+
+def apply_override(data: dict[str, Any], override: str, provenance: Provenance) -> dict[str, Any]:
+    """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, booleans)."""
+    if "=" not in override:
+        raise ConfigError(f"override '{override}' is not of the form key.path=value",
+                          hint="example: --set tree_builder.width=8")
+    dotted, raw = override.split("=", 1)
+    keys = [k for k in dotted.strip().split(".") if k]
+    if not keys:
+        raise ConfigError(f"override '{override}' has an empty key path")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    out = copy.deepcopy(data)
+    node = out
+    for i, key in enumerate(keys[:-1]):
+        child = node.get(key)
+        if child is None:
+            child = node[key] = {}
+        if not isinstance(child, dict):
+            prefix = ".".join(keys[: i + 1])
+            raise ConfigError(f"--set {override}: '{prefix}' is a value ({child!r}), not a section",
+                              hint=f"set '{prefix}' itself, e.g. --set {prefix}=...")
+        node = child
+    leaf = keys[-1]
+    if len(keys) == 2 and keys[0] in STAGE_FIELDS and leaf == "type" and node.get("type") != value:
+        node.clear()
+    node[leaf] = value
+    provenance[tuple(keys)] = f"--set {override}"
+    return out
+
+
+def expand_env(value: Any) -> Any:
+    """Replace ``${VAR}`` in strings with environment values; unset variables stay as written.
+
+    Unset variables are reported when the component that needs the value is built, so example files with
+    placeholders still validate.
+    """
+    if isinstance(value, str):
+        return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: expand_env(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_env(v) for v in value]
+    return value
+
+
+def unresolved_variables(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """``(field path, VAR)`` for every ``${VAR}`` left unexpanded in a config dump."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, str):
+        found.extend((path, m.group(1)) for m in _VAR.finditer(value))
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found.extend(unresolved_variables(v, f"{path}.{k}" if path else str(k)))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found.extend(unresolved_variables(v, f"{path}[{i}]"))
+    return found
+
+
+def config_hash(config_dump: dict[str, Any]) -> str:
+    """Stable short hash of a resolved config (the ``name`` field excluded)."""
+    body = {k: v for k, v in config_dump.items() if k != "name"}
+    text = json.dumps(body, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -1,0 +1,227 @@
+"""Validating a pipeline mapping: stage types, field schemas, then cross-stage checks from capabilities.
+
+Each failure becomes one :class:`~specframe.errors.ConfigError` that names the file and line (or the
+``--set`` override) of the offending value and says how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase, build_pipeline_model
+from specframe.errors import ConfigError, did_you_mean
+from specframe.registry import ComponentRegistry
+
+if TYPE_CHECKING:
+    from specframe.plugins import PluginHost
+
+Provenance = dict[tuple[str, ...], str]
+
+
+def _where(provenance: Provenance, path: tuple[str, ...], default: str) -> str:
+    for cut in range(len(path), 0, -1):
+        if path[:cut] in provenance:
+            return provenance[path[:cut]]
+    return default
+
+
+def _check_stage_types(data: dict[str, Any], registry: ComponentRegistry, provenance: Provenance,
+                       source: str) -> None:
+    for field, kind in STAGE_FIELDS.items():
+        if field not in data or data[field] is None:
+            continue
+        section = data[field]
+        if isinstance(section, str):
+            section = data[field] = {"type": section}
+        where = _where(provenance, (field,), source)
+        if not isinstance(section, dict):
+            raise ConfigError(f"'{field}' must be a mapping with a `type:` key, found {section!r}", where=where,
+                              hint=f"write e.g. `{field}: {{type: ...}}`")
+        if "type" not in section:
+            names = registry.names(kind) + (["auto"] if kind == "verifier" else [])
+            raise ConfigError(f"'{field}' has no `type:`", where=where,
+                              hint=f"available {kind} types: {', '.join(names) or '(none installed)'}")
+        name = section["type"]
+        if kind == "verifier" and name == "auto":
+            continue
+        if (kind, name) not in registry:
+            names = registry.names(kind) + (["auto"] if kind == "verifier" else [])
+            raise ConfigError(
+                f"unknown {field} type '{name}'{did_you_mean(str(name), names)}",
+                where=_where(provenance, (field, "type"), where),
+                hint=f"available {kind} types: {', '.join(names) or '(none installed)'}; "
+                     "`specframe components` lists them with the plugin providing each",
+            )
+
+
+def _translate(exc: ValidationError, data: dict[str, Any], model: type[PipelineConfigBase],
+               provenance: Provenance, source: str) -> ConfigError:
+    lines = []
+    first_where = source
+    for i, err in enumerate(exc.errors()):
+        loc = [str(x) for x in err["loc"]]
+        # Discriminated unions insert the tag (``tree_builder.dartree.width``); drop it.
+        if len(loc) >= 2 and loc[0] in STAGE_FIELDS and isinstance(data.get(loc[0]), dict) \
+                and data[loc[0]].get("type") == loc[1]:
+            loc.pop(1)
+        path = tuple(loc)
+        dotted = ".".join(loc)
+        where = _where(provenance, path, source)
+        if i == 0:
+            first_where = where
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            allowed = _allowed_fields(data, model, path[:-1])
+            msg = f"unknown field '{dotted}'{did_you_mean(path[-1], allowed)}"
+            if allowed:
+                msg += f"; allowed: {', '.join(allowed)}"
+        elif kind == "missing":
+            msg = f"missing required field '{dotted}'"
+            if len(path) == 1 and path[0] in STAGE_FIELDS:
+                msg = f"missing required stage '{dotted}'"
+        else:
+            value = err.get("input")
+            shown = f" (got {value!r})" if not isinstance(value, dict) else ""
+            msg = f"{dotted}: {err['msg']}{shown}"
+        lines.append(msg if where == first_where or i == 0 else f"{msg}  [{where}]")
+    return ConfigError("; ".join(lines) if len(lines) == 1 else "invalid pipeline:\n  " + "\n  ".join(lines),
+                       where=first_where,
+                       hint="`specframe schema` prints every field; `specframe components` lists stage types")
+
+
+def _allowed_fields(data: dict[str, Any], model: type[PipelineConfigBase], path: tuple[str, ...]) -> list[str]:
+    """Field names allowed at ``path`` (a stage section or a nested top-level section)."""
+    if not path:
+        return sorted(model.model_fields)
+    if path[0] in STAGE_FIELDS and len(path) == 1:
+        return []  # filled by the caller through the registry-specific config below
+    sub = model.model_fields.get(path[0])
+    annotation = getattr(sub, "annotation", None)
+    fields = getattr(annotation, "model_fields", None)
+    return sorted(fields) if fields else []
+
+
+def stage_field_names(registry: ComponentRegistry, kind: str, name: str) -> list[str]:
+    return sorted(registry.get(kind, name).spec.config.model_fields)
+
+
+def validate_pipeline(data: dict[str, Any], host: PluginHost, *, provenance: Provenance | None = None,
+                      source: str = "<pipeline>", has_target_object: bool = False) -> PipelineConfigBase:
+    """Validate a pipeline mapping against the registry; return the resolved config (``auto`` resolved)."""
+    provenance = provenance or {}
+    registry = host.registry
+    data = dict(data)
+    _check_stage_types(data, registry, provenance, source)
+    model = build_pipeline_model(registry)
+    try:
+        config = model.model_validate(data)
+    except ValidationError as exc:
+        raise _improve_stage_hints(_translate(exc, data, model, provenance, source), data, registry) from None
+    if config.target is None and not has_target_object:  # type: ignore[attr-defined]
+        raise ConfigError("missing required stage 'target'", where=source,
+                          hint="add e.g. `target: {type: hf, model: /path/to/model}`")
+    config = resolve_auto_verifier(config, registry, provenance, source)
+    problems = cross_stage_problems(config, registry, has_target_object=has_target_object)
+    problems += host.validate_pipeline(config)
+    if problems:
+        raise ConfigError("contradictory stages:\n  " + "\n  ".join(problems), where=source,
+                          hint="change one of the stages named above (or set allow_lossy: true where it says so)")
+    return config
+
+
+def _improve_stage_hints(err: ConfigError, data: dict[str, Any], registry: ComponentRegistry) -> ConfigError:
+    """Add the allowed fields of a stage's component to 'unknown field' messages."""
+    for field, kind in STAGE_FIELDS.items():
+        section = data.get(field)
+        if not isinstance(section, dict) or "type" not in section or (kind, section["type"]) not in registry:
+            continue
+        allowed = [f for f in stage_field_names(registry, kind, section["type"]) if f != "type"]
+        prefix = f"unknown field '{field}."
+        if prefix in err.message:
+            bad = err.message.split(prefix, 1)[1].split("'", 1)[0]
+            err.message = err.message.replace(
+                f"{prefix}{bad}'", f"{prefix}{bad}'{did_you_mean(bad, allowed)} for {field} type "
+                f"'{section['type']}' (allowed: {', '.join(allowed) or 'none'})", 1)
+    return err
+
+
+def resolve_auto_verifier(config: PipelineConfigBase, registry: ComponentRegistry, provenance: Provenance,
+                          source: str) -> PipelineConfigBase:
+    """Replace ``verifier: auto`` by greedy at temperature 0, else the first fitting lossless verifier."""
+    verifier = config.verifier  # type: ignore[attr-defined]
+    if verifier.type != "auto":
+        return config
+    regime = registry.get("tree_builder", config.tree_builder.type).spec.capabilities.draft_regime  # type: ignore[attr-defined]
+    greedy = config.sampling.temperature == 0.0
+    candidates = []
+    for rec in registry.of_kind("verifier"):
+        caps = rec.spec.capabilities
+        if not caps.lossless or regime not in caps.supported_regimes:
+            continue
+        if caps.greedy_only and not greedy:
+            continue
+        candidates.append(rec)
+    # Prefer the cheapest exact choice: greedy-only verifiers at T = 0, then ones needing no q.
+    candidates.sort(key=lambda r: (not r.spec.capabilities.greedy_only, r.spec.capabilities.requires_q,
+                                   r.spec.name))
+    if not candidates:
+        raise ConfigError(f"verifier: auto found no lossless verifier for {regime} trees at temperature "
+                          f"{config.sampling.temperature}", where=_where(provenance, ("verifier",), source),
+                          hint="install a verifier plugin (specframe-verifiers) or name one explicitly")
+    chosen = candidates[0].spec.config()
+    return config.model_copy(update={"verifier": chosen})
+
+
+def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target_object: bool = False) -> list[str]:
+    """Contradictions between stages, found from declared capabilities only."""
+    caps = {field: registry.get(kind, getattr(config, field).type).spec.capabilities
+            for field, kind in STAGE_FIELDS.items() if getattr(config, field, None) is not None}
+    problems = []
+    builder, verifier, drafter = caps["tree_builder"], caps["verifier"], caps["drafter"]
+    b_name, v_name = config.tree_builder.type, config.verifier.type
+    regime = builder.draft_regime
+    temperature = config.sampling.temperature
+    if regime not in verifier.supported_regimes:
+        problems.append(f"verifier '{v_name}' is not exact for {regime} trees, which tree_builder '{b_name}' "
+                        f"builds (it supports: {', '.join(sorted(verifier.supported_regimes))})")
+    if verifier.requires_q and regime != "sampled":
+        problems.append(f"verifier '{v_name}' needs the draft law of sampled children, but tree_builder "
+                        f"'{b_name}' builds deterministic trees; use a sampled builder or verifier 'walk'")
+    if temperature > 0 and verifier.greedy_only and not config.allow_lossy:
+        problems.append(f"verifier '{v_name}' is exact only at temperature 0 but sampling.temperature is "
+                        f"{temperature}; use verifier 'walk' (or `auto`), or set allow_lossy: true")
+    if not verifier.lossless and not config.allow_lossy:
+        problems.append(f"verifier '{v_name}' is not lossless; set allow_lossy: true to use it anyway")
+    corrector = caps.get("corrector")
+    c_name = config.corrector.type if corrector is not None else ""
+    if corrector is not None and corrector.needs_logits and not drafter.emits_logits:
+        problems.append(f"corrector '{c_name}' needs full draft logits, which drafter "
+                        f"'{config.drafter.type}' does not emit")
+    if corrector is not None and corrector.needs_features and not drafter.emits_features:
+        problems.append(f"corrector '{c_name}' needs per-depth drafter features, which drafter "
+                        f"'{config.drafter.type}' does not emit")
+    if builder.needs_logits and not drafter.emits_logits:
+        problems.append(f"tree_builder '{b_name}' needs full draft logits, which drafter "
+                        f"'{config.drafter.type}' does not emit")
+    target = caps.get("target")
+    if drafter.needs_target_hidden and target is not None and not target.exposes_taps:
+        problems.append(f"drafter '{config.drafter.type}' conditions on the target's hidden states, but "
+                        f"target '{config.target.type}' cannot expose them")
+    return problems
+
+
+def load_pipeline_config(path: str, overrides: tuple[str, ...] | list[str] = (), *, host: PluginHost,
+                         has_target_object: bool = False) -> tuple[PipelineConfigBase, Provenance]:
+    """Read, merge, override, expand and validate a pipeline file."""
+    from specframe.config.loader import apply_override, expand_env, load_file
+
+    data, provenance = load_file(path)
+    data.pop("sweep", None)
+    for override in overrides:
+        data = apply_override(data, override, provenance)
+    data = expand_env(data)
+    config = validate_pipeline(data, host, provenance=provenance, source=str(path),
+                               has_target_object=has_target_object)
+    return config, provenance

@@ -1,0 +1,293 @@
+"""`Pipeline`: resolved stages around a target, and the decode loop.
+
+One round::
+
+    proposal = drafter.propose(state)                        # draft
+    tree = tree_builder.build(proposal, corrector, ctx)      # correct + build
+    tree = pruner.prune(tree, ctx)                           # prune
+    out = target.forward_tree(tree)                          # target forward with tree attention
+    result = verifier.verify(tree, out.logits, ctx)          # accept a path, emit a bonus token
+    target.commit(tree, result.accepted_nodes); drafter.commit(...)   # compact caches
+
+Plugins are consulted only in :meth:`Pipeline.from_config`; the loop calls the resolved objects directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specframe.config.loader import config_hash, unresolved_variables
+from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
+from specframe.config.validate import load_pipeline_config, validate_pipeline
+from specframe.errors import ConfigError, GenerationError
+from specframe.interfaces import (
+    BuildContext,
+    Corrector,
+    DecodeState,
+    Drafter,
+    Pruner,
+    RoundContext,
+    TargetModel,
+    TreeBuilder,
+    Verifier,
+)
+from specframe.metrics.records import GenerationResult, RoundRecord
+from specframe.plugins import PluginHost, PluginInfo
+from specframe.sampling import sample, validate_sampling
+from specframe.tree import DraftTree, check_tree
+from specframe.types import RngStreams, SamplingParams
+
+Prompt = str | Sequence[int] | torch.Tensor
+
+
+@dataclass
+class Stages:
+    """The resolved stage objects of a pipeline."""
+
+    drafter: Drafter
+    corrector: Corrector
+    tree_builder: TreeBuilder
+    pruner: Pruner
+    verifier: Verifier
+
+
+class Pipeline:
+    """A validated pipeline with its stages built; call :meth:`generate`."""
+
+    def __init__(self, config: PipelineConfigBase, target: TargetModel, stages: Stages,
+                 plugins: list[PluginInfo], host: PluginHost) -> None:
+        self.config = config
+        self.target = target
+        self.stages = stages
+        self.plugins = plugins
+        self.host = host
+        self.config_hash = config_hash(config.model_dump(mode="json"))
+        self.sampling = SamplingParams(**config.sampling.model_dump())
+        validate_sampling(self.sampling)
+
+    # -------------------------------------------------------------------------------------- building
+    @classmethod
+    def from_yaml(cls, path: str | Path, *, overrides: Sequence[str] = (), target: TargetModel | None = None,
+                  host: PluginHost | None = None) -> Pipeline:
+        host = host or PluginHost()
+        config, _ = load_pipeline_config(str(path), tuple(overrides), host=host,
+                                         has_target_object=target is not None)
+        return cls.from_config(config, target=target, host=host)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, target: TargetModel | None = None,
+                  host: PluginHost | None = None) -> Pipeline:
+        host = host or PluginHost()
+        config = validate_pipeline(data, host, has_target_object=target is not None)
+        return cls.from_config(config, target=target, host=host)
+
+    @classmethod
+    def from_config(cls, config: PipelineConfigBase, *, target: TargetModel | None = None,
+                    host: PluginHost | None = None, reuse: Pipeline | None = None) -> Pipeline:
+        """Instantiate every stage through the registry's factories (the only place plugins are used)."""
+        host = host or PluginHost()
+        registry = host.registry
+        unresolved = unresolved_variables(config.model_dump(mode="json"))
+        if unresolved:
+            field, var = unresolved[0]
+            raise ConfigError(f"{field} uses ${{{var}}} but the environment variable {var} is not set",
+                              hint=f"export {var}=/path/to/... before running this pipeline")
+        ctx = BuildContext(pipeline=config)
+        if target is None:
+            if config.target is None:  # type: ignore[attr-defined]
+                raise ConfigError("the pipeline has no `target:` and no target object was given")
+            target = registry.get("target", config.target.type).spec.factory(config.target, ctx)  # type: ignore[attr-defined]
+        ctx.target = target
+        built: dict[str, Any] = {}
+        for field, kind in STAGE_FIELDS.items():
+            if field == "target":
+                continue
+            section = getattr(config, field)
+            if reuse is not None and getattr(reuse.config, field) == section:
+                built[field] = getattr(reuse.stages, field)
+            else:
+                built[field] = registry.get(kind, section.type).spec.factory(section, ctx)
+        drafter: Drafter = built["drafter"]
+        if drafter.target_layers:
+            target.set_taps(tuple(drafter.target_layers))
+        return cls(config, target, Stages(**built), host.plugins(), host)
+
+    def with_stage(self, field: str, section: dict[str, Any] | None = None, **top_level: Any) -> Pipeline:
+        """A pipeline with one stage (or top-level fields) replaced; unchanged stages and the target are reused.
+
+        Example: ``pipe.with_stage("tree_builder", {"type": "dartree", "width": 8})``.
+        """
+        data = self.config.model_dump(mode="python", exclude_none=True)
+        if section is not None:
+            if field not in STAGE_FIELDS:
+                raise ConfigError(f"unknown stage '{field}'", hint=f"stages: {', '.join(STAGE_FIELDS)}")
+            data[field] = section
+        data.update(top_level)
+        config = validate_pipeline(data, self.host, has_target_object=True)
+        return Pipeline.from_config(config, target=self.target, host=self.host, reuse=self)
+
+    # ------------------------------------------------------------------------------------ generation
+    def encode(self, prompt: Prompt, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
+        """Token ids of a prompt; strings go through the tokenizer (and its chat template)."""
+        if isinstance(prompt, torch.Tensor):
+            ids = prompt.long().view(1, -1)
+        elif isinstance(prompt, str):
+            tok = self.target.tokenizer
+            if tok is None:
+                raise GenerationError("a text prompt needs a tokenizer, but the target has none",
+                                      hint="pass token ids, or load the target from a directory with a tokenizer")
+            use_chat = self.config.generation.chat_template if chat is None else chat
+            if use_chat and getattr(tok, "chat_template", None):
+                text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                               add_generation_prompt=True)
+                ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
+            else:
+                ids = torch.tensor([tok(prompt)["input_ids"]])
+        else:
+            ids = torch.tensor([list(prompt)], dtype=torch.long)
+        if ids.numel() == 0:
+            raise GenerationError("the prompt is empty", hint="give at least one token")
+        return ids
+
+    def generate(self, prompt: Prompt, max_new_tokens: int | None = None, *, seed: int | None = None,
+                 stream: Callable[[str], None] | None = None, chat: bool | None = None,
+                 stop: Sequence[str] | None = None) -> GenerationResult:
+        """Decode one request; the output law equals the target's own (exactly, at temperature 0)."""
+        gen = self.config.generation
+        max_new = gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        if max_new <= 0:
+            raise GenerationError(f"max_new_tokens must be positive, got {max_new}")
+        stops = tuple(gen.stop if stop is None else stop)
+        ids = self.encode(prompt, chat=chat)
+        limit = self.target.max_length
+        if limit is not None and ids.shape[1] >= limit:
+            raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is {limit}",
+                                  hint="shorten the prompt")
+        return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+
+
+class _Decode:
+    """One request's decode loop (kept apart from Pipeline so the loop's state is local)."""
+
+    def __init__(self, pipe: Pipeline, ids: torch.Tensor, max_new: int, stops: tuple[str, ...],
+                 stream: Callable[[str], None] | None, seed: int) -> None:
+        self.pipe = pipe
+        self.ids = ids
+        self.max_new = max_new
+        self.stops = stops
+        self.stream = stream
+        self.seed = seed
+        self.eos = set(pipe.target.eos_token_ids) if pipe.config.generation.stop_at_eos else set()
+        self.new: list[int] = []
+        self.streamed_text = ""
+
+    def _stop_reason(self) -> str | None:
+        if self.new and self.new[-1] in self.eos:
+            return "eos"
+        if len(self.new) >= self.max_new:
+            return "length"
+        limit = self.pipe.target.max_length
+        if limit is not None and self.ids.shape[1] + len(self.new) >= limit:
+            return "context"
+        return None
+
+    def _accept_tokens(self, tokens: list[int]) -> list[int]:
+        """Append tokens up to EOS and the length limit; return those appended."""
+        taken = []
+        for t in tokens:
+            if len(self.new) >= self.max_new:
+                break
+            self.new.append(t)
+            taken.append(t)
+            if t in self.eos:
+                break
+        return taken
+
+    def _text_and_stream(self) -> tuple[str | None, bool]:
+        tok = self.pipe.target.tokenizer
+        if tok is None:
+            return None, False
+        text = tok.decode(self.new, skip_special_tokens=True)
+        hit = False
+        for s in self.stops:
+            at = text.find(s)
+            if at >= 0:
+                text, hit = text[:at], True
+        if self.stream is not None and text.startswith(self.streamed_text) and len(text) > len(self.streamed_text):
+            self.stream(text[len(self.streamed_text):])
+            self.streamed_text = text
+        return text, hit
+
+    def run(self) -> GenerationResult:
+        pipe, st = self.pipe, self.pipe.stages
+        target, timing = pipe.target, pipe.config.metrics.stage_timing
+        check = pipe.config.metrics.check_trees
+        rng = RngStreams.from_seed(self.seed)
+        clock = time.perf_counter_ns
+        t_start = clock()
+        with torch.inference_mode():
+            target.reset()
+            prefill = target.prefill(self.ids)
+            first = sample(prefill.logits[:, -1], pipe.sampling, rng.target)  # [1]
+            self._accept_tokens([int(first[0])])
+            prefill_ns = clock() - t_start
+            state = DecodeState(tokens=torch.cat([self.ids, first.view(1, 1).to(self.ids.device)], dim=1),
+                                prompt_len=self.ids.shape[1], sampling=pipe.sampling, rng=rng)
+            st.drafter.begin(state, prefill)
+            ctx = RoundContext(budget=pipe.config.budget, sampling=pipe.sampling, rng=rng)
+            rounds: list[RoundRecord] = []
+            text, hit = self._text_and_stream()
+            reason = "stop_string" if hit else self._stop_reason()
+            while reason is None:
+                t0 = clock()
+                proposal = st.drafter.propose(state)
+                t1 = clock()
+                tree = st.tree_builder.build(proposal, st.corrector, ctx)
+                t2 = clock()
+                tree = _fit_context(st.pruner.prune(tree, ctx), target, state)
+                t3 = clock()
+                if check:
+                    _check(tree)
+                out = target.forward_tree(tree)
+                t4 = clock()
+                result = st.verifier.verify(tree, out.logits, ctx)
+                t5 = clock()
+                target.commit(tree, result.accepted_nodes)
+                emitted = result.emitted_tokens(tree.tokens.cpu())[0]
+                committed = self._accept_tokens(emitted)
+                state.tokens = torch.cat(
+                    [state.tokens, torch.tensor([emitted], dtype=torch.long, device=state.tokens.device)], dim=1)
+                st.drafter.commit(state, tree, result, out)
+                t6 = clock()
+                stage_ns = ({"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3,
+                             "verify": t5 - t4, "commit": t6 - t5} if timing else {})
+                rounds.append(RoundRecord(nodes=int(tree.num_nodes[0]) - 1, depth=tree.max_depth,
+                                          accepted=int(result.num_accepted[0]), committed=len(committed),
+                                          stage_ns=stage_ns))
+                text, hit = self._text_and_stream()
+                reason = "stop_string" if hit else self._stop_reason()
+        return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,
+                                prefill_ns=prefill_ns, total_ns=clock() - t_start, stop_reason=reason)
+
+
+def _fit_context(tree: DraftTree, target: TargetModel, state: DecodeState) -> DraftTree:
+    """Drop nodes whose positions would run past the target's context window."""
+    limit = target.max_length
+    if limit is None:
+        return tree
+    room = limit - 1 - state.cached_len  # deepest allowed depth: position cached_len + depth < limit
+    if tree.max_depth <= room:
+        return tree
+    return tree.subtree(tree.valid & (tree.depth <= max(room, 0)))
+
+
+def _check(tree: DraftTree) -> None:
+    problems = check_tree(tree)
+    if problems:
+        raise AssertionError("stage produced an invalid DraftTree:\n  " + "\n  ".join(problems))
