@@ -134,25 +134,31 @@ def validate(ctx: click.Context, pipelines: tuple[Path, ...], overrides: tuple[s
         _emit_json(results)
 
 
-def main() -> None:
-    """Console entry point: run the CLI, turning SpecframeError into a one-screen message."""
-    host = PluginHost()
+def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
+    """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
+    host = host or PluginHost()
     try:
         host.register_commands(cli)
         from specframe import cli_run  # noqa: F401  (registers `run`)
 
-        cli.main(obj={"host": host}, standalone_mode=False)
+        cli.main(args=args, obj={"host": host}, standalone_mode=False)
     except SpecframeError as exc:
         err_console.print(f"[bold red]error:[/bold red] {escape(exc.render())}", highlight=False)
-        sys.exit(2)
+        return 2
     except click.exceptions.Abort:
         err_console.print("aborted")
-        sys.exit(130)
+        return 130
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
+    return 0
+
+
+def main() -> None:
+    """Console entry point."""
+    sys.exit(run_cli())
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         ar = pipe.with_stage("drafter", {"type": "none"})
         ar = ar.with_stage("tree_builder", {"type": "chain"}).with_stage("pruner", {"type": "none"})
         baseline = [ar.generate(text, max_new_tokens, seed=seed) for text in texts]
-        same = [b.tokens == r.tokens for b, r in zip(baseline, results)]
+        same = [b.tokens == r.tokens for b, r in zip(baseline, results, strict=True)]
         speedup = (sum(b.total_ns for b in baseline) / sum(len(b.tokens) for b in baseline)) / \
                   (sum(r.total_ns for r in results) / sum(len(r.tokens) for r in results))
         report["baseline"] = [b.summary() for b in baseline]

@@ -89,7 +89,7 @@ class TargetModel(ABC):
     def cache_len(self) -> int:
         """Number of positions currently committed in the cache."""
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027
         """Forget the cached sequence (start of a new request)."""
 
     def set_taps(self, layers: tuple[int, ...]) -> None:

@@ -85,9 +85,13 @@ class PluginHost:
         environ: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        self.autoload = autoload if autoload is not None else env.get("SPECFRAME_DISABLE_PLUGIN_AUTOLOAD", "") in ("", "0")
+        if autoload is None:
+            autoload = env.get("SPECFRAME_DISABLE_PLUGIN_AUTOLOAD", "") in ("", "0")
+        self.autoload = autoload
         self.allowlist = set(allowlist) if allowlist is not None else _env_list(env.get("SPECFRAME_LOAD_PLUGINS"))
-        self.disabled = set(disabled) if disabled is not None else (_env_list(env.get("SPECFRAME_DISABLED_PLUGINS")) or set())
+        if disabled is None:
+            disabled = _env_list(env.get("SPECFRAME_DISABLED_PLUGINS")) or set()
+        self.disabled = set(disabled)
         self.skip_broken = skip_broken
         self.broken: list[str] = []
         self.pm = pluggy.PluginManager("specframe")
@@ -148,7 +152,7 @@ class PluginHost:
             return
         try:
             module = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any import failure is reported with its cause
+        except Exception as exc:
             message = f"plugin '{ep.name}' from distribution {dist} {version} failed to import: " \
                       f"{type(exc).__name__}: {exc}"
             if self.skip_broken:
@@ -168,7 +172,7 @@ class PluginHost:
         def after(outcome: Any, hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
             try:
                 result = outcome.get_result()
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 result = f"raised {type(exc).__name__}: {exc}"
             print(f"[specframe trace] {hook_name} returned {result!r}", file=sys.stderr)
 

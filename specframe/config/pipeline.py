@@ -111,7 +111,13 @@ def _union(configs: list[type[ComponentConfig]]) -> Any:
 
 
 def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase]:
-    """Create the ``PipelineConfig`` model whose stage fields are unions of the registered configs."""
+    """Create the ``PipelineConfig`` model whose stage fields are unions of the registered configs.
+
+    The model is cached on the registry, so configs validated against one registry compare equal.
+    """
+    cached = getattr(registry, "_pipeline_model", None)
+    if cached is not None:
+        return cached
     fields: dict[str, Any] = {}
     for field, kind in STAGE_FIELDS.items():
         configs = [r.spec.config for r in registry.of_kind(kind)]
@@ -129,4 +135,6 @@ def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase
             fields[field] = (annotation, by_name[default_name]())
         else:
             fields[field] = (annotation, ...)
-    return create_model("PipelineConfig", __base__=PipelineConfigBase, **fields)
+    model = create_model("PipelineConfig", __base__=PipelineConfigBase, **fields)
+    registry._pipeline_model = model  # type: ignore[attr-defined]
+    return model

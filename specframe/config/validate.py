@@ -183,7 +183,7 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
     b_name, v_name = config.tree_builder.type, config.verifier.type
     regime = builder.draft_regime
     temperature = config.sampling.temperature
-    if regime not in verifier.supported_regimes:
+    if regime not in verifier.supported_regimes and not config.allow_lossy:
         problems.append(f"verifier '{v_name}' is not exact for {regime} trees, which tree_builder '{b_name}' "
                         f"builds (it supports: {', '.join(sorted(verifier.supported_regimes))})")
     if verifier.requires_q and regime != "sampled":
