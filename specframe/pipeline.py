@@ -183,6 +183,9 @@ class _Decode:
         self.stops = stops
         self.stream = stream
         self.seed = seed
+        limit = pipe.target.max_length
+        # The whole sequence (prompt + new tokens) must fit the target's context window.
+        self.cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
         self.eos = set(pipe.target.eos_token_ids) if pipe.config.generation.stop_at_eos else set()
         self.new: list[int] = []
         self.streamed_text = ""
@@ -190,18 +193,15 @@ class _Decode:
     def _stop_reason(self) -> str | None:
         if self.new and self.new[-1] in self.eos:
             return "eos"
-        if len(self.new) >= self.max_new:
-            return "length"
-        limit = self.pipe.target.max_length
-        if limit is not None and self.ids.shape[1] + len(self.new) >= limit:
-            return "context"
+        if len(self.new) >= self.cap:
+            return "length" if self.cap == self.max_new else "context"
         return None
 
     def _accept_tokens(self, tokens: list[int]) -> list[int]:
         """Append tokens up to EOS and the length limit; return those appended."""
         taken = []
         for t in tokens:
-            if len(self.new) >= self.max_new:
+            if len(self.new) >= self.cap:
                 break
             self.new.append(t)
             taken.append(t)

@@ -1,0 +1,123 @@
+"""The decode loop on an exact toy target: greedy equality with plain decoding, stopping rules, records."""
+
+from __future__ import annotations
+
+import types
+from typing import Literal
+
+import pytest
+
+from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
+from specframe.errors import GenerationError
+from specframe.pipeline import Pipeline
+from specframe.testing.toy import ToyDrafter, ToyTarget
+
+from . import fake_components
+
+BASE = {
+    "sampling": {"temperature": 0.0},
+    "budget": 4,
+    "drafter": {"type": "toy", "depth": 4},
+    "corrector": {"type": "marginal"},
+    "tree_builder": {"type": "spine"},
+    "pruner": {"type": "keep_all"},
+    "verifier": {"type": "auto"},
+}
+
+
+class ToyConfig(ComponentConfig):
+    type: Literal["toy"] = "toy"
+    depth: int = 4
+
+
+def make_host(target: ToyTarget, distance: float) -> PluginHost:
+    mod = types.ModuleType("toy_plugin")
+
+    @hookimpl
+    def specframe_drafters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="drafter", name="toy", config=ToyConfig, summary="toy",
+                            factory=lambda cfg, ctx: ToyDrafter(target, depth=cfg.depth, distance=distance))
+
+    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
+    host = PluginHost(autoload=False)
+    host.register(fake_components, "fake")
+    host.register(mod, "toy")
+    return host
+
+
+def plain_greedy(target: ToyTarget, prompt: list[int], n: int, eos: set[int] = frozenset()) -> list[int]:
+    seq = list(prompt)
+    out: list[int] = []
+    while len(out) < n:
+        tok = int(target.logits_after(seq).argmax())
+        seq.append(tok)
+        out.append(tok)
+        if tok in eos:
+            break
+    return out
+
+
+@pytest.mark.parametrize("distance", [0.0, 0.8, 5.0])
+@pytest.mark.parametrize("n", [1, 2, 7, 30])
+def test_greedy_output_equals_plain_decoding(distance: float, n: int) -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, distance))
+    for prompt in ([1], [2, 5, 3], [6, 6, 0, 1]):
+        result = pipe.generate(prompt, n)
+        assert result.tokens == plain_greedy(target, prompt, n)
+        assert len(result.tokens) == n and result.stop_reason == "length"
+        assert sum(r.committed for r in result.rounds) == n - 1  # the prefill token is not a round's
+        if distance == 0.0 and n > 5:
+            assert result.tau > 2.0  # a drafter equal to the target is accepted at every depth
+
+
+def test_eos_stops_and_is_kept() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    free = plain_greedy(target, [1], 40)
+    eos = free[5]
+    target.eos_token_ids = (eos,)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.0))
+    result = pipe.generate([1], 40)
+    assert result.tokens == plain_greedy(target, [1], 40, {eos}) and result.tokens[-1] == eos
+    assert result.stop_reason == "eos"
+
+
+def test_records_and_timing() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.5))
+    result = pipe.generate([1, 2], 12)
+    assert result.num_rounds == len(result.rounds) > 0
+    assert all(set(r.stage_ns) == {"draft", "build", "prune", "target", "verify", "commit"} for r in result.rounds)
+    assert all(0 <= r.accepted <= r.nodes <= 4 for r in result.rounds)
+    assert result.tau == pytest.approx(sum(r.committed for r in result.rounds) / result.num_rounds)
+    assert result.summary()["new_tokens"] == 12
+
+
+def test_with_stage_reuses_target_and_swaps_one_stage() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.5))
+    other = pipe.with_stage("drafter", {"type": "toy", "depth": 1})
+    assert other.target is pipe.target and other.stages.verifier is pipe.stages.verifier
+    assert other.generate([1], 10).tokens == pipe.generate([1], 10).tokens
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_bad_generation_arguments(bad: int) -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.5))
+    with pytest.raises(GenerationError, match="max_new_tokens"):
+        pipe.generate([1], bad)
+    with pytest.raises(GenerationError, match="tokenizer"):
+        pipe.generate("text needs a tokenizer", 3)
+    target.max_length = 4
+    with pytest.raises(GenerationError, match="context"):
+        pipe.generate([1, 2, 3, 4], 3)
+
+
+def test_context_window_limits_tree_depth() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    target.max_length = 12
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.0))
+    result = pipe.generate([1, 2], 50)
+    assert result.stop_reason == "context" and len(result.tokens) == 10
+    assert result.tokens == plain_greedy(target, [1, 2], 10)
