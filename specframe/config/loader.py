@@ -22,7 +22,7 @@ from specframe.config.pipeline import STAGE_FIELDS
 from specframe.errors import ConfigError
 
 Provenance = dict[tuple[str, ...], str]
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def _node_lines(node: yaml.Node, path: tuple[str, ...], where: str, out: Provenance) -> None:
@@ -140,13 +140,18 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
 
 
 def expand_env(value: Any) -> Any:
-    """Replace ``${VAR}`` in strings with environment values; unset variables stay as written.
+    """Replace ``${VAR}`` and ``${VAR:-default}`` in strings with environment values.
 
-    Unset variables are reported when the component that needs the value is built, so example files with
-    placeholders still validate.
+    Unset variables without a default stay as written; they are reported when the component that needs the
+    value is built, so example files with placeholders still validate.
     """
     if isinstance(value, str):
-        return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
+        def sub(m: re.Match[str]) -> str:
+            if m.group(1) in os.environ:
+                return os.environ[m.group(1)]
+            return m.group(2) if m.group(2) is not None else m.group(0)
+
+        return _VAR.sub(sub, value)
     if isinstance(value, dict):
         return {k: expand_env(v) for k, v in value.items()}
     if isinstance(value, list):

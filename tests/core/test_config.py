@@ -140,3 +140,11 @@ def test_in_memory_dict_validation(host: PluginHost) -> None:
     with pytest.raises(ConfigError, match="missing required stage 'target'"):
         validate_pipeline(data, host)
     assert validate_pipeline(data, host, has_target_object=True).target is None
+
+
+def test_env_default_and_unset_placeholder(tmp_path: Path, host: PluginHost) -> None:
+    from specframe.config.loader import expand_env, unresolved_variables
+
+    assert expand_env({"a": "${SPECFRAME_SURELY_UNSET:-/x}/y"}) == {"a": "/x/y"}
+    left = expand_env({"a": ["${SPECFRAME_SURELY_UNSET}"]})
+    assert unresolved_variables(left) == [("a[0]", "SPECFRAME_SURELY_UNSET")]
