@@ -1,0 +1,23 @@
+"""Published drafter checkpoints: config parsing, key layouts, validation, loading and atomic saving."""
+
+from specframe_diffusion.checkpoint.draft_config import DraftModelConfig, build_target_layer_ids
+from specframe_diffusion.checkpoint.key_layout import TensorSlot, checkpoint_layout
+from specframe_diffusion.checkpoint.loader import (
+    CheckpointFiles,
+    DraftCheckpoint,
+    load_checkpoint,
+    open_checkpoint,
+    save_checkpoint,
+)
+
+__all__ = [
+    "CheckpointFiles",
+    "DraftCheckpoint",
+    "DraftModelConfig",
+    "TensorSlot",
+    "build_target_layer_ids",
+    "checkpoint_layout",
+    "load_checkpoint",
+    "open_checkpoint",
+    "save_checkpoint",
+]

@@ -1,0 +1,193 @@
+"""Reading and atomically writing a Hugging Face style weights directory (``*.safetensors``, sharded or not).
+
+Reading accepts ``model.safetensors``, any set of ``*.safetensors`` files, or a sharded set described by
+``model.safetensors.index.json`` (``{"weight_map": {key: shard file}}``). Headers are read without loading
+tensors, so key and shape checks are cheap and a component can load just the keys it owns.
+
+Writing is atomic per file: every file is written under a temporary name in the destination directory and moved
+into place with :func:`os.replace`; a directory that does not exist yet is built in a temporary sibling and moved
+into place whole. Files this write does not produce but an older save left behind (a stale index or shard) are
+removed afterwards, so the directory never mixes two saves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from specframe.errors import CheckpointError
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+
+
+class SafetensorsDir:
+    """The weight files of one checkpoint directory: which file holds each key, and each key's shape."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise CheckpointError(
+                f"checkpoint directory {self.directory} does not exist",
+                hint="set `checkpoint:` to a local directory with config.json and *.safetensors "
+                     "(download it first, e.g. with `huggingface-cli download <repo> --local-dir <dir>`)",
+            )
+        self.file_of: dict[str, Path] = self._locate_keys()
+        self._shapes: dict[str, tuple[int, ...]] | None = None
+
+    def _locate_keys(self) -> dict[str, Path]:
+        index_path = self.directory / INDEX_FILE
+        if index_path.is_file():
+            try:
+                weight_map = json.loads(index_path.read_text())["weight_map"]
+            except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise CheckpointError(f"cannot read the shard index {index_path}: {exc}",
+                                      hint="the index must be JSON with a 'weight_map' object") from None
+            files = {name: self.directory / name for name in set(weight_map.values())}
+            for path in sorted(files.values()):
+                if not path.is_file():
+                    raise CheckpointError(f"shard {path} listed in {index_path.name} is missing",
+                                          hint="download every shard of the checkpoint")
+            return {key: files[name] for key, name in weight_map.items()}
+        shards = sorted(self.directory.glob("*.safetensors"))
+        if not shards:
+            others = sorted(p.name for p in self.directory.glob("*.bin")) + sorted(
+                p.name for p in self.directory.glob("*.pt"))
+            hint = "specframe reads safetensors weights only" + (f"; found {', '.join(others)}" if others else "")
+            raise CheckpointError(f"weights file {self.directory / SINGLE_FILE} is missing "
+                                  f"(no *.safetensors in {self.directory})", hint=hint)
+        out: dict[str, Path] = {}
+        for path in shards:
+            for key in self._header_keys(path):
+                out[key] = path
+        return out
+
+    @staticmethod
+    def _header_keys(path: Path) -> list[str]:
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                return list(f.keys())
+        except Exception as exc:  # any unreadable file is reported with its name
+            raise CheckpointError(f"cannot read safetensors file {path}: {exc}",
+                                  hint="the file may be truncated; download it again") from None
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of every stored tensor, from the file headers (no tensor data is read)."""
+        if self._shapes is None:
+            shapes: dict[str, tuple[int, ...]] = {}
+            by_file: dict[Path, list[str]] = {}
+            for key, path in self.file_of.items():
+                by_file.setdefault(path, []).append(key)
+            for path, keys in by_file.items():
+                with safe_open(str(path), framework="pt") as f:
+                    present = set(f.keys())
+                    for key in keys:
+                        if key not in present:
+                            raise CheckpointError(f"{path.name} does not contain {key}, although the shard "
+                                                  f"index says it does", hint="the index and shards disagree")
+                        shapes[key] = tuple(f.get_slice(key).get_shape())
+            self._shapes = shapes
+        return self._shapes
+
+    def load(self, keys: list[str], *, dtype: torch.dtype | None = None,
+             device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """Load ``keys`` (converted to ``dtype`` when given) onto ``device``."""
+        by_file: dict[Path, list[str]] = {}
+        for key in keys:
+            by_file.setdefault(self.file_of[key], []).append(key)
+        out: dict[str, torch.Tensor] = {}
+        for path, file_keys in by_file.items():
+            with safe_open(str(path), framework="pt", device="cpu") as f:
+                for key in file_keys:
+                    t = f.get_tensor(key)
+                    if dtype is not None and t.is_floating_point():
+                        t = t.to(dtype)
+                    out[key] = t.to(device)
+        return out
+
+
+def _shard(tensors: dict[str, torch.Tensor], max_shard_bytes: int | None) -> list[dict[str, torch.Tensor]]:
+    """Split tensors into shards of at most ``max_shard_bytes`` (a tensor larger than that gets its own shard)."""
+    if max_shard_bytes is None:
+        return [tensors]
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for key, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key] = t
+        size += nbytes
+    return shards
+
+
+def _write_files(directory: Path, config: dict, tensors: dict[str, torch.Tensor],
+                 max_shard_bytes: int | None) -> set[str]:
+    """Write config and weights into ``directory``, each file via a temporary name + os.replace."""
+    ready = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    shards = _shard(ready, max_shard_bytes)
+    written: set[str] = set()
+
+    def replace_into(name: str, write: object) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+        os.close(fd)
+        try:
+            write(tmp)  # type: ignore[operator]
+            os.replace(tmp, directory / name)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        written.add(name)
+
+    if len(shards) == 1:
+        replace_into(SINGLE_FILE, lambda p: save_file(shards[0], p, metadata={"format": "pt"}))
+    else:
+        weight_map: dict[str, str] = {}
+        total = 0
+        for i, shard in enumerate(shards, start=1):
+            name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+            replace_into(name, lambda p, s=shard: save_file(s, p, metadata={"format": "pt"}))
+            for key, t in shard.items():
+                weight_map[key] = name
+                total += t.numel() * t.element_size()
+        index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        replace_into(INDEX_FILE, lambda p: Path(p).write_text(json.dumps(index, indent=2) + "\n"))
+    replace_into(CONFIG_FILE, lambda p: Path(p).write_text(json.dumps(config, indent=2) + "\n"))
+    return written
+
+
+def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str, torch.Tensor], *,
+                         max_shard_bytes: int | None = None) -> Path:
+    """Write ``config.json`` and the weights into ``directory`` atomically; returns the directory.
+
+    Args:
+        directory: destination; created if missing (built in a temporary sibling, then renamed into place).
+        config: the ``config.json`` dict.
+        tensors: published key -> tensor.
+        max_shard_bytes: split into ``model-0000i-of-0000n.safetensors`` + index above this size.
+    """
+    directory = Path(directory)
+    if not directory.exists():
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
+        try:
+            _write_files(tmp_dir, config, tensors, max_shard_bytes)
+            os.replace(tmp_dir, directory)
+        finally:
+            if tmp_dir.exists():
+                shutil.rmtree(tmp_dir)
+        return directory
+    written = _write_files(directory, config, tensors, max_shard_bytes)
+    for stale in [*directory.glob("*.safetensors"), directory / INDEX_FILE]:
+        if stale.exists() and stale.name not in written:
+            stale.unlink()
+    return directory

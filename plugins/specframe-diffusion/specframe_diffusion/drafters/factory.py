@@ -1,0 +1,78 @@
+"""Building a diffusion drafter from its pipeline config and the target (the registered factories).
+
+Steps: open and validate the checkpoint; check that it is the family the config asks for; check that it fits the
+target (width, vocabulary, taps, mask token); load the backbone in the chosen dtype/device; pick the embedding and
+LM head (the target's, or the DeepSeek checkpoint's own copies); ask the target for the drafter's taps.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from specframe.errors import CheckpointError, ConfigError
+from specframe.interfaces import BuildContext
+from specframe_diffusion.checkpoint.draft_config import DraftFamily
+from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
+from specframe_diffusion.drafters.block_drafter import BlockDiffusionDrafter
+from specframe_diffusion.drafters.configs import DiffusionDrafterConfig
+from specframe_diffusion.target_access import TargetParts, check_fits_target, target_parts
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+_FAMILY_HINT = {
+    "dflash": "use `drafter: {type: dflash}` for z-lab DFlash checkpoints (no dflash_config.projector_type)",
+    "domino": "use `drafter: {type: domino}` for Domino checkpoints (dflash_config.projector_type: domino)",
+    "dspark": "use `drafter: {type: dspark}` for DSpark checkpoints (markov_rank / projector_type: dspark)",
+}
+
+
+def resolve_dtype_device(dtype: str, device: str, parts: TargetParts) -> tuple[torch.dtype, torch.device]:
+    """``auto`` follows the target; an unavailable CUDA device is a config error."""
+    torch_dtype = parts.dtype if dtype == "auto" else DTYPES[dtype]
+    if device == "auto":
+        return torch_dtype, parts.device
+    try:
+        torch_device = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"drafter.device '{device}' is not a device name",
+                          hint="use auto, cpu, cuda or cuda:N") from None
+    if torch_device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"drafter.device is '{device}' but no CUDA device is available",
+                          hint="use device: auto (the target's device) or cpu")
+    return torch_dtype, torch_device
+
+
+def _own_embeddings(files: CheckpointFiles, dtype: torch.dtype,
+                    device: torch.device) -> tuple[nn.Embedding, nn.Linear]:
+    """The DeepSeek layout's own frozen ``embed_tokens`` / ``lm_head`` copies."""
+    state = files.group_state("embeddings", dtype=dtype, device=device)
+    vocab, hidden = state["embed_tokens.weight"].shape
+    embed = nn.Embedding(vocab, hidden, device="meta")
+    head = nn.Linear(hidden, vocab, bias=False, device="meta")
+    embed.weight = nn.Parameter(state["embed_tokens.weight"], requires_grad=False)
+    head.weight = nn.Parameter(state["lm_head.weight"], requires_grad=False)
+    return embed, head
+
+
+def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
+                        family: DraftFamily) -> BlockDiffusionDrafter:
+    component = f"drafter '{config.type}'"
+    files = open_checkpoint(config.checkpoint)
+    cfg = files.config
+    if cfg.family != family:
+        raise CheckpointError(
+            f"{component}: checkpoint {files.directory} is a {cfg.family} checkpoint, not {family}",
+            hint=_FAMILY_HINT[cfg.family],
+        )
+    parts = target_parts(ctx.target, component=component)
+    check_fits_target(cfg, parts, source=str(files.directory))
+    dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
+    backbone = files.load_backbone(dtype=dtype, device=device)
+    if cfg.layout == "deepseek":
+        embed, head = _own_embeddings(files, dtype, device)
+    else:
+        embed, head = parts.embed_tokens, parts.lm_head
+    if ctx.target is not None:
+        ctx.target.set_taps(tuple(cfg.target_layer_ids))
+    return BlockDiffusionDrafter(backbone, cfg, embed, head, top_k=config.top_k, name=config.type)

@@ -1,0 +1,40 @@
+"""The ``diffusion`` plugin: registers the ``dflash`` / ``domino`` / ``dspark`` drafters and the ``ar`` / ``markov``
+correctors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import specframe
+from specframe.registry import Capabilities, ComponentSpec
+from specframe_diffusion.drafters import (
+    DFlashDrafterConfig,
+    DominoDrafterConfig,
+    DSparkDrafterConfig,
+    build_block_drafter,
+)
+
+DRAFTER_CAPABILITIES = Capabilities(needs_target_hidden=True, parallel_block=True, emits_logits=True)
+
+
+@specframe.hookimpl
+def specframe_drafters() -> Iterator[ComponentSpec]:
+    yield ComponentSpec(
+        kind="drafter", name="dflash", config=DFlashDrafterConfig,
+        factory=lambda cfg, ctx: build_block_drafter(cfg, ctx, "dflash"),
+        capabilities=DRAFTER_CAPABILITIES,
+        summary="DFlash block-diffusion drafter (z-lab checkpoints; bs-1 depths from one forward)",
+    )
+    yield ComponentSpec(
+        kind="drafter", name="domino", config=DominoDrafterConfig,
+        factory=lambda cfg, ctx: build_block_drafter(cfg, ctx, "domino"),
+        capabilities=DRAFTER_CAPABILITIES,
+        summary="Domino backbone (shift layout, bs depths); pair with the `ar` corrector",
+    )
+    yield ComponentSpec(
+        kind="drafter", name="dspark", config=DSparkDrafterConfig,
+        factory=lambda cfg, ctx: build_block_drafter(cfg, ctx, "dspark"),
+        capabilities=DRAFTER_CAPABILITIES,
+        summary="DSpark backbone (DeepSeek or z-lab layout, shift); pair with the `markov` corrector",
+    )
