@@ -1,0 +1,72 @@
+"""Config models of the components this plugin registers: the ``hf`` target and the ``ngram`` / ``none`` drafters.
+
+Example pipeline sections::
+
+    target:  {type: hf, model: ~/.cache/specframe/smollm2-135m, dtype: float32, attn: sdpa}
+    drafter: {type: ngram, num_speculative_tokens: 8, max_ngram: 3, min_ngram: 1}
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from specframe.config.base import ComponentConfig
+
+
+class HFTargetConfig(ComponentConfig):
+    """A Hugging Face causal LM loaded from a local directory (nothing is downloaded)."""
+
+    type: Literal["hf"] = "hf"
+    model: str = Field(description="local directory holding config.json, the weights and (optionally) a tokenizer")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="weight and activation dtype; logits are returned as float32"
+    )
+    device: Literal["cpu", "cuda", "auto"] = Field("auto", description="'auto' picks cuda when available")
+    attn: Literal["sdpa", "eager"] = Field(
+        "sdpa", description="attention backend; both take the additive 4-D tree mask (flash attention cannot)"
+    )
+    taps: tuple[int, ...] = Field(
+        (), description="decoder layers whose outputs every TargetOutput carries (drafters may add their own)"
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("model must be a local directory path, got an empty string")
+        return v
+
+    @field_validator("taps")
+    @classmethod
+    def _taps_valid(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if any(i < 0 for i in v):
+            raise ValueError(f"taps must be non-negative decoder-layer indices, got {list(v)}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"taps must not repeat a layer, got {list(v)}")
+        return v
+
+
+class NgramConfig(ComponentConfig):
+    """Prompt-lookup drafting: continue the most recent earlier occurrence of the context's last n tokens."""
+
+    type: Literal["ngram"] = "ngram"
+    num_speculative_tokens: int = Field(8, ge=1, description="longest continuation proposed per round")
+    max_ngram: int = Field(3, ge=1, description="longest suffix tried first")
+    min_ngram: int = Field(1, ge=1, description="shortest suffix tried before giving up")
+
+    @model_validator(mode="after")
+    def _ngram_range(self) -> NgramConfig:
+        if self.min_ngram > self.max_ngram:
+            raise ValueError(
+                f"min_ngram ({self.min_ngram}) must not exceed max_ngram ({self.max_ngram}); "
+                "lower min_ngram or raise max_ngram"
+            )
+        return self
+
+
+class NoDraftConfig(ComponentConfig):
+    """No drafting: every round verifies the root alone, i.e. plain autoregressive decoding."""
+
+    type: Literal["none"] = "none"

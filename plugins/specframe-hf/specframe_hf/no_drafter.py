@@ -1,0 +1,17 @@
+"""`NoDrafter`: proposes nothing, so every round verifies the root alone.
+
+Running the pipeline with this drafter is plain autoregressive decoding through the same loop, target adapter
+and verifier as every speculative configuration: the denominator of a speedup measurement.
+"""
+
+from __future__ import annotations
+
+from specframe.interfaces import DecodeState, Drafter
+from specframe.types import DraftProposal
+
+
+class NoDrafter(Drafter):
+    """Always returns ``DraftProposal.empty(root)``."""
+
+    def propose(self, state: DecodeState) -> DraftProposal:
+        return DraftProposal.empty(state.root)

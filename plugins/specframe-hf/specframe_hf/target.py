@@ -1,0 +1,224 @@
+"""`HFTarget`: a Hugging Face causal LM (Llama, Mistral, Qwen2, Qwen3) as a specframe target model.
+
+The adapter owns one ``DynamicCache`` per request:
+
+* ``prefill(ids [B, P])`` caches the prompt with an ordinary causal forward (logits of the last position only);
+* ``forward_tree(tree)`` runs the root and the draft nodes on top of the cache with an additive ancestor-only
+  4-D mask (see :mod:`specframe_hf.tree_mask`) and positions ``cache_len + depth``; their KV entries are
+  appended but not committed;
+* ``commit(tree, accepted_nodes)`` keeps the accepted path's entries and drops the rest
+  (see :mod:`specframe_hf.kv_compaction`).
+
+Example::
+
+    target = HFTarget.from_model(model, tokenizer)      # or HFTarget.from_pretrained("/models/smollm2")
+    out = target.prefill(ids)                           # logits [1, 1, V]
+    tree = DraftTree.from_lists([root, a, b], [-1, 0, 1])
+    out = target.forward_tree(tree)                     # logits [1, 3, V]
+    target.commit(tree, torch.tensor([[0, 1, -1]]))     # root and a are now cached
+
+Batch rows share one cache length, so a batch must accept the same number of nodes in every row (batch size 1,
+the decode loop's case, always does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers.cache_utils import DynamicCache
+
+from specframe.errors import GenerationError
+from specframe.interfaces import TargetModel
+from specframe.tree import DraftTree
+from specframe.types import TargetOutput
+from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
+from specframe_hf.kv_compaction import compact_tree_entries
+from specframe_hf.loading import load_model, load_tokenizer, model_directory, resolve_device, resolve_dtype
+from specframe_hf.prompts import Messages, encode_prompt
+from specframe_hf.taps import LayerTaps
+from specframe_hf.tree_mask import TreeMaskBuffer
+
+
+def eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
+    """End-of-sequence ids: the generation config's, else the model config's, else the tokenizer's."""
+    eos = None
+    for source in (getattr(model, "generation_config", None), model.config, tokenizer):
+        eos = getattr(source, "eos_token_id", None) if source is not None else None
+        if eos is not None:
+            break
+    ids = [eos] if isinstance(eos, int) else list(eos or [])
+    return tuple(dict.fromkeys(int(i) for i in ids))
+
+
+class HFTarget(TargetModel):
+    """A transformers ``*ForCausalLM`` driven with tree attention and KV compaction.
+
+    Args:
+        model: a supported causal LM (checked by :func:`specframe_hf.compat.check_supported`).
+        tokenizer: its tokenizer, or None.
+        taps: decoder layers whose outputs every :class:`TargetOutput` carries.
+        source: where the model came from, for error messages.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
+                 source: str = "the in-memory model") -> None:
+        check_supported(model)
+        self.model = model.eval()
+        self.source = source
+        self.model_type: str = model.config.model_type
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        check_tokenizer_fits(tokenizer, self.vocab_size, source)
+        self.tokenizer = tokenizer
+        self.eos_token_ids = eos_token_ids(model, tokenizer)
+        self.max_length = getattr(model.config, "max_position_embeddings", None)
+        first_param = next(model.parameters())
+        self.device = first_param.device
+        self.dtype = first_param.dtype
+        self._cache_kwarg = cache_kwarg(model)
+        self._logits_to_keep = accepts_logits_to_keep(model)
+        self._mask = TreeMaskBuffer(self.dtype, self.device)
+        self._taps = LayerTaps(model.model.layers, self.model_type)
+        self._taps.set(taps)
+        self._cache: DynamicCache | None = None
+        self._past = 0  # committed positions
+        self._pending = 0  # uncommitted tree entries appended by the last forward_tree
+        self._batch = 0
+
+    # ------------------------------------------------------------------------------------ construction
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
+                   attn: str | None = None) -> HFTarget:
+        """Wrap an in-memory model; ``attn`` ('sdpa' / 'eager') switches its attention backend first."""
+        if attn is not None:
+            model.set_attn_implementation(attn)
+        return cls(model, tokenizer, taps=taps)
+
+    @classmethod
+    def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
+                        taps: Sequence[int] = ()) -> HFTarget:
+        """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded)."""
+        directory = model_directory(path)
+        torch_device = resolve_device(device)
+        model = load_model(directory, dtype=resolve_dtype(dtype), device=torch_device, attn=attn)
+        return cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
+
+    # ----------------------------------------------------------------------------------------- state
+    @property
+    def cache_len(self) -> int:
+        return self._past
+
+    @property
+    def taps(self) -> tuple[int, ...]:
+        return self._taps.layer_ids
+
+    def set_taps(self, layers: tuple[int, ...]) -> None:
+        self._taps.set(layers)
+
+    def reset(self) -> None:
+        self._cache = None
+        self._past = 0
+        self._pending = 0
+        self._batch = 0
+        self._mask.reset()
+        self._taps.clear()
+
+    # --------------------------------------------------------------------------------------- forward
+    def _forward(self, input_ids: torch.Tensor, keep: int, **kwargs: Any) -> torch.Tensor:  # [B, keep, V]
+        """One forward on the cache; logits of the last ``keep`` query positions."""
+        if self._logits_to_keep:
+            kwargs["logits_to_keep"] = keep
+        out = self.model(input_ids=input_ids, use_cache=True, **{self._cache_kwarg: self._cache}, **kwargs)
+        return out.logits[:, -keep:]
+
+    def prefill(self, input_ids: torch.Tensor) -> TargetOutput:
+        """Cache ``input_ids`` ``[B, P]`` (a new request); logits ``[B, 1, V]`` float32 at the last position."""
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+            raise GenerationError(f"prefill expects token ids [B, P] with P >= 1, got shape {tuple(input_ids.shape)}",
+                                  hint="pass a batch-first 2-D tensor, e.g. ids.view(1, -1)")
+        length = int(input_ids.shape[1])
+        if self.max_length is not None and length > self.max_length:
+            raise GenerationError(
+                f"the prompt has {length} tokens but the {self.model_type} target's context is {self.max_length}",
+                hint="shorten the prompt (max_position_embeddings bounds every position)",
+            )
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= self.vocab_size:
+            raise GenerationError(f"prompt token ids must lie in [0, {self.vocab_size}), found {low}..{high}",
+                                  hint="encode the prompt with this model's tokenizer")
+        self.reset()
+        self._cache = DynamicCache(config=self.model.config)
+        self._batch = int(input_ids.shape[0])
+        with torch.inference_mode():
+            logits = self._forward(input_ids.to(self.device), keep=1)
+            hidden = self._taps.collect()  # [B, P, n_taps * H]
+        self._past = length
+        return TargetOutput(logits=logits.float(), hidden=hidden)
+
+    def forward_tree(self, tree: DraftTree) -> TargetOutput:
+        """Logits ``[B, N, V]`` (float32) after each node's path; the nodes' KV entries wait for :meth:`commit`."""
+        if self._cache is None:
+            raise GenerationError("forward_tree was called before prefill", hint="prefill the prompt first")
+        if tree.batch_size != self._batch:
+            raise GenerationError(f"the tree has {tree.batch_size} rows but the cache holds {self._batch}",
+                                  hint="keep one tree row per prefilled sequence")
+        with torch.inference_mode():
+            self._discard_pending()
+            tree = tree.to(self.device)
+            n = tree.capacity
+            if self.max_length is not None and self._past + tree.max_depth >= self.max_length:
+                raise GenerationError(
+                    f"a tree of depth {tree.max_depth} on {self._past} cached tokens runs past the "
+                    f"{self.model_type} target's context of {self.max_length}",
+                    hint="trim the tree to the remaining context (the pipeline does this automatically)",
+                )
+            # Padding nodes (valid=False) see only the past and themselves, so no score row is all-hidden.
+            eye = torch.eye(n, dtype=torch.bool, device=self.device)
+            visible = tree.ancestor_mask() | eye  # [B, N, N]
+            mask = self._mask.build(visible, self._past)  # [B, 1, N, past + N]
+            logits = self._forward(tree.tokens, keep=n, attention_mask=mask, position_ids=tree.positions(self._past))
+            hidden = self._taps.collect()  # [B, N, n_taps * H]
+        self._pending = n
+        return TargetOutput(logits=logits.float(), hidden=hidden)
+
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+        """Keep the KV entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded), drop the rest."""
+        if self._pending == 0 or self._cache is None:
+            raise GenerationError("commit was called without a pending forward_tree",
+                                  hint="call forward_tree(tree) and then commit(tree, accepted_nodes)")
+        if tree.capacity != self._pending:
+            raise GenerationError(f"commit got a tree of {tree.capacity} nodes but the last forward_tree ran "
+                                  f"{self._pending}", hint="commit the tree that was just verified")
+        lengths = (accepted_nodes >= 0).sum(dim=1).tolist()
+        length = int(lengths[0])
+        if any(n != length for n in lengths):
+            raise GenerationError(f"batch rows accepted different path lengths {lengths}",
+                                  hint="the hf adapter keeps one cache length for the batch; decode rows separately")
+        path = accepted_nodes[:, :length]  # [B, L]
+        if length == 0 or bool((path[:, 0] != 0).any()) or bool((path < 0).any()) \
+                or int(path.max()) >= self._pending:
+            raise GenerationError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree",
+                                  hint="accepted_nodes must start with node 0 and be padded with -1 at the end")
+        with torch.inference_mode():
+            compact_tree_entries(self._cache, self._past, path.to(self.device), self._pending)
+        self._past += length
+        self._pending = 0
+
+    def _discard_pending(self) -> None:
+        """Drop the entries of a tree that was run but never committed."""
+        if self._pending and self._cache is not None:
+            self._cache.crop(-self._pending)
+        self._pending = 0
+
+    # ------------------------------------------------------------------------------------------ text
+    def encode(self, prompt: str | Messages, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
+        """Prompt ids through the tokenizer (and its chat template; see :func:`specframe_hf.prompts.encode_prompt`)."""
+        return torch.tensor([encode_prompt(self.tokenizer, prompt, chat=chat)], dtype=torch.long)
+
+    def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
+        if self.tokenizer is None:
+            raise GenerationError("decoding needs a tokenizer, but the target has none",
+                                  hint="load the target from a directory with a tokenizer")
+        tokens = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        return self.tokenizer.decode(tokens, skip_special_tokens=skip_special_tokens)
