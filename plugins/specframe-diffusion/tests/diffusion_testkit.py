@@ -160,11 +160,15 @@ def random_tensors(keys: dict[str, tuple[int, ...]], seed: int, scale: float = 0
 
 
 def write_published_checkpoint(directory: Path, kind: str, *, seed: int = 0, target: Any = None,
+                               copy_embeddings: bool = True,
                                **config_kwargs: Any) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Write config.json + model.safetensors of ``kind``; DeepSeek embeddings copy ``target``'s when given."""
+    """Write config.json + model.safetensors of ``kind``.
+
+    DeepSeek-layout embeddings copy ``target``'s (as DeepSpec training does) unless ``copy_embeddings`` is False.
+    """
     cfg = published_config(kind, **config_kwargs)
     tensors = random_tensors(published_keys(cfg), seed)
-    if target is not None and "embed_tokens.weight" in tensors:
+    if target is not None and copy_embeddings and "embed_tokens.weight" in tensors:
         tensors["embed_tokens.weight"] = target.get_input_embeddings().weight.detach().clone()
         tensors["lm_head.weight"] = target.get_output_embeddings().weight.detach().clone()
     directory.mkdir(parents=True, exist_ok=True)
