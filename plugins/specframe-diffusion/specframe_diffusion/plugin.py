@@ -8,6 +8,12 @@ from collections.abc import Iterator
 
 import specframe
 from specframe.registry import Capabilities, ComponentSpec
+from specframe_diffusion.correctors import (
+    ARCorrectorConfig,
+    MarkovCorrectorConfig,
+    build_ar_corrector,
+    build_markov_corrector,
+)
 from specframe_diffusion.drafters import (
     DFlashDrafterConfig,
     DominoDrafterConfig,
@@ -37,4 +43,17 @@ def specframe_drafters() -> Iterator[ComponentSpec]:
         factory=lambda cfg, ctx: build_block_drafter(cfg, ctx, "dspark"),
         capabilities=DRAFTER_CAPABILITIES,
         summary="DSpark backbone (DeepSeek or z-lab layout, shift); pair with the `markov` corrector",
+    )
+
+
+@specframe.hookimpl
+def specframe_correctors() -> Iterator[ComponentSpec]:
+    head = Capabilities(needs_logits=True, needs_features=True, stateful=True)
+    yield ComponentSpec(
+        kind="corrector", name="ar", config=ARCorrectorConfig, factory=build_ar_corrector, capabilities=head,
+        summary="Domino GRU correction head from a Domino checkpoint (slot 0 pure, low-rank form)",
+    )
+    yield ComponentSpec(
+        kind="corrector", name="markov", config=MarkovCorrectorConfig, factory=build_markov_corrector,
+        capabilities=head, summary="DSpark Markov head (vanilla/gated/rnn) from a DSpark checkpoint",
     )
