@@ -1,0 +1,83 @@
+"""Batched tree navigation for verifiers and the accepted-path recorder that becomes a `VerifyResult`.
+
+Verifiers walk one node per batch row at a time; these helpers answer "which child of ``node[b]``
+carries token ``t[b]``" or "which is the ``j``-th child of ``node[b]``" for every row in one tensor operation.
+Children are ordered by node index, which is the order a builder created (or sampled) them in.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specframe.tree import DraftTree
+from specframe.types import VerifyResult
+
+
+def _first_true(mask: torch.Tensor) -> torch.Tensor:  # [B] int64, -1 when a row has no True
+    """Index of the first True per row of ``mask`` ``[B, N]``."""
+    found = mask.any(dim=1)
+    idx = mask.long().argmax(dim=1)
+    return torch.where(found, idx, torch.full_like(idx, -1))
+
+
+def children_mask(tree: DraftTree, node: torch.Tensor) -> torch.Tensor:  # [B, N] bool
+    """Which nodes are valid children of ``node[b]`` (``node`` is ``[B]`` int64; -1 has no children)."""
+    return tree.valid & (tree.parent == node[:, None]) & (node[:, None] >= 0)
+
+
+def child_with_token(tree: DraftTree, node: torch.Tensor, token: torch.Tensor) -> torch.Tensor:  # [B] int64
+    """The child of ``node[b]`` whose token is ``token[b]``, or -1 (siblings carry distinct tokens)."""
+    return _first_true(children_mask(tree, node) & (tree.tokens == token[:, None]))
+
+
+def sibling_rank(tree: DraftTree) -> torch.Tensor:  # [B, N] int64
+    """Position of each node among its parent's children (0 = first created); -1 for the root and padding."""
+    n = tree.parent.shape[1]
+    same_parent = tree.parent[:, :, None] == tree.parent[:, None, :]  # [B, N, N]: [b, i, j] i, j siblings
+    earlier = torch.ones(n, n, dtype=torch.bool, device=tree.parent.device).tril(-1)  # [i, j]: j < i
+    rank = (same_parent & earlier & tree.valid[:, None, :]).sum(dim=2)
+    is_child = tree.valid & (tree.parent >= 0)
+    return torch.where(is_child, rank, torch.full_like(rank, -1))
+
+
+def child_at_rank(tree: DraftTree, rank: torch.Tensor, node: torch.Tensor, j: int) -> torch.Tensor:  # [B]
+    """The ``j``-th child (0-based, creation order) of ``node[b]``, or -1; ``rank`` is :func:`sibling_rank`."""
+    return _first_true(children_mask(tree, node) & (rank == j))
+
+
+def max_children(tree: DraftTree) -> int:
+    """Largest number of children of any node in the batch."""
+    rank = sibling_rank(tree)
+    return int(rank.max().item()) + 1 if rank.numel() else 0
+
+
+def gather_rows(x: torch.Tensor, node: torch.Tensor) -> torch.Tensor:  # [B, ...]
+    """``x[b, node[b]]`` for ``x`` ``[B, N, ...]`` and ``node`` ``[B]`` (-1 is read as node 0)."""
+    idx = node.clamp(min=0).view(-1, *([1] * (x.dim() - 1))).expand(-1, 1, *x.shape[2:])
+    return torch.gather(x, 1, idx).squeeze(1)
+
+
+class AcceptedPath:
+    """Records the accepted path of every row and turns it into a :class:`VerifyResult`.
+
+    Every row starts at the root (node 0). :meth:`advance` moves the rows in ``moved`` to ``child``.
+    """
+
+    def __init__(self, tree: DraftTree) -> None:
+        b = tree.batch_size
+        dev = tree.tokens.device
+        self.nodes = torch.full((b, tree.max_depth + 1), -1, dtype=torch.long, device=dev)  # [B, D + 1]
+        self.nodes[:, 0] = 0
+        self.count = torch.zeros(b, dtype=torch.long, device=dev)  # [B] accepted draft tokens
+        self.current = torch.zeros(b, dtype=torch.long, device=dev)  # [B] node each row stands on
+
+    def advance(self, moved: torch.Tensor, child: torch.Tensor) -> None:
+        """Accept ``child[b]`` for the rows where ``moved[b]`` (``[B]`` bool) is True."""
+        rows = moved.nonzero().flatten()
+        self.nodes[rows, self.count[rows] + 1] = child[rows]
+        self.count = self.count + moved.long()
+        self.current = torch.where(moved, child, self.current)
+
+    def result(self, bonus: torch.Tensor) -> VerifyResult:
+        """The verifier's decision, with ``bonus`` ``[B]`` as each row's bonus token."""
+        return VerifyResult(accepted_nodes=self.nodes, num_accepted=self.count, bonus_token=bonus.long())

@@ -1,0 +1,139 @@
+"""Sampled tree builders: `sampled_chain` and `sampled_tree`, whose children are draws from a recorded draft law.
+
+At depth ``d`` every frontier node asks the corrector for the log-probs of the depth's K candidates as its
+children. Scattered into a ``[V]`` vector (``-inf`` off the candidates) and processed by
+:mod:`specframe.sampling` with the round's sampling settings, they give the draft law ``q`` of that node's
+children. ``q`` is stored in ``DraftTree.child_q[b, node]`` and the children are drawn from exactly that tensor,
+``branching[d - 1]`` of them without replacement (Gumbel-top-k, stream ``rng.draft``), in child-index order.
+Fewer children are drawn where ``q`` has a smaller support (for example one at temperature 0).
+
+Layout: breadth first, children of one parent contiguous and in draw order. When the tree exceeds the round's
+budget, only the first ``budget`` nodes in that order are kept, which keeps a prefix of every child list (the
+condition the ``tree_rejection`` verifier needs). ``logq`` is ``log q(token)`` under the parent's full law and
+``score`` its sum along the path.
+
+Worked example: ``branching = [2, 1]``, V = 4. The root's law ``q_0 = [0.5, 0.3, 0.2, 0]`` yields children
+``(1, 0)``; each child gets its own law from the corrector and one child, e.g. node 1 (token 1) ``-> 3``, node 2
+(token 0) ``-> 2``: ``tokens = [root, 1, 0, 3, 2]``, ``parent = [-1, 0, 0, 1, 2]``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from pydantic import Field, field_validator
+
+from specframe.config.base import ComponentConfig
+from specframe.errors import ConfigError, GenerationError
+from specframe.interfaces import Corrector, RoundContext, TreeBuilder
+from specframe.sampling import processed_logprobs, sample_without_replacement
+from specframe.tree import DraftTree
+from specframe.types import DraftProposal
+
+
+class SampledChainConfig(ComponentConfig):
+    """A chain of drafts, each sampled from the corrected draft law of its parent."""
+
+    type: Literal["sampled_chain"] = "sampled_chain"
+    depth: int | None = Field(None, ge=1, description="draft depth; default: every depth the drafter proposes")
+
+
+class SampledTreeConfig(ComponentConfig):
+    """A tree whose node at depth d - 1 gets branching[d - 1] children sampled without replacement."""
+
+    type: Literal["sampled_tree"] = "sampled_tree"
+    branching: tuple[int, ...] = Field((3, 2, 1), description="children per node at each depth, e.g. [3, 2, 1]")
+
+    @field_validator("branching")
+    @classmethod
+    def _positive(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(b < 1 for b in value):
+            raise ValueError(f"branching must be a non-empty list of positive counts, got {list(value)}")
+        return value
+
+
+class SampledTreeBuilder(TreeBuilder):
+    """Draws each node's children without replacement from its processed, corrected draft law.
+
+    Args:
+        branching: children per node at depths ``1..L``; None means a chain over every proposed depth.
+        vocab_size: the target's vocabulary (the length of ``q``); when None, ``proposal.logits`` gives it.
+        config_field: the config field named in errors about the depth count.
+    """
+
+    def __init__(self, branching: tuple[int, ...] | None, vocab_size: int | None = None,
+                 config_field: str = "tree_builder.branching") -> None:
+        self.branching = branching
+        self.vocab_size = vocab_size
+        self.config_field = config_field
+
+    def _vocab_size(self, proposal: DraftProposal) -> int:
+        if self.vocab_size is not None:
+            return self.vocab_size
+        if proposal.logits is not None:
+            return int(proposal.logits.shape[-1])
+        raise GenerationError(
+            "a sampled tree builder needs the vocabulary size to form the draft law q",
+            hint="build the pipeline with its target (BuildContext.target) or use a drafter that emits logits",
+        )
+
+    def _branching(self, proposal: DraftProposal) -> tuple[int, ...]:
+        branching = self.branching or (1,) * proposal.depth
+        if len(branching) > proposal.depth:
+            raise ConfigError(
+                f"{len(branching)} depths requested but the drafter proposes only {proposal.depth}",
+                where=self.config_field, hint=f"use at most {proposal.depth} depths",
+            )
+        return branching
+
+    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
+        branching = self._branching(proposal)
+        v = self._vocab_size(proposal)
+        b, dev = proposal.batch_size, proposal.tokens.device
+        # Level 0 is the root; each level holds [B, M] nodes, M = prod(branching[:d]).
+        tokens = [proposal.root.long()[:, None]]  # per level [B, M] int64
+        parents = [torch.full((b, 1), -1, dtype=torch.long, device=dev)]  # per level [B, M]
+        logq = [torch.zeros(b, 1, device=dev)]  # per level [B, M]
+        alive = [torch.ones(b, 1, dtype=torch.bool, device=dev)]  # per level [B, M]
+        laws: list[torch.Tensor] = []  # per level [B, M, V], law of that level's children
+        state = corrector.init_state(proposal)  # [B, 1, S]
+        offset = 0  # node index of the current level's first node
+        for d, n in enumerate(branching, start=1):
+            m = tokens[-1].shape[1]
+            # Step 1: the corrected candidate log-probs of every frontier node, scattered into [V].
+            cand_lp = corrector.child_logprobs(proposal, d, tokens[-1], state)  # [B, M, K]
+            cand = proposal.tokens[:, d - 1][:, None, :].expand(-1, m, -1)  # [B, M, K]
+            full = torch.full((b, m, v), float("-inf"), dtype=cand_lp.dtype, device=dev)
+            full = full.scatter_reduce(2, cand, cand_lp, reduce="amax")
+            # Step 2: q = the processed law; the children are drawn from exactly this tensor.
+            q = processed_logprobs(full, ctx.sampling).exp()  # [B, M, V]
+            laws.append(q)
+            picks, ok = sample_without_replacement(q.log(), n, ctx.rng.draft)  # [B, M, n]
+            # Step 3: append the level, children of one parent contiguous, in draw order.
+            tokens.append(picks.reshape(b, m * n))
+            parents.append((offset + torch.arange(m, device=dev)).repeat_interleave(n)[None, :].expand(b, -1))
+            logq.append(q.gather(2, picks).log().reshape(b, m * n).float())
+            alive.append((alive[-1][:, :, None] & ok).reshape(b, m * n))
+            state = corrector.advance(proposal, d, state.repeat_interleave(n, dim=1), tokens[-1])
+            offset += m
+        m_last = tokens[-1].shape[1]
+        laws.append(torch.zeros(b, m_last, v, dtype=laws[-1].dtype if laws else torch.float32, device=dev))
+        return self._assemble(tokens, parents, logq, alive, laws, ctx.budget)
+
+    @staticmethod
+    def _assemble(tokens: list[torch.Tensor], parents: list[torch.Tensor], logq: list[torch.Tensor],
+                  alive: list[torch.Tensor], laws: list[torch.Tensor], budget: int) -> DraftTree:
+        """Concatenate the levels and keep the live nodes, the first ``budget`` of them in breadth-first order."""
+        tok = torch.cat(tokens, dim=1)  # [B, N]
+        par = torch.cat(parents, dim=1)  # [B, N]
+        lq = torch.cat(logq, dim=1)  # [B, N]
+        live = torch.cat(alive, dim=1)  # [B, N]
+        depth = torch.cat([torch.full_like(t, d) for d, t in enumerate(tokens)], dim=1)  # [B, N]
+        score = lq.clone()
+        for i in range(1, tok.shape[1]):  # parents precede children
+            score[:, i] = score.gather(1, par[:, i : i + 1].clamp(min=0))[:, 0] + lq[:, i]
+        raw = DraftTree(tokens=tok, parent=par, depth=depth, logq=lq, score=score,
+                        valid=torch.ones_like(live), child_q=torch.cat(laws, dim=1))
+        order = torch.cumsum(live.long(), dim=1) - 1  # [B, N] breadth-first index among live nodes
+        return raw.subtree(live & (order <= budget))

@@ -1,0 +1,68 @@
+"""WALK verification (algorithms.md §8.1) and its temperature-0 special case, greedy verification.
+
+Vocabulary: the **accepted** tokens are the draft nodes on the walked path; the **bonus** token is the target's
+draw at the node where the walk stops. WALK never produces a residual token.
+
+Algorithm, for every batch row at once::
+
+    y[v] ~ p(. | context, path(v))   for every node v, independently   (rng.target; argmax at T = 0)
+    v := root
+    while v has a child c with token(c) == y[v]:  accept c; v := c
+    bonus := y[v]
+
+Worked example (one row): tree ``root(7) -> {a(3) -> c(9), b(5)}``; draws ``y = [3, 9, 1, 4]`` for nodes
+``[root, a, b, c]``. ``y[root] = 3`` matches ``a``; ``y[a] = 9`` matches ``c``; ``c`` is a leaf, so the bonus is
+``y[c] = 4``. Result: ``accepted_nodes = [0, 1, 3]``, ``num_accepted = 2``, ``bonus_token = 4``.
+
+Why it is exact: each emitted token is a fresh draw from the target conditional given exactly the emitted
+prefix, and whether the walk continues is a function of that draw and of a tree fixed before the draws. So the
+emitted sequence has the law of ancestral sampling from the target, for any tree built independently of
+``rng.target`` (deterministic top-K trees and trees sampled from a draft law alike).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specframe.interfaces import RoundContext, Verifier
+from specframe.sampling import sample
+from specframe.tree import DraftTree
+from specframe.types import VerifyResult
+from specframe_verifiers.paths import AcceptedPath, child_with_token, gather_rows
+
+
+class WalkVerifier(Verifier):
+    """Follow the children that match independent target draws; emit the draw where the walk stops."""
+
+    def draws(self, logits: torch.Tensor, ctx: RoundContext) -> torch.Tensor:  # [B, N] int64
+        """One target draw per node from the processed law (argmax at temperature 0), stream ``rng.target``."""
+        return sample(logits, ctx.sampling, ctx.rng.target)
+
+    def next_child(self, tree: DraftTree, node: torch.Tensor, draw: torch.Tensor) -> torch.Tensor:  # [B]
+        """The child of ``node[b]`` to move to given the draw ``draw[b]``, or -1 to stop."""
+        return child_with_token(tree, node, draw)
+
+    def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
+        y = self.draws(logits, ctx)  # [B, N]
+        path = AcceptedPath(tree)
+        active = torch.ones(tree.batch_size, dtype=torch.bool, device=y.device)  # [B] still walking
+        for _ in range(tree.max_depth):
+            node = path.current
+            child = self.next_child(tree, node, gather_rows(y, node))
+            moved = active & (child >= 0)
+            path.advance(moved, child)
+            active = moved
+            if not bool(active.any()):
+                break
+        return path.result(gather_rows(y, path.current))
+
+
+class GreedyVerifier(WalkVerifier):
+    """WALK with ``y[v] = argmax`` of the target's logits: exact at temperature 0 only.
+
+    It ignores the sampling settings and never consumes randomness; at temperature 0 it returns exactly what
+    :class:`WalkVerifier` returns.
+    """
+
+    def draws(self, logits: torch.Tensor, ctx: RoundContext) -> torch.Tensor:  # [B, N] int64
+        return logits.argmax(dim=-1)

@@ -1,0 +1,8 @@
+"""Makes the shared scenario module (``verifier_scenarios``) importable by the specframe-verifiers tests."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
