@@ -34,9 +34,9 @@ def _transformers_kept(x: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 def test_matches_transformers_warpers_on_random_logits() -> None:
     gen = torch.Generator().manual_seed(0)
-    for trial in range(300):
+    for trial in range(100):
         vocab = int(torch.randint(2, 60, (1,), generator=gen))
-        x = torch.randn(4, vocab, generator=gen) * 3
+        x = torch.randn(16, vocab, generator=gen) * 3
         params = SamplingParams(
             temperature=float(torch.rand(1, generator=gen)) * 2 + 0.1,
             top_k=int(torch.randint(0, vocab + 3, (1,), generator=gen)),

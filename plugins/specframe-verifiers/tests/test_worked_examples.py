@@ -1,0 +1,50 @@
+"""The worked examples in the verifier docstrings, checked literally."""
+
+from __future__ import annotations
+
+import torch
+from specframe_verifiers import TreeRejectionVerifier, WalkVerifier
+from specframe_verifiers.rejection import residual_law
+
+from specframe.interfaces import RoundContext
+from specframe.tree import DraftTree
+from specframe.types import RngStreams, SamplingParams
+
+
+class FixedDraws(WalkVerifier):
+    def __init__(self, draws: list[int]) -> None:
+        self.fixed = torch.tensor([draws])
+
+    def draws(self, logits: torch.Tensor, ctx: RoundContext) -> torch.Tensor:
+        return self.fixed
+
+
+def test_walk_example() -> None:
+    tree = DraftTree.from_lists([7, 3, 5, 9], [-1, 0, 0, 1])
+    ctx = RoundContext(budget=8, sampling=SamplingParams(1.0), rng=RngStreams.from_seed(0))
+    result = FixedDraws([3, 9, 1, 4]).verify(tree, torch.zeros(1, 4, 10), ctx)
+    assert result.accepted_nodes.tolist() == [[0, 1, 3]]
+    assert result.num_accepted.tolist() == [2] and result.bonus_token.tolist() == [4]
+
+
+def test_chain_rejection_example() -> None:
+    p, q = torch.tensor([0.5, 0.5]), torch.tensor([0.8, 0.2])
+    assert torch.allclose(residual_law(p, q), torch.tensor([0.0, 1.0]))
+    accept = min(1.0, 0.5 / 0.8)
+    assert abs(0.8 * accept - 0.5) < 1e-12 and abs(0.2 + 0.8 * (1 - accept) - 0.5) < 1e-12
+
+
+def test_tree_rejection_example() -> None:
+    p = torch.tensor([[0.2, 0.5, 0.3]], dtype=torch.float64)
+    q = torch.tensor([[0.6, 0.3, 0.1]], dtype=torch.float64)
+    verifier = TreeRejectionVerifier()
+    p2, q2 = verifier.residual(p, q), verifier.drop_tried(q, torch.tensor([[0]]))
+    assert torch.allclose(p2, torch.tensor([[0.0, 0.5, 0.5]], dtype=torch.float64))
+    assert torch.allclose(q2, torch.tensor([[0.0, 0.75, 0.25]], dtype=torch.float64))
+    p3 = verifier.residual(p2, q2)
+    assert torch.allclose(p3, torch.tensor([[0.0, 0.0, 1.0]], dtype=torch.float64))
+
+
+def test_residual_falls_back_to_p_when_p_equals_q() -> None:
+    p = torch.tensor([0.25, 0.75])
+    assert torch.equal(residual_law(p, p.clone()), p)
