@@ -14,19 +14,27 @@ ATOL = 1e-4
 
 
 def run_rounds(target: HFTarget, prompt: list[int], rounds: int, seed: int) -> tuple[list[int], int, torch.Tensor]:
-    """Drive random trees and random accepted paths; return (committed ids, next root, committed taps)."""
+    """Drive random trees and accepted paths; return (committed ids, next root, committed taps).
+
+    Even rounds accept the whole path to the last node (rarely a prefix of the block, so entries must move);
+    odd rounds accept a random cut of the path to a random node.
+    """
     gen = torch.Generator().manual_seed(seed)
     taps = [target.prefill(torch.tensor([prompt])).hidden]
     committed = list(prompt)
+    moved = 0  # rounds whose accepted path is not a prefix of the tree block
     root = int(torch.randint(0, 512, (1,), generator=gen))
     for r in range(rounds):
         n = int(torch.randint(1, 12, (1,), generator=gen))
         tokens = [root, *random_ids(n - 1, seed=seed * 100 + r)]
         tree = DraftTree.from_lists(tokens, random_tree_parents(n, seed=seed * 100 + r))
         out = target.forward_tree(tree)
-        leaf = int(torch.randint(0, n, (1,), generator=gen))
-        path = tree.path_to(0, leaf)
-        path = path[: int(torch.randint(1, len(path) + 1, (1,), generator=gen))]
+        if r % 2 == 0:
+            path = tree.path_to(0, n - 1)
+        else:
+            path = tree.path_to(0, int(torch.randint(0, n, (1,), generator=gen)))
+            path = path[: int(torch.randint(1, len(path) + 1, (1,), generator=gen))]
+        moved += path != list(range(len(path)))
         accepted = torch.full((1, n), -1, dtype=torch.long)
         accepted[0, : len(path)] = torch.tensor(path)
         target.commit(tree, accepted)
@@ -35,6 +43,7 @@ def run_rounds(target: HFTarget, prompt: list[int], rounds: int, seed: int) -> t
         committed += [tokens[j] for j in path]
         assert target.cache_len == len(committed)
         root = int(torch.randint(0, 512, (1,), generator=gen))
+    assert moved >= 2, "the rounds must exercise the copying path of the compaction"
     hidden = torch.cat(taps, dim=1) if taps[0] is not None else None
     return committed, root, hidden
 
@@ -61,7 +70,7 @@ def test_compacted_cache_equals_fresh_prefill(tiny_model, family, attn):
 def test_taps_at_committed_positions_equal_output_hidden_states(tiny_model):
     model = tiny_model("qwen3")
     target = HFTarget.from_model(model, taps=(0,))
-    committed, _, hidden = run_rounds(target, random_ids(6, seed=3), rounds=5, seed=4)
+    committed, _, hidden = run_rounds(target, random_ids(6, seed=3), rounds=6, seed=5)
     assert hidden is not None and hidden.shape == (1, len(committed), 64)
     assert torch.allclose(hidden[0], causal_hidden(model, committed, (0,)), atol=ATOL)
 
