@@ -1,0 +1,109 @@
+"""The methods of a bench run: pipeline files × sweep points, one shared target, and the AR baseline.
+
+The first pipeline builds the target; every other method reuses that object (and any stage whose config
+section is unchanged, so a budget sweep loads its drafter once). All methods must name the same target.
+
+The autoregressive baseline is the first method with drafter ``none``, corrector ``identity`` (when
+installed), tree builder ``chain``, pruner ``none`` and verifier ``auto``, made with
+:meth:`Pipeline.with_stage` so it shares the target: the same loop, adapter and prompts, one token per round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specframe.bench.sweep import SweepPoint, expand_sweep, parse_sweep
+from specframe.config.loader import config_hash, load_file
+from specframe.config.validate import load_pipeline_config
+from specframe.errors import ConfigError
+from specframe.interfaces import TargetModel
+from specframe.pipeline import Pipeline
+from specframe.plugins import PluginHost
+
+#: Stage sections of the autoregressive baseline (corrector only when an ``identity`` corrector exists).
+BASELINE_STAGES: dict[str, dict[str, Any]] = {
+    "drafter": {"type": "none"},
+    "corrector": {"type": "identity"},
+    "tree_builder": {"type": "chain"},
+    "pruner": {"type": "none"},
+    "verifier": {"type": "auto"},
+}
+
+
+@dataclass
+class Method:
+    """One pipeline under test."""
+
+    name: str  # label in result files and reports
+    pipeline: Pipeline
+    base_name: str  # the file's `name:` (equal to `name` outside sweeps)
+    source: str  # pipeline file, or "baseline"
+    sweep: dict[str, Any] = field(default_factory=dict)
+    baseline: bool = False
+
+    @property
+    def target_hash(self) -> str:
+        return target_hash(self.pipeline)
+
+
+def target_hash(pipe: Pipeline) -> str:
+    target = getattr(pipe.config, "target", None)
+    return config_hash({"target": target.model_dump(mode="json") if target is not None else None})
+
+
+def _method_name(base: str, point: SweepPoint) -> str:
+    return f"{base}[{point.label}]" if point.values else base
+
+
+def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: Sequence[str] = (),
+                  cli_sweep: Mapping[str, list[Any]] | None = None, target: TargetModel | None = None,
+                  baseline_name: str | None = "ar") -> list[Method]:
+    """Build every (file, sweep point) pipeline on one target, then the baseline (first) unless disabled."""
+    if not paths:
+        raise ConfigError("no pipeline file given", hint="specframe bench PIPELINE.yaml [MORE.yaml ...]")
+    methods: list[Method] = []
+    for path in paths:
+        data, provenance = load_file(path)
+        sweep = parse_sweep(data.get("sweep"), where=provenance.get(("sweep",), str(path)))
+        sweep.update(cli_sweep or {})
+        for point in expand_sweep(sweep):
+            shared = methods[0].pipeline.target if methods else target
+            config, _ = load_pipeline_config(str(path), (*overrides, *point.overrides()), host=host,
+                                             has_target_object=shared is not None)
+            reuse = methods[-1].pipeline if methods else None
+            pipe = Pipeline.from_config(config, target=shared, host=host, reuse=reuse)
+            name = _method_name(config.name, point)
+            if methods and target is None and target_hash(pipe) != methods[0].target_hash:
+                raise ConfigError(f"{path} ({name}) uses a different target than {methods[0].source} "
+                                  f"({methods[0].name})",
+                                  hint="a bench run compares methods on one target; run one bench per target "
+                                       "(they may append to the same --output file)")
+            methods.append(Method(name=name, pipeline=pipe, base_name=config.name, source=str(path),
+                                  sweep=dict(point.values)))
+    if baseline_name is not None:
+        methods.insert(0, build_baseline(methods[0], baseline_name))
+    seen: dict[str, str] = {}
+    for method in methods:
+        if method.name in seen:
+            raise ConfigError(f"two methods are named '{method.name}' ({seen[method.name]} and {method.source})",
+                              hint="give each pipeline file its own `name:` (the AR baseline is "
+                                   f"'{baseline_name}'; change it with --baseline-name)")
+        seen[method.name] = method.source
+    return methods
+
+
+def build_baseline(first: Method, name: str) -> Method:
+    """The AR baseline sharing ``first``'s target (see the module docstring)."""
+    registry = first.pipeline.host.registry
+    stages = {k: v for k, v in BASELINE_STAGES.items() if k != "corrector" or ("corrector", "identity") in registry}
+    try:
+        pipe = first.pipeline.with_stage("drafter", stages.pop("drafter"), name=name, **stages)
+    except ConfigError as exc:
+        raise ConfigError(f"cannot build the autoregressive baseline (drafter none, tree_builder chain, pruner "
+                          f"none) from {first.source}: {exc.message}",
+                          hint="install the plugins providing these components (`specframe components`), "
+                               "or pass --no-baseline") from None
+    return Method(name=name, pipeline=pipe, base_name=name, source="baseline", baseline=True)

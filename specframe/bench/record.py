@@ -1,0 +1,98 @@
+"""One result line: Spec-Bench's answer format plus specframe's per-round measurements and provenance.
+
+Spec-Bench fields (its ``speed.py`` reads them unchanged): ``question_id``, ``category``, ``model_id``,
+``choices[0].{turns, new_tokens, wall_time, decoding_steps, accept_lengths}``, ``tstamp``. Each line holds
+one turn, so ``choices[0].turns`` has one element.
+
+specframe fields:
+
+* key — ``method``, ``dataset``, ``turn`` (0-based) with ``question_id``;
+* run — ``baseline``, ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``, ``temperature``,
+  ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
+* request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
+  repeat whose time is the median), ``total_ns_repeats`` (all repeats);
+* rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``tree_depth``,
+  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specframe.datasets.base import Sample
+from specframe.metrics.acceptance import accept_histogram
+from specframe.metrics.records import GenerationResult
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """Per-method facts copied into every record of that method."""
+
+    method: str
+    base_method: str
+    baseline: bool
+    config_hash: str
+    target_hash: str
+    temperature: float
+    seed: int
+    max_new_tokens: int
+    sweep: dict[str, Any] = field(default_factory=dict)
+    plugins: dict[str, str] = field(default_factory=dict)
+    git_rev: str | None = None
+
+    def consistency_fields(self) -> dict[str, Any]:
+        """Fields a resumed run must share with the records already in the file."""
+        return {"config_hash": self.config_hash, "max_new_tokens": self.max_new_tokens, "seed": self.seed,
+                "baseline": self.baseline}
+
+
+def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationResult,
+                 repeats_ns: Sequence[int], dataset_source: str) -> dict[str, Any]:
+    """The JSON-ready record of one timed turn (``result`` is the median-time repeat)."""
+    accepted = [r.accepted for r in result.rounds]
+    wall = result.total_ns / 1e9
+    return {
+        "question_id": sample.question_id,
+        "category": sample.category,
+        "model_id": info.method,
+        "choices": [{
+            "index": 0,
+            "turns": [result.text if result.text is not None else ""],
+            "new_tokens": [len(result.tokens)],
+            "wall_time": [wall],
+            "decoding_steps": [result.num_rounds],
+            "accept_lengths": result.accept_lengths(),
+        }],
+        "tstamp": time.time(),
+        "specframe_schema": SCHEMA_VERSION,
+        "method": info.method,
+        "dataset": sample.dataset,
+        "turn": turn,
+        "baseline": info.baseline,
+        "base_method": info.base_method,
+        "sweep": info.sweep,
+        "config_hash": info.config_hash,
+        "target_hash": info.target_hash,
+        "seed": info.seed,
+        "temperature": info.temperature,
+        "max_new_tokens": info.max_new_tokens,
+        "plugins": info.plugins,
+        "git_rev": info.git_rev,
+        "dataset_source": dataset_source,
+        "prompt_tokens": result.prompt_len,
+        "tokens": list(result.tokens),
+        "stop_reason": result.stop_reason,
+        "prefill_ns": result.prefill_ns,
+        "total_ns": result.total_ns,
+        "total_ns_repeats": list(repeats_ns),
+        "accepted": accepted,
+        "tree_nodes": [r.nodes for r in result.rounds],
+        "tree_depth": [r.depth for r in result.rounds],
+        "accept_depth_counts": accept_histogram(accepted),
+        "stage_ns": result.stage_totals(),
+    }

@@ -1,0 +1,133 @@
+"""The bench loop: every method on every prompt, interleaved, warm, resumable.
+
+Order of work::
+
+    warm-up: each method decodes the first pending prompt `warmup` times (not recorded)
+    for each dataset, for each question i:
+        for each method, in the method list rotated by i:        # interleaved: drift hits all methods alike
+            for each turn t of the question:                     # turn 2 sees this method's own turn-1 answer
+                skip if (method, dataset, question, t) is already in the result file
+                decode `repeats` times; record the median-time run; append + fsync
+
+Rotating the order per question keeps a method from always running right after the same neighbour (cache
+and thermal effects). The seed of every request is the method's ``seed:`` unless ``seed`` is given, so the
+method and the baseline draw the same random streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specframe.bench.conversation import encode_turn
+from specframe.bench.methods import Method
+from specframe.bench.record import RunInfo, build_record
+from specframe.bench.results import ResultStore
+from specframe.datasets.base import LoadedDataset, Sample
+from specframe.metrics.records import GenerationResult
+
+#: Called after each recorded turn with (method name, dataset name, question id, turn).
+ProgressFn = Callable[[str, str, str, int], None]
+
+
+@dataclass
+class BenchSummary:
+    recorded: int = 0  # turns decoded and written by this run
+    skipped: int = 0  # turns already in the result file
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    method: Method
+    dataset: LoadedDataset
+    sample: Sample
+
+
+class BenchRunner:
+    """Runs methods over datasets into a :class:`ResultStore` (see the module docstring)."""
+
+    def __init__(self, methods: Sequence[Method], store: ResultStore, *, max_new_tokens: int, infos: dict[str, RunInfo],
+                 warmup: int = 1, repeats: int = 1, seed: int | None = None) -> None:
+        if repeats < 1 or warmup < 0:
+            raise ValueError("repeats must be >= 1 and warmup >= 0")
+        self.methods = list(methods)
+        self.store = store
+        self.max_new_tokens = max_new_tokens
+        self.infos = infos
+        self.warmup = warmup
+        self.repeats = repeats
+        self.seed = seed
+
+    # -------------------------------------------------------------------------------------- planning
+    def schedule(self, datasets: Sequence[LoadedDataset]) -> list[WorkItem]:
+        """Every (method, question) in run order (datasets, questions, rotated methods)."""
+        items = []
+        for dataset in datasets:
+            for i, sample in enumerate(dataset.samples):
+                shift = i % len(self.methods)
+                for method in self.methods[shift:] + self.methods[:shift]:
+                    items.append(WorkItem(method, dataset, sample))
+        return items
+
+    def pending_turns(self, items: Sequence[WorkItem]) -> int:
+        return sum(1 for item in items for turn in range(len(item.sample.turns))
+                   if self._key(item, turn) not in self.store)
+
+    @staticmethod
+    def _key(item: WorkItem, turn: int) -> tuple[str, str, str, int]:
+        return item.method.name, item.dataset.name, str(item.sample.question_id), turn
+
+    # -------------------------------------------------------------------------------------- running
+    def _decode(self, method: Method, ids: torch.Tensor) -> GenerationResult:
+        pipe = method.pipeline
+        pipe.target.set_taps(tuple(pipe.stages.drafter.target_layers))  # methods may tap different layers
+        return pipe.generate(ids, self.max_new_tokens, seed=self.seed)
+
+    def warm_up(self, items: Sequence[WorkItem]) -> None:
+        """Decode the first pending prompt ``warmup`` times with every method (results discarded)."""
+        first = next((it for it in items if self.pending_turns([it])), None)
+        if first is None or self.warmup == 0:
+            return
+        for method in self.methods:
+            ids = encode_turn(method.pipeline, first.sample.turns[:1], [])
+            for _ in range(self.warmup):
+                self._decode(method, ids)
+
+    def run(self, datasets: Sequence[LoadedDataset], progress: ProgressFn | None = None) -> BenchSummary:
+        items = self.schedule(datasets)
+        summary = BenchSummary()
+        self.warm_up(items)
+        for item in items:
+            answers: list[str] = []
+            for turn in range(len(item.sample.turns)):
+                key = self._key(item, turn)
+                done = self.store.get(key)
+                if done is not None:
+                    summary.skipped += 1
+                    answers.append(done["choices"][0]["turns"][0])
+                    continue
+                ids = encode_turn(item.method.pipeline, item.sample.turns[: turn + 1], answers)
+                runs = sorted((self._decode(item.method, ids) for _ in range(self.repeats)),
+                              key=lambda r: r.total_ns)
+                median = runs[(len(runs) - 1) // 2]
+                record = build_record(self.infos[item.method.name], item.sample, turn, median,
+                                      [r.total_ns for r in runs], item.dataset.source)
+                self.store.append(record)
+                summary.recorded += 1
+                answers.append(record["choices"][0]["turns"][0])
+                if progress is not None:
+                    progress(*key)
+        return summary
+
+
+def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: dict[str, str],
+             git_rev: str | None) -> RunInfo:
+    """The per-method facts every record of ``method`` carries."""
+    pipe = method.pipeline
+    return RunInfo(method=method.name, base_method=method.base_name, baseline=method.baseline,
+                   config_hash=pipe.config_hash, target_hash=method.target_hash,
+                   temperature=pipe.config.sampling.temperature,
+                   seed=pipe.config.seed if seed is None else seed, max_new_tokens=max_new_tokens,
+                   sweep=method.sweep, plugins=plugins, git_rev=git_rev)

@@ -1,0 +1,97 @@
+"""Assemble a report: Markdown document, CSV files and sweep plots from result records.
+
+Example::
+
+    records, _ = load_result_files(["results.jsonl"])
+    report = Report(summarize(records))
+    print(report.markdown())
+    report.write(Path("report/"))        # report.md, summary.csv, depth.csv, stages.csv, <base>_<key>.png/.svg
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specframe.report.plots import sweep_plots
+from specframe.report.summary import Summary
+from specframe.report.tables import (
+    SpeedupKind,
+    TauKind,
+    depth_rows,
+    depth_table,
+    main_table,
+    markdown,
+    paired_table,
+    stage_rows,
+    stage_table,
+    summary_rows,
+)
+
+SPEEDUP_TEXT = {
+    "aggregate": "aggregate speedup Σtokens/Σtime (method) ÷ Σtokens/Σtime (AR baseline)",
+    "geomean": "geometric mean of per-prompt throughput ratios against the AR baseline",
+    "tpot": "mean TPOT of the AR baseline ÷ mean TPOT of the method (decode time per decoded token)",
+}
+TAU_TEXT = {
+    "per_response": "τ = mean over responses of tokens committed per round (bonus included)",
+    "pooled": "τ = all tokens committed ÷ all rounds (bonus included)",
+}
+
+
+@dataclass
+class Report:
+    summary: Summary
+    speedup: SpeedupKind = "aggregate"
+    tau: TauKind = "per_response"
+    confidence: float = 0.95
+    max_depth: int = 16
+
+    def markdown(self) -> str:
+        s = self.summary
+        base = ", ".join(s.baseline_names) or "none (no speedups)"
+        parts = [
+            "# Benchmark report", "",
+            f"Cells: speedup× / τ. Speedup: {SPEEDUP_TEXT[self.speedup]}; {TAU_TEXT[self.tau]}. "
+            f"Baseline: {base}. Average = mean of the dataset cells.", "",
+            markdown(main_table(s, self.speedup, self.tau)), "",
+            f"## Paired speedup ({self.confidence:.0%} bootstrap CI over prompts)", "",
+            markdown(paired_table(s)), "",
+            "## Acceptance per depth (all datasets pooled)", "",
+            "Unconditional u_d = rounds accepting ≥ d draft tokens ÷ rounds:", "",
+            markdown(depth_table(s, conditional=False, max_depth=self.max_depth)), "",
+            "Conditional c_d = rounds accepting ≥ d ÷ rounds accepting ≥ d − 1:", "",
+            markdown(depth_table(s, conditional=True, max_depth=self.max_depth)), "",
+            "## Latency per round and stage (all datasets pooled)", "",
+            markdown(stage_table(s, self.speedup)), "",
+        ]
+        return "\n".join(parts)
+
+    def write(self, out_dir: Path, *, formats: tuple[str, ...] = ("md", "csv"), plots: bool = True) -> list[Path]:
+        """Write the chosen formats (and sweep plots) into ``out_dir``; return the paths written."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        if "md" in formats:
+            path = out_dir / "report.md"
+            path.write_text(self.markdown(), encoding="utf-8")
+            written.append(path)
+        if "csv" in formats:
+            for name, rows in (("summary", summary_rows(self.summary)), ("depth", depth_rows(self.summary)),
+                               ("stages", stage_rows(self.summary))):
+                written.append(_write_csv(out_dir / f"{name}.csv", rows))
+        if plots:
+            written += sweep_plots(self.summary, out_dir, speedup=self.speedup, tau=self.tau)
+        return written
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        if rows:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+    return path

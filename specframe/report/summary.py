@@ -1,0 +1,177 @@
+"""From result records to per-(method, dataset) statistics, each method paired with its AR baseline.
+
+A record is paired with the baseline record of the same target (``target_hash``), dataset, question and turn;
+records without a partner count for τ but not for speedup. ``ALL`` pools every dataset of a method (used by
+the per-depth and stage tables); the main table's average column is the mean of the per-dataset cells, as in
+the papers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specframe.bench.results import ResultsFileError
+from specframe.metrics.acceptance import DepthRates, depth_rates, tau_per_response, tau_pooled
+from specframe.metrics.speedup import (
+    Estimate,
+    PairedRun,
+    aggregate_estimate,
+    geomean_estimate,
+    tpot_speedup,
+)
+
+ALL = "all"
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    baseline: str | None = None  # baseline method name; default: records flagged `baseline`
+    resamples: int = 2000  # bootstrap resamples
+    confidence: float = 0.95
+    seed: int = 0  # bootstrap seed
+    max_depth: int | None = None  # per-depth rates up to this depth (default: deepest accepted)
+
+
+@dataclass
+class CellStats:
+    """Statistics of one method on one dataset (or ``ALL``)."""
+
+    method: str
+    dataset: str
+    responses: int
+    rounds: int
+    new_tokens: int
+    seconds: float
+    tau_per_response: float
+    tau_pooled: float
+    depth: DepthRates
+    nodes_per_round: float
+    stage_ns: dict[str, int]
+    speedup_aggregate: Estimate = field(default_factory=lambda: Estimate(math.nan))
+    speedup_geomean: Estimate = field(default_factory=lambda: Estimate(math.nan))
+    speedup_tpot: float = math.nan
+    identical: tuple[int, int] | None = None  # (outputs equal to the baseline's, pairs) at temperature 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else math.nan
+
+    @property
+    def round_seconds(self) -> float:
+        """Mean wall time of a round from the per-stage timers (prefill excluded)."""
+        return sum(self.stage_ns.values()) / 1e9 / self.rounds if self.rounds and self.stage_ns else math.nan
+
+
+@dataclass
+class MethodInfo:
+    name: str
+    base_method: str
+    sweep: dict[str, Any]
+    baseline: bool
+    temperature: float
+
+
+@dataclass
+class Summary:
+    methods: list[MethodInfo]
+    datasets: list[str]
+    cells: dict[tuple[str, str], CellStats]
+    baseline_names: list[str]
+
+    def cell(self, method: str, dataset: str) -> CellStats | None:
+        return self.cells.get((method, dataset))
+
+
+def _key(record: Record) -> tuple[str, str, str, int]:
+    return record["target_hash"], record["dataset"], str(record["question_id"]), int(record["turn"])
+
+
+def _tokens(record: Record) -> int:
+    return int(record["choices"][0]["new_tokens"][0])
+
+
+def _seconds(record: Record) -> float:
+    return float(record["total_ns"]) / 1e9
+
+
+def _tpot(record: Record) -> float | None:
+    decoded = _tokens(record) - 1  # the prefill's token is not decoded
+    return (record["total_ns"] - record["prefill_ns"]) / 1e9 / decoded if decoded > 0 else None
+
+
+def _cell(method: str, dataset: str, records: Sequence[Record], partners: dict[tuple[str, str, str, int], Record],
+          options: SummaryOptions, is_baseline: bool) -> CellStats:
+    committed = [r["choices"][0]["accept_lengths"] for r in records]
+    accepted = [a for r in records for a in r["accepted"]]
+    rounds = sum(len(c) for c in committed)
+    stage_ns: dict[str, int] = {}
+    for r in records:
+        for stage, ns in r["stage_ns"].items():
+            stage_ns[stage] = stage_ns.get(stage, 0) + int(ns)
+    nodes = sum(sum(r["tree_nodes"]) for r in records)
+    stats = CellStats(method=method, dataset=dataset, responses=len(records), rounds=rounds,
+                      new_tokens=sum(_tokens(r) for r in records), seconds=sum(_seconds(r) for r in records),
+                      tau_per_response=tau_per_response(committed), tau_pooled=tau_pooled(committed),
+                      depth=depth_rates(accepted, options.max_depth),
+                      nodes_per_round=nodes / rounds if rounds else math.nan, stage_ns=stage_ns)
+    pairs = [(r, partners[_key(r)]) for r in records if _key(r) in partners]
+    if is_baseline:  # the reference itself: speedup 1 by definition
+        if pairs:
+            stats.speedup_aggregate = stats.speedup_geomean = Estimate(1.0, n=len(pairs))
+            stats.speedup_tpot = 1.0
+        return stats
+    if not pairs:
+        return stats
+    runs = [PairedRun(_tokens(r), _seconds(r), _tokens(b), _seconds(b)) for r, b in pairs]
+    boot = {"resamples": options.resamples, "confidence": options.confidence, "seed": options.seed}
+    stats.speedup_aggregate = aggregate_estimate(runs, **boot)
+    stats.speedup_geomean = geomean_estimate(runs, **boot)
+    tpots = [(_tpot(r), _tpot(b)) for r, b in pairs]
+    tpots = [(m, b) for m, b in tpots if m is not None and b is not None]
+    stats.speedup_tpot = tpot_speedup([m for m, _ in tpots], [b for _, b in tpots])
+    if all(r["temperature"] == 0 for r, _ in pairs):
+        stats.identical = (sum(r["tokens"] == b["tokens"] for r, b in pairs), len(pairs))
+    return stats
+
+
+def summarize(records: Sequence[Record], options: SummaryOptions | None = None) -> Summary:
+    """Group records by method and dataset (first-appearance order) and compute every statistic."""
+    options = options or SummaryOptions()
+    methods: dict[str, MethodInfo] = {}
+    datasets: list[str] = []
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        name = r["method"]
+        if name not in methods:
+            methods[name] = MethodInfo(name, r.get("base_method", name), dict(r.get("sweep") or {}),
+                                       bool(r.get("baseline")), float(r.get("temperature", 0.0)))
+        if r["dataset"] not in datasets:
+            datasets.append(r["dataset"])
+        groups.setdefault((name, r["dataset"]), []).append(r)
+    if options.baseline is not None:
+        if options.baseline not in methods:
+            raise ResultsFileError(f"no records of baseline method '{options.baseline}'",
+                                   hint=f"methods in these files: {', '.join(methods)}")
+        baseline_names = [options.baseline]
+    else:
+        baseline_names = [m.name for m in methods.values() if m.baseline]
+    partners: dict[tuple[str, str, str, int], Record] = {}
+    for r in records:
+        if r["method"] in baseline_names:
+            partners.setdefault(_key(r), r)
+    ordered = sorted(methods.values(), key=lambda m: m.name not in baseline_names)
+    cells: dict[tuple[str, str], CellStats] = {}
+    for m in ordered:
+        is_base = m.name in baseline_names
+        pooled: list[Record] = []
+        for ds in datasets:
+            group = groups.get((m.name, ds), [])
+            if group:
+                cells[(m.name, ds)] = _cell(m.name, ds, group, partners, options, is_base)
+                pooled.extend(group)
+        cells[(m.name, ALL)] = _cell(m.name, ALL, pooled, partners, options, is_base)
+    return Summary(methods=ordered, datasets=datasets, cells=cells, baseline_names=baseline_names)

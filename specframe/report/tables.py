@@ -1,0 +1,163 @@
+"""The report's tables, as header + rows of strings (Markdown) and as long-format rows (CSV).
+
+* main — the papers' layout: rows = methods, columns = datasets + average, cells = ``speedup× / τ``;
+* paired — per method and dataset: aggregate and geometric-mean speedups with bootstrap CIs, TPOT speedup,
+  and (at temperature 0) how many outputs equal the baseline's token for token;
+* depth — unconditional u_d and conditional c_d per depth, all datasets pooled;
+* stages — mean milliseconds per round for each stage, T_round, nodes per round, and τ·T_ar/T_round next to
+  the measured speedup (why τ can rise while speedup falls).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from specframe.metrics.records import STAGES
+from specframe.metrics.speedup import expected_speedup
+from specframe.report.summary import ALL, CellStats, Summary
+
+SpeedupKind = Literal["aggregate", "geomean", "tpot"]
+TauKind = Literal["per_response", "pooled"]
+Table = tuple[list[str], list[list[str]]]
+
+
+def _num(value: float, digits: int = 2, suffix: str = "") -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.{digits}f}{suffix}"
+
+
+def speedup_of(cell: CellStats, kind: SpeedupKind) -> float:
+    if kind == "aggregate":
+        return cell.speedup_aggregate.value
+    if kind == "geomean":
+        return cell.speedup_geomean.value
+    return cell.speedup_tpot
+
+
+def tau_of(cell: CellStats, kind: TauKind) -> float:
+    return cell.tau_per_response if kind == "per_response" else cell.tau_pooled
+
+
+def _mean(values: Sequence[float]) -> float:
+    values = [v for v in values if not math.isnan(v)]
+    return sum(values) / len(values) if values else math.nan
+
+
+def main_table(summary: Summary, speedup: SpeedupKind = "aggregate", tau: TauKind = "per_response") -> Table:
+    header = ["method", *summary.datasets, "average"]
+    rows = []
+    for m in summary.methods:
+        row, speeds, taus = [m.name], [], []
+        for ds in summary.datasets:
+            cell = summary.cell(m.name, ds)
+            if cell is None:
+                row.append("")
+                continue
+            s, t = speedup_of(cell, speedup), tau_of(cell, tau)
+            speeds.append(s)
+            taus.append(t)
+            row.append(f"{_num(s, suffix='×')} / {_num(t)}")
+        row.append(f"{_num(_mean(speeds), suffix='×')} / {_num(_mean(taus))}")
+        rows.append(row)
+    return header, rows
+
+
+def paired_table(summary: Summary) -> Table:
+    header = ["method", "dataset", "pairs", "aggregate [CI]", "geo-mean of ratios [CI]", "TPOT", "identical"]
+    rows = []
+    for m in summary.methods:
+        if m.name in summary.baseline_names:
+            continue
+        for ds in [*summary.datasets, ALL]:
+            cell = summary.cell(m.name, ds)
+            if cell is None:
+                continue
+            same = f"{cell.identical[0]}/{cell.identical[1]}" if cell.identical else "—"
+            rows.append([m.name, ds, str(cell.speedup_aggregate.n), cell.speedup_aggregate.format(),
+                         cell.speedup_geomean.format(), _num(cell.speedup_tpot, suffix="×"), same])
+    return header, rows
+
+
+def depth_table(summary: Summary, conditional: bool, max_depth: int = 16) -> Table:
+    deepest = max((len(c.depth.unconditional) for (_, ds), c in summary.cells.items() if ds == ALL), default=0)
+    depths = list(range(1, min(deepest, max_depth) + 1))
+    header = ["method", *[f"d{d}" for d in depths]]
+    rows = []
+    for m in summary.methods:
+        cell = summary.cell(m.name, ALL)
+        if cell is None or m.name in summary.baseline_names:
+            continue
+        rates = cell.depth.conditional if conditional else cell.depth.unconditional
+        rows.append([m.name, *[_num(rates[d - 1]) if d <= len(rates) else "" for d in depths]])
+    return header, rows
+
+
+def ar_step_seconds(summary: Summary) -> float:
+    """Mean AR round time (one token per round) of the first baseline, all datasets pooled."""
+    for name in summary.baseline_names:
+        cell = summary.cell(name, ALL)
+        if cell is not None:
+            return cell.round_seconds
+    return math.nan
+
+
+def stage_table(summary: Summary, speedup: SpeedupKind = "aggregate") -> Table:
+    stages = [s for s in STAGES if any(s in c.stage_ns for c in summary.cells.values())]
+    header = ["method", *[f"{s} ms" for s in stages], "round ms", "nodes/round", "τ pooled", "τ·T_ar/T_round",
+              "measured"]
+    t_ar = ar_step_seconds(summary)
+    rows = []
+    for m in summary.methods:
+        cell = summary.cell(m.name, ALL)
+        if cell is None:
+            continue
+        per_round = [cell.stage_ns.get(s, 0) / 1e6 / cell.rounds if cell.rounds else math.nan for s in stages]
+        expected = expected_speedup(cell.tau_pooled, t_ar, cell.round_seconds)
+        rows.append([m.name, *[_num(v, 3) for v in per_round], _num(cell.round_seconds * 1e3, 3),
+                     _num(cell.nodes_per_round, 1), _num(cell.tau_pooled), _num(expected, suffix="×"),
+                     _num(speedup_of(cell, speedup), suffix="×")])
+    return header, rows
+
+
+def markdown(table: Table) -> str:
+    header, rows = table
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def summary_rows(summary: Summary) -> list[dict[str, Any]]:
+    """Long-format rows (one per method and dataset, ``all`` included) for ``summary.csv``."""
+    rows = []
+    for (method, ds), c in summary.cells.items():
+        rows.append({
+            "method": method, "dataset": ds, "responses": c.responses, "rounds": c.rounds,
+            "new_tokens": c.new_tokens, "seconds": round(c.seconds, 6), "tokens_per_s": c.tokens_per_s,
+            "tau_per_response": c.tau_per_response, "tau_pooled": c.tau_pooled,
+            "nodes_per_round": c.nodes_per_round, "round_ms": c.round_seconds * 1e3,
+            "speedup_aggregate": c.speedup_aggregate.value, "speedup_aggregate_low": c.speedup_aggregate.low,
+            "speedup_aggregate_high": c.speedup_aggregate.high, "speedup_geomean": c.speedup_geomean.value,
+            "speedup_geomean_low": c.speedup_geomean.low, "speedup_geomean_high": c.speedup_geomean.high,
+            "speedup_tpot": c.speedup_tpot, "pairs": c.speedup_aggregate.n,
+            "identical": c.identical[0] if c.identical else "", "identical_of": c.identical[1] if c.identical else "",
+        })
+    return rows
+
+
+def depth_rows(summary: Summary) -> list[dict[str, Any]]:
+    """Long-format per-depth rates for ``depth.csv``."""
+    rows = []
+    for (method, ds), c in summary.cells.items():
+        for d, (u, cond, reached) in enumerate(zip(c.depth.unconditional, c.depth.conditional, c.depth.reached,
+                                                   strict=True), start=1):
+            rows.append({"method": method, "dataset": ds, "depth": d, "reached": reached, "rounds": c.depth.rounds,
+                         "unconditional": u, "conditional": cond})
+    return rows
+
+
+def stage_rows(summary: Summary) -> list[dict[str, Any]]:
+    """Long-format per-stage nanoseconds for ``stages.csv``."""
+    return [{"method": method, "dataset": ds, "stage": stage, "total_ns": ns, "rounds": c.rounds,
+             "ms_per_round": ns / 1e6 / c.rounds if c.rounds else math.nan}
+            for (method, ds), c in summary.cells.items() for stage, ns in c.stage_ns.items()]

@@ -1,0 +1,136 @@
+"""`specframe bench` end to end on the toy target: records, baseline pairing, multi-turn, interleaving, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specframe.bench.results import read_results, record_key
+from specframe.cli import run_cli
+
+from .toy_plugin import CharTokenizer, toy_host, write_pipeline
+
+DATA = (Path(__file__).parents[2] / "../shared/data").resolve()
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark data not found at {DATA}")
+METHODS = ["ar", "toy-spec[drafter.depth=1]", "toy-spec[drafter.depth=3]"]
+
+
+def bench(tmp_path: Path, *extra: str) -> int:
+    pipeline = write_pipeline(tmp_path / "toy.yaml", extra="sweep: {drafter.depth: [1, 3]}\n")
+    args = ["bench", str(pipeline), "-d", "gsm8k:3", "-d", "mt_bench:2", "--data-dir", str(DATA),
+            "-o", str(tmp_path / "res.jsonl"), "--no-progress", *extra]
+    return run_cli(args, host=toy_host())
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("bench")
+    assert bench(folder) == 0
+    return folder / "res.jsonl"
+
+
+@pytest.fixture
+def results(pristine: Path, tmp_path: Path) -> Path:
+    """A fresh copy of one bench run (tests may damage or extend it)."""
+    copy = tmp_path / "res.jsonl"
+    copy.write_bytes(pristine.read_bytes())
+    return copy
+
+
+def test_records_cover_every_method_question_and_turn(results: Path) -> None:
+    records = read_results(results)
+    assert len(records) == len(METHODS) * (3 + 2 * 2)  # 3 GSM8K questions, 2 MT-Bench questions × 2 turns
+    assert len({record_key(r) for r in records}) == len(records)
+    assert {r["method"] for r in records} == set(METHODS)
+    for r in records:
+        choice = r["choices"][0]
+        assert choice["new_tokens"] == [12] and len(r["tokens"]) == 12
+        assert choice["decoding_steps"] == [len(choice["accept_lengths"])] == [len(r["accepted"])]
+        assert sum(choice["accept_lengths"]) == 12 - 1  # the prefill token belongs to no round
+        assert choice["wall_time"][0] == r["total_ns"] / 1e9 > 0
+        assert set(r["stage_ns"]) == {"draft", "build", "prune", "target", "verify", "commit"}
+        assert r["plugins"]["specframe"] and r["config_hash"] and r["dataset_source"].startswith(str(DATA))
+    baseline = [r for r in records if r["method"] == "ar"]
+    assert all(r["baseline"] and set(r["accepted"]) == {0} and r["tree_nodes"][0] == 0 for r in baseline)
+    deep = [r for r in records if r["method"] == METHODS[2]]
+    assert max(max(r["accepted"]) for r in deep) > 1 and max(max(r["tree_nodes"]) for r in deep) == 3
+
+
+def test_greedy_outputs_equal_the_baseline_token_for_token(results: Path) -> None:
+    by_key = {(r["dataset"], str(r["question_id"]), r["turn"]): r for r in read_results(results) if r["baseline"]}
+    for r in read_results(results):
+        if r["turn"] == 0:
+            assert r["tokens"] == by_key[(r["dataset"], str(r["question_id"]), 0)]["tokens"]
+
+
+def test_second_turn_is_conditioned_on_the_methods_own_first_answer(results: Path) -> None:
+    records = {(r["method"], r["question_id"], r["turn"]): r for r in read_results(results) if r["dataset"] ==
+               "mt_bench"}
+    questions = [json.loads(line) for line in (DATA / "mt_bench/question.jsonl").read_text().splitlines()]
+    turns = {q["question_id"]: q["turns"] for q in questions}
+    tok = CharTokenizer(16)
+    for (method, qid, turn), r in records.items():
+        if turn != 1:
+            continue
+        answer = records[(method, qid, 0)]["choices"][0]["turns"][0]
+        messages = [{"role": "user", "content": turns[qid][0]}, {"role": "assistant", "content": answer},
+                    {"role": "user", "content": turns[qid][1]}]
+        assert r["prompt_tokens"] == len(tok(tok.apply_chat_template(messages))["input_ids"])
+
+
+def test_methods_are_interleaved_per_question_with_rotation(results: Path) -> None:
+    order = [(r["question_id"], r["method"]) for r in read_results(results) if r["dataset"] == "gsm8k"]
+    questions = list(dict.fromkeys(q for q, _ in order))
+    per_question = [[m for q2, m in order if q2 == q] for q in questions]
+    assert per_question == [METHODS, METHODS[1:] + METHODS[:1], METHODS[2:] + METHODS[:2]]
+
+
+def test_resume_skips_finished_turns_and_rebuilds_a_crash_cut_record(results: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    before = read_results(results)
+    assert bench(tmp_path, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["recorded"] == 0
+    assert read_results(results) == before
+    # Crash: the file ends inside the 11th record; records 11.. were never written.
+    data = results.read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    results.write_bytes(data[: starts[10] + 40])
+    assert bench(tmp_path, "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["recorded"] == len(before) - 10 and summary["skipped"] == 10
+    after = read_results(results)
+    assert sorted(map(record_key, after)) == sorted(map(record_key, before))
+    old = {record_key(r): r["tokens"] for r in before}
+    assert all(r["tokens"] == old[record_key(r)] for r in after)
+    assert results.read_bytes().count(b"\n") == len(before)
+
+
+def test_resume_with_other_settings_is_refused(results: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench(tmp_path, "--max-new-tokens", "8") == 2
+    err = capsys.readouterr().err
+    assert "max_new_tokens = 12" in err and "--output" in err
+
+
+def test_report_from_a_bench_run(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report"
+    assert run_cli(["report", str(results), "--out-dir", str(out)], host=toy_host()) == 0
+    markdown = capsys.readouterr().out
+    assert "| method | gsm8k | mt_bench | average |" in markdown
+    assert "| 3/3 |" in markdown and "| 4/4 |" in markdown  # identical outputs to the baseline at T = 0
+    assert (out / "toy-spec_drafter.depth.png").stat().st_size > 0 and (out / "toy-spec_drafter.depth.svg").exists()
+
+
+def test_usage_errors_are_one_screen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = write_pipeline(tmp_path / "toy.yaml")
+    assert run_cli(["bench", str(pipeline)], host=toy_host()) == 2
+    assert "no dataset chosen" in capsys.readouterr().err
+    assert run_cli(["bench", str(pipeline), "-d", "gsm8k:2", "--data-dir", str(tmp_path)], host=toy_host()) == 2
+    err = capsys.readouterr().err
+    assert "not available locally" in err and "Traceback" not in err
+    (tmp_path / "bad.yaml").write_text(pipeline.read_text().replace("type: toy,", "type: tpy,"))
+    assert run_cli(["bench", str(tmp_path / "bad.yaml"), "-d", "gsm8k:2", "--data-dir", str(DATA)],
+                   host=toy_host()) == 2
+    assert "did you mean 'toy'" in capsys.readouterr().err

@@ -1,0 +1,191 @@
+"""An in-process plugin for bench tests: a toy target with a character tokenizer and one small component per
+stage, under the names the AR baseline needs (drafter ``none``, corrector ``identity``, tree builder ``chain``,
+pruner ``none``) plus a ``toy`` drafter, so the harness runs end to end without any installed plugin."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from pydantic import Field
+
+from specframe import (
+    Capabilities,
+    ComponentConfig,
+    ComponentSpec,
+    Corrector,
+    Drafter,
+    DraftProposal,
+    DraftTree,
+    PluginHost,
+    Pruner,
+    TreeBuilder,
+    Verifier,
+    VerifyResult,
+    hookimpl,
+)
+from specframe.testing.toy import ToyDrafter, ToyTarget
+
+
+class CharTokenizer:
+    """Characters to ids ``1 + ord(c) % (V - 1)``; ids decode to letters; a minimal chat template."""
+
+    chat_template = "toy"
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        return {"input_ids": [1 + ord(c) % (self.vocab_size - 1) for c in text]}
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(ord("a") + int(i) % 26) for i in ids)
+
+    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = False,
+                            add_generation_prompt: bool = True, **kwargs: Any) -> str:
+        text = "".join(f"<{m['role']}>{m['content']}\n" for m in messages)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+
+class ToyTargetConfig(ComponentConfig):
+    type: Literal["toy_target"] = "toy_target"
+    vocab: int = Field(16, ge=4)
+    seed: int = 3
+
+
+class ToyDrafterConfig(ComponentConfig):
+    type: Literal["toy"] = "toy"
+    depth: int = Field(4, ge=1)
+    distance: float = 0.3
+
+
+class NoneDrafterConfig(ComponentConfig):
+    type: Literal["none"] = "none"
+
+
+class NoDraft(Drafter):
+    def propose(self, state):  # type: ignore[no-untyped-def]
+        return DraftProposal.empty(state.root)
+
+
+class IdentityConfig(ComponentConfig):
+    type: Literal["identity"] = "identity"
+
+
+class Identity(Corrector):
+    def child_logprobs(self, proposal, depth, tokens, state):  # type: ignore[no-untyped-def]
+        return proposal.logprobs[:, depth - 1 : depth].expand(-1, tokens.shape[1], -1)
+
+
+class ChainConfig(ComponentConfig):
+    type: Literal["chain"] = "chain"
+
+
+class Chain(TreeBuilder):
+    """The first candidate of every depth, as a chain of at most ``budget`` nodes."""
+
+    def build(self, proposal, corrector, ctx):  # type: ignore[no-untyped-def]
+        depth = min(proposal.depth, ctx.budget)
+        tokens = [int(proposal.root[0])] + [int(proposal.tokens[0, d, 0]) for d in range(depth)]
+        return DraftTree.from_lists(tokens, [-1, *range(depth)])
+
+
+class NonePrunerConfig(ComponentConfig):
+    type: Literal["none"] = "none"
+
+
+class KeepAll(Pruner):
+    def prune(self, tree, ctx):  # type: ignore[no-untyped-def]
+        return tree
+
+
+class ArgmaxConfig(ComponentConfig):
+    type: Literal["argmax"] = "argmax"
+
+
+class Argmax(Verifier):
+    """Greedy walk: follow the child whose token is the target's argmax."""
+
+    def verify(self, tree, logits, ctx):  # type: ignore[no-untyped-def]
+        best = logits[0].argmax(-1).tolist()
+        kids = tree.children()[0]
+        toks = tree.tokens[0].tolist()
+        path, node = [0], 0
+        while True:
+            nxt = [c for c in kids[node] if toks[c] == best[node]]
+            if not nxt:
+                break
+            node = nxt[0]
+            path.append(node)
+        return VerifyResult(accepted_nodes=torch.tensor([path]), num_accepted=torch.tensor([len(path) - 1]),
+                            bonus_token=torch.tensor([best[node]]))
+
+
+def build_target(cfg: ToyTargetConfig, ctx: Any) -> ToyTarget:
+    target = ToyTarget.random(vocab_size=cfg.vocab, seed=cfg.seed)
+    target.tokenizer = CharTokenizer(cfg.vocab)
+    return target
+
+
+def make_plugin() -> types.ModuleType:
+    mod = types.ModuleType("bench_toy_plugin")
+
+    @hookimpl
+    def specframe_target_adapters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="target", name="toy_target", config=ToyTargetConfig, factory=build_target,
+                            summary="toy Markov target with a character tokenizer")
+
+    @hookimpl
+    def specframe_drafters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="drafter", name="toy", config=ToyDrafterConfig, summary="toy drafter",
+                            factory=lambda cfg, ctx: ToyDrafter(ctx.target, depth=cfg.depth, distance=cfg.distance))
+        yield ComponentSpec(kind="drafter", name="none", config=NoneDrafterConfig, summary="no draft",
+                            factory=lambda cfg, ctx: NoDraft())
+
+    @hookimpl
+    def specframe_correctors():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="corrector", name="identity", config=IdentityConfig, summary="marginals",
+                            factory=lambda cfg, ctx: Identity())
+
+    @hookimpl
+    def specframe_tree_builders():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="tree_builder", name="chain", config=ChainConfig, summary="first candidates",
+                            factory=lambda cfg, ctx: Chain())
+
+    @hookimpl
+    def specframe_pruners():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="pruner", name="none", config=NonePrunerConfig, summary="no pruning",
+                            factory=lambda cfg, ctx: KeepAll())
+
+    @hookimpl
+    def specframe_verifiers():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig, summary="greedy walk",
+                            factory=lambda cfg, ctx: Argmax(), capabilities=Capabilities(greedy_only=True))
+
+    for name, fn in list(locals().items()):
+        if name.startswith("specframe_"):
+            setattr(mod, name, fn)
+    return mod
+
+
+def toy_host() -> PluginHost:
+    host = PluginHost(autoload=False)
+    host.register(make_plugin(), "bench_toy")
+    return host
+
+
+TOY_PIPELINE = """\
+name: {name}
+target: {{type: toy_target, vocab: 16, seed: 3}}
+drafter: {{type: toy, depth: {depth}, distance: 0.3}}
+budget: 8
+sampling: {{temperature: 0}}
+generation: {{max_new_tokens: 12}}
+"""
+
+
+def write_pipeline(path: Any, name: str = "toy-spec", depth: int = 4, extra: str = "") -> Any:
+    path.write_text(TOY_PIPELINE.format(name=name, depth=depth) + extra, encoding="utf-8")
+    return path
