@@ -39,6 +39,8 @@ class Capabilities:
         needs_logits: the component needs ``proposal.logits`` (sampled builders, learned correctors).
         needs_features: the corrector needs ``proposal.features`` (backbone outputs).
         stateful: the corrector carries per-node state along paths.
+        path_dependent: the corrector's scores for a node's children depend on the node's path (its token
+            or state), not only on the depth; builders that use per-depth marginals cannot honour it.
         draft_regime: trees this builder returns are deterministic given the proposal, or sampled.
         lossless: the verifier reproduces the target's law exactly (in its supported regimes).
         supported_regimes: draft regimes the verifier is lossless for.
@@ -54,6 +56,7 @@ class Capabilities:
     needs_logits: bool = False
     needs_features: bool = False
     stateful: bool = False
+    path_dependent: bool = False
     draft_regime: Literal["deterministic", "sampled"] = "deterministic"
     lossless: bool = True
     supported_regimes: frozenset[str] = frozenset({"deterministic"})

@@ -1,0 +1,22 @@
+"""Tree builders: `chain`, `heap` (DDTree), `heap_sequential`, `dartree` and `chain_then_heap`."""
+
+from specframe_trees.builders.chain import ChainBuilder, ChainConfig, greedy_chain
+from specframe_trees.builders.chain_then_heap import ChainThenHeapBuilder, ChainThenHeapConfig
+from specframe_trees.builders.dartree import DARTreeBuilder, DARTreeConfig
+from specframe_trees.builders.heap import HeapBuilder, HeapConfig, best_first_prefixes
+from specframe_trees.builders.heap_sequential import HeapSequentialBuilder, HeapSequentialConfig
+
+__all__ = [
+    "ChainBuilder",
+    "ChainConfig",
+    "ChainThenHeapBuilder",
+    "ChainThenHeapConfig",
+    "DARTreeBuilder",
+    "DARTreeConfig",
+    "HeapBuilder",
+    "HeapConfig",
+    "HeapSequentialBuilder",
+    "HeapSequentialConfig",
+    "best_first_prefixes",
+    "greedy_chain",
+]

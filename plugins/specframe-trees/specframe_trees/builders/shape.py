@@ -1,0 +1,31 @@
+"""Fields every tree builder shares (depth limit, candidate count, budget override) and their resolution.
+
+Defaults follow the papers: ``max_depth`` L = 16, ``candidates`` K = 64, budget B from the pipeline (64 in
+DDTree/DARTree). ``max_depth`` and ``candidates`` are clamped to what the proposal offers, so L = 16 on a
+7-slot DSpark proposal builds trees of depth at most 7.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from specframe.config.base import ComponentConfig
+from specframe.interfaces import RoundContext
+from specframe.types import DraftProposal
+from specframe_trees.proposal_view import clamp_proposal
+
+
+class TreeShapeConfig(ComponentConfig):
+    """Shared builder fields; each builder's config adds its ``type`` literal and its own fields."""
+
+    max_depth: int | None = Field(16, ge=1, description="L: deepest tree level (None: the proposal's depth)")
+    candidates: int = Field(64, ge=1, description="K: candidates per depth (clamped to the proposal's)")
+    budget: int | None = Field(None, ge=1, description="node budget B (root excluded); None: the pipeline's")
+
+    def clamp(self, proposal: DraftProposal) -> DraftProposal:
+        """The proposal restricted to this builder's depth and candidate limits."""
+        return clamp_proposal(proposal, self.max_depth, self.candidates)
+
+    def resolve_budget(self, ctx: RoundContext) -> int:
+        """This builder's budget: its own override, else the round's."""
+        return self.budget if self.budget is not None else ctx.budget
