@@ -119,9 +119,11 @@ CONTROLS: dict[str, tuple[str, Callable[[], Verifier], tuple[str, ...]]] = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_verifier_is_lossless(case: str, setting: str) -> None:
     make_round, make_verifier = CASES[case]
-    res = make_round(setting).g_test(make_verifier())
+    res, result = make_round(setting).g_test(make_verifier())
     assert res.impossible == 0, f"{case}: {res.impossible} tokens outside the target's support"
     assert res.p_value >= ALPHA, f"{case} at {setting}: G = {res.statistic:.1f}, dof {res.dof}, p = {res.p_value:.3g}"
+    # The second token is tested inside the round often enough (not only through the exact conditional).
+    assert float((result.num_accepted >= 2).double().mean()) > 0.05, f"{case} rarely accepts two drafts"
 
 
 @pytest.mark.parametrize(
@@ -131,13 +133,6 @@ def test_verifier_is_lossless(case: str, setting: str) -> None:
 def test_negative_control_fails(control: str, setting: str) -> None:
     case, make_control, _ = CONTROLS[control]
     make_round, _ = CASES[case]
-    res = make_round(setting).g_test(make_control())
+    res, _ = make_round(setting).g_test(make_control())
     assert res.p_value < ALPHA, f"control {control} at {setting} passed: G = {res.statistic:.1f}, p = {res.p_value:.3g}"
 
-
-def test_rounds_exercise_deep_acceptance() -> None:
-    """The scenarios accept two drafts often enough that the second token is tested inside the round."""
-    for setting in SETTINGS:
-        for case, (make_round, make_verifier) in CASES.items():
-            accepted = make_round(setting).verify(make_verifier()).num_accepted
-            assert float((accepted >= 2).double().mean()) > 0.05, f"{case} at {setting} rarely accepts 2 drafts"

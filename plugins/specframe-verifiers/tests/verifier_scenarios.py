@@ -85,13 +85,13 @@ class Round:
     def verify(self, verifier: Verifier) -> VerifyResult:
         return verifier.verify(self.tree, self.logits, self.context())
 
-    def g_test(self, verifier: Verifier) -> GTestResult:
+    def g_test(self, verifier: Verifier) -> tuple[GTestResult, VerifyResult]:
         """G-test of the joint law of the first two emitted tokens against the exact target law."""
         result = self.verify(verifier)
         gen = torch.Generator().manual_seed(self.seed + 2)  # separate stream for second tokens after the round
         first, second = first_two_tokens(result, self.tree, self.target, self.params, gen)
         law = exact_first_two_law(self.target, PROMPT[-1], ROOT, self.params)
-        return g_test(joint_counts(first, second, VOCAB), law)
+        return g_test(joint_counts(first, second, VOCAB), law), result
 
 
 def _round(tree: DraftTree, target: ToyTarget, params: SamplingParams, seed: int) -> Round:
