@@ -1,0 +1,62 @@
+"""The CLI against the installed first-party plugins: components, plugins, schema, validate."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from specframe import PluginHost
+from specframe.cli import run_cli
+from specframe.registry import STAGE_KINDS
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*.yaml") if "broken" not in p.parts)
+FIRST_PARTY = {re.search(r'^name = "([^"]+)"', p.read_text(encoding="utf-8"), re.M).group(1)  # type: ignore[union-attr]
+               for p in (ROOT / "plugins").glob("*/pyproject.toml")}
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> object:
+    assert run_cli([*args, "--json"], host=PluginHost()) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_components_json_lists_every_stage_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    data = cli_json(capsys, "components")
+    assert set(data) == set(STAGE_KINDS)
+    for kind in STAGE_KINDS:
+        assert data[kind], f"no {kind} registered"
+        for item in data[kind]:
+            assert item["summary"] and item["distribution"] in FIRST_PARTY and "capabilities" in item
+
+
+def test_plugins_json_shows_first_party_distributions_with_versions(capsys: pytest.CaptureFixture[str]) -> None:
+    data = cli_json(capsys, "plugins")
+    by_dist = {p["distribution"]: p for p in data}
+    assert {"specframe-trees", "specframe-verifiers", "specframe-hf", "specframe-diffusion"} <= FIRST_PARTY
+    assert FIRST_PARTY <= set(by_dist)
+    for dist in FIRST_PARTY:
+        assert by_dist[dist]["version"] and by_dist[dist]["hooks"] and by_dist[dist]["components"]
+
+
+def test_schema_includes_plugin_components(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["schema"], host=PluginHost()) == 0
+    text = capsys.readouterr().out
+    schema = json.loads(text)
+    assert {"drafter", "tree_builder", "pruner", "verifier"} <= set(schema["properties"])
+    for name in ("dartree", "deferred_topb", "ngram", "greedy"):
+        assert f'"{name}"' in text
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_example_pipelines_validate(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["validate", str(path)], host=PluginHost()) == 0, capsys.readouterr().err
+
+
+def test_broken_example_is_rejected_with_line_and_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["validate", str(ROOT / "examples/broken/misspelt-field.yaml")], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert "misspelt-field.yaml:4" in err and "num_speculativ_tokens" in err and "did you mean" in err
+    assert "Traceback" not in err
