@@ -21,7 +21,8 @@ from specframe_diffusion.drafters import (
     build_block_drafter,
 )
 
-DRAFTER_CAPABILITIES = Capabilities(needs_target_hidden=True, parallel_block=True, emits_logits=True)
+DRAFTER_CAPABILITIES = Capabilities(needs_target_hidden=True, parallel_block=True, emits_logits=True,
+                                    emits_features=True)
 
 
 @specframe.hookimpl
@@ -48,7 +49,7 @@ def specframe_drafters() -> Iterator[ComponentSpec]:
 
 @specframe.hookimpl
 def specframe_correctors() -> Iterator[ComponentSpec]:
-    head = Capabilities(needs_logits=True, needs_features=True, stateful=True)
+    head = Capabilities(stateful=True, needs_features=True, path_dependent=True)
     yield ComponentSpec(
         kind="corrector", name="ar", config=ARCorrectorConfig, factory=build_ar_corrector, capabilities=head,
         summary="Domino GRU correction head from a Domino checkpoint (slot 0 pure, low-rank form)",

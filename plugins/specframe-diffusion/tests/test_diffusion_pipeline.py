@@ -1,0 +1,115 @@
+"""Full pipelines on published-layout checkpoints: greedy output equals plain decoding at every tree builder.
+
+Two tiny Qwen3 targets: a *two-way* one (greedy tokens alternate 300/301; drafts hit often, so rounds accept
+varying numbers of tokens through varying tree nodes) and an untouched random one (diverse tokens, drafts
+rarely hit). Plain decoding is an argmax loop over full forwards of the HF model, independent of the adapter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from diffusion_testkit import TARGET_LAYERS, make_two_way, write_published_checkpoint
+
+from specframe.pipeline import Pipeline
+from specframe.plugins import PluginHost
+
+pytestmark = pytest.mark.slow
+
+PLUGINS = ["diffusion", "hf", "trees", "verifiers"]
+PROMPT = torch.tensor([[5, 6, 7, 8, 9, 10]])
+NEW_TOKENS = 16
+
+# layout -> (checkpoint kind, config overrides, drafter type, corrector)
+LAYOUTS = {
+    "dflash": ("dflash", {"block_size": 6}, "dflash", {"type": "identity"}),
+    "domino": ("domino", {"block_size": 6}, "domino", {"type": "ar"}),
+    "dspark_deepseek": ("dspark_deepseek", {"block_size": 5}, "dspark", {"type": "markov"}),
+    "dspark_zlab_rnn": ("dspark_zlab", {"block_size": 5, "head_type": "rnn"}, "dspark", {"type": "markov"}),
+}
+BUILDERS = {
+    "chain": ({"type": "chain"}, None),
+    "heap": ({"type": "heap"}, None),
+    "heap_sequential": ({"type": "heap_sequential"}, None),
+    "dartree_fixed": ({"type": "dartree", "mode": "fixed"}, None),
+    "dartree_pruned": ({"type": "dartree", "mode": "pruned", "width": 3}, {"type": "deferred_topb"}),
+    "chain_then_heap": ({"type": "chain_then_heap"}, None),
+}
+
+
+def plain_greedy(model: Any, prompt: torch.Tensor, n: int) -> list[int]:
+    ids, out = prompt, []
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = int(model(ids).logits[0, -1].argmax())
+            out.append(nxt)
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def host() -> PluginHost:
+    return PluginHost(allowlist=PLUGINS)
+
+
+@pytest.fixture(scope="module")
+def targets() -> dict[str, Any]:
+    from specframe_hf.testing import tiny_causal_lm
+
+    two_way = make_two_way(tiny_causal_lm("qwen3", seed=7, num_layers=TARGET_LAYERS))
+    random = tiny_causal_lm("qwen3", seed=8, num_layers=TARGET_LAYERS)
+    return {name: (m, plain_greedy(m, PROMPT, NEW_TOKENS)) for name, m in
+            (("two_way", two_way), ("random", random))}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory, targets: dict[str, Any]) -> dict[tuple[str, str], Path]:
+    out = {}
+    for target_name, (model, _) in targets.items():
+        for layout, (kind, overrides, _, _) in LAYOUTS.items():
+            directory = tmp_path_factory.mktemp(f"{layout}-{target_name}")
+            write_published_checkpoint(directory, kind, seed=21, target=model, **overrides)
+            out[(target_name, layout)] = directory
+    return out
+
+
+def run(host: PluginHost, model: Any, checkpoint: Path, layout: str, builder: str, budget: int) -> Any:
+    from specframe_hf import HFTarget
+
+    _, _, drafter, corrector = LAYOUTS[layout]
+    tree_builder, pruner = BUILDERS[builder]
+    config = {
+        "name": f"{layout}-{builder}",
+        "budget": budget,
+        "drafter": {"type": drafter, "checkpoint": str(checkpoint), "top_k": 4},
+        "corrector": {"type": "identity"} if builder == "heap" else corrector,
+        "tree_builder": tree_builder,
+        "pruner": pruner or {"type": "none"},
+        "verifier": {"type": "auto"},
+        "generation": {"stop_at_eos": False},
+        "metrics": {"check_trees": True, "stage_timing": False},
+    }
+    pipe = Pipeline.from_dict(config, target=HFTarget.from_model(model), host=host)
+    return pipe.generate(PROMPT, max_new_tokens=NEW_TOKENS)
+
+
+@pytest.mark.parametrize("builder", list(BUILDERS))
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_greedy_output_equals_plain_decoding(host, targets, checkpoints, layout: str, builder: str) -> None:
+    model, expected = targets["two_way"]
+    result = run(host, model, checkpoints[("two_way", layout)], layout, builder, budget=10)
+    assert result.tokens == expected
+    accepted = [r.accepted for r in result.rounds]
+    assert 1 + sum(accepted) + len(accepted) >= NEW_TOKENS  # prefill token, then accepted drafts + a bonus
+    if builder != "chain":
+        assert max(accepted) >= 1, accepted  # trees hit on the two-way target
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_greedy_equality_on_a_random_target(host, targets, checkpoints, layout: str) -> None:
+    model, expected = targets["random"]
+    result = run(host, model, checkpoints[("random", layout)], layout, "dartree_pruned", budget=8)
+    assert result.tokens == expected
