@@ -153,19 +153,21 @@ def resolve_auto_verifier(config: PipelineConfigBase, registry: ComponentRegistr
     verifier = config.verifier  # type: ignore[attr-defined]
     if verifier.type != "auto":
         return config
-    regime = registry.get("tree_builder", config.tree_builder.type).spec.capabilities.draft_regime  # type: ignore[attr-defined]
+    builder = registry.get("tree_builder", config.tree_builder.type).spec.capabilities  # type: ignore[attr-defined]
+    regime = builder.draft_regime
     greedy = config.sampling.temperature == 0.0
     candidates = []
     for rec in registry.of_kind("verifier"):
         caps = rec.spec.capabilities
         if not caps.lossless or regime not in caps.supported_regimes:
             continue
-        if caps.greedy_only and not greedy:
+        if (caps.greedy_only and not greedy) or (caps.chain_only and builder.produces_tree):
             continue
         candidates.append(rec)
-    # Prefer the cheapest exact choice: greedy-only verifiers at T = 0, then ones needing no q.
-    candidates.sort(key=lambda r: (not r.spec.capabilities.greedy_only, r.spec.capabilities.requires_q,
-                                   r.spec.name))
+    # Greedy-only verifiers at T = 0 (no randomness); on sampled trees, verifiers that use q (they accept
+    # more than WALK, which needs the exact token); otherwise the first by name.
+    candidates.sort(key=lambda r: (not r.spec.capabilities.greedy_only,
+                                   r.spec.capabilities.requires_q != (regime == "sampled"), r.spec.name))
     if not candidates:
         raise ConfigError(f"verifier: auto found no lossless verifier for {regime} trees at temperature "
                           f"{config.sampling.temperature}", where=_where(provenance, ("verifier",), source),
@@ -189,6 +191,14 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
     if verifier.requires_q and regime != "sampled":
         problems.append(f"verifier '{v_name}' needs the draft law of sampled children, but tree_builder "
                         f"'{b_name}' builds deterministic trees; use a sampled builder or verifier 'walk'")
+    if verifier.chain_only and builder.produces_tree:
+        problems.append(f"verifier '{v_name}' handles chains only, but tree_builder '{b_name}' can branch; "
+                        "use a chain builder or a tree verifier")
+    pruner = caps.get("pruner")
+    if verifier.requires_q and regime == "sampled" and pruner is not None and not pruner.keeps_child_prefix:
+        problems.append(f"pruner '{config.pruner.type}' may drop a sampled sibling in the middle of a child list, "
+                        f"which breaks verifier '{v_name}' (siblings are tried in sampling order); use pruner "
+                        "'none' and set the size with the builder")
     if temperature > 0 and verifier.greedy_only and not config.allow_lossy:
         problems.append(f"verifier '{v_name}' is exact only at temperature 0 but sampling.temperature is "
                         f"{temperature}; use verifier 'walk' (or `auto`), or set allow_lossy: true")

@@ -57,6 +57,7 @@ def specframe_correctors() -> Iterator[ComponentSpec]:
 def specframe_tree_builders() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="tree_builder", name="chain", config=ChainConfig, factory=build_chain,
+        capabilities=Capabilities(produces_tree=False),
         summary="one path: the best corrected candidate at each depth",
     )
     yield ComponentSpec(
@@ -81,6 +82,7 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
 def specframe_pruners() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="pruner", name="none", config=NoPruneConfig, factory=build_no_pruner,
+        capabilities=Capabilities(keeps_child_prefix=True),
         summary="keep the tree as built",
     )
     yield ComponentSpec(

@@ -65,7 +65,8 @@ def specframe_verifiers() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="verifier", name="chain_rejection", config=ChainRejectionConfig,
         factory=lambda cfg, ctx: ChainRejectionVerifier(),
-        capabilities=Capabilities(lossless=True, supported_regimes=frozenset({"sampled"}), requires_q=True),
+        capabilities=Capabilities(lossless=True, supported_regimes=frozenset({"sampled"}), requires_q=True,
+                                  chain_only=True),
         summary="speculative sampling on a sampled chain: accept w.p. min(1, p/q), else a residual token",
     )
     yield ComponentSpec(
@@ -82,7 +83,7 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
         kind="tree_builder", name="sampled_chain", config=SampledChainConfig,
         factory=lambda cfg, ctx: SampledTreeBuilder(
             None if cfg.depth is None else (1,) * cfg.depth, _vocab_size(ctx), config_field="tree_builder.depth"),
-        capabilities=Capabilities(draft_regime="sampled"),
+        capabilities=Capabilities(draft_regime="sampled", produces_tree=False),
         summary="a chain of drafts sampled from the corrected draft law (records q)",
     )
     yield ComponentSpec(
