@@ -1,0 +1,64 @@
+"""Test helpers: a tiny random Llama target and target-generated shards for it (sub-second, offline).
+
+Example::
+
+    model = tiny_llama()
+    write_tiny_shards(model, tmp_path / "data", num_seqs=24, taps=(0, 1, 2))
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specframe_smollm2.training.generate_data import generate_batch_ids
+
+TINY_VOCAB = 96
+
+
+def tiny_llama(seed: int = 0, *, hidden: int = 32, layers: int = 4, vocab: int = TINY_VOCAB) -> Any:
+    """A random ``LlamaForCausalLM`` (2 heads, 1 KV head, tied embeddings), eval mode, float32."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=hidden // 2, tie_word_embeddings=True,
+                      max_position_embeddings=512, eos_token_id=1, pad_token_id=1, bos_token_id=0)
+    cfg._attn_implementation = "sdpa"
+    gen_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)  # transformers initialises from the global RNG; restored right after
+    try:
+        model = LlamaForCausalLM(cfg).eval()
+    finally:
+        torch.random.set_rng_state(gen_state)
+    with torch.no_grad():  # sharper logits so greedy responses are not constant
+        model.model.embed_tokens.weight.mul_(20.0)
+    return model
+
+
+def write_tiny_shards(model: Any, out_dir: Path, *, num_seqs: int = 24, batch_size: int = 8,
+                      prompt_len: int = 6, max_new_tokens: int = 24, taps: Sequence[int] = (0, 1, 2),
+                      topk: int = 4, seed: int = 0) -> list[Path]:
+    """Random prompts (ids 2..V-1, varied lengths, left padded) answered greedily by ``model``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    vocab = model.config.vocab_size
+    paths = []
+    for b, start in enumerate(range(0, num_seqs, batch_size)):
+        n = min(batch_size, num_seqs - start)
+        lengths = torch.randint(prompt_len // 2, prompt_len + 1, (n,), generator=gen)
+        ids = torch.full((n, prompt_len), 1, dtype=torch.long)
+        attn = torch.zeros(n, prompt_len, dtype=torch.long)
+        for i, length in enumerate(lengths.tolist()):
+            ids[i, prompt_len - length:] = torch.randint(2, vocab, (length,), generator=gen)
+            attn[i, prompt_len - length:] = 1
+        shard = generate_batch_ids(model, ids, attn, list(range(start, start + n)), max_new_tokens=max_new_tokens,
+                                   taps=taps, topk=topk)
+        path = out_dir / f"shard-{b:05d}.pt"
+        torch.save(shard, path.with_suffix(".tmp"))
+        os.replace(path.with_suffix(".tmp"), path)
+        paths.append(path)
+    return paths

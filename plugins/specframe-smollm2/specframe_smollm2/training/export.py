@@ -1,0 +1,89 @@
+"""Writing trained models in the published z-lab layouts through the diffusion plugin's ``save_checkpoint``.
+
+* drafter -> DFlash config (``dflash_config.shift_label: true``), backbone keys only;
+* ar_head -> Domino config (``projector_type: domino``, ``pure_draft_prefix_len: 1``), backbone + ``prefix_gru.*`` /
+  ``embed_proj.*``;
+* markov_head -> z-lab-compatible DSpark config (``projector_type: dspark``), backbone + ``markov_w1/w2``.
+
+Weights are stored in bfloat16. The tap normalisation is folded into ``fc.weight`` so the files take raw taps.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+from specframe_diffusion.checkpoint import DraftCheckpoint, DraftModelConfig, save_checkpoint
+from specframe_diffusion.models.backbone import DFlashBackbone
+from torch import nn
+
+from specframe_smollm2.training.draft_train_model import fold_tap_scale
+
+
+def drafter_config(target_cfg: Any, *, num_layers: int, block_size: int, mask_token_id: int,
+                   taps: tuple[int, ...]) -> dict[str, Any]:
+    """A z-lab DFlash ``config.json`` dict for a drafter of ``target_cfg`` (a transformers config)."""
+    rope = getattr(target_cfg, "rope_parameters", None) or {}
+    theta = float(rope.get("rope_theta", getattr(target_cfg, "rope_theta", 10000.0)))
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": target_cfg.hidden_size,
+        "intermediate_size": target_cfg.intermediate_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": target_cfg.num_attention_heads,
+        "num_key_value_heads": target_cfg.num_key_value_heads,
+        "head_dim": target_cfg.hidden_size // target_cfg.num_attention_heads,
+        "rms_norm_eps": float(target_cfg.rms_norm_eps),
+        "rope_theta": theta,
+        "max_position_embeddings": target_cfg.max_position_embeddings,
+        "vocab_size": target_cfg.vocab_size,
+        "attention_bias": False,
+        "hidden_act": "silu",
+        "tie_word_embeddings": True,
+        "layer_types": ["full_attention"] * num_layers,
+        "use_sliding_window": False,
+        "block_size": block_size,
+        "num_target_layers": target_cfg.num_hidden_layers,
+        "dflash_config": {"mask_token_id": mask_token_id, "target_layer_ids": list(taps), "shift_label": True},
+    }
+
+
+def head_config(base: DraftModelConfig, kind: str, *, gru_hidden_dim: int, emb_dim: int, markov_rank: int,
+                markov_head_type: str) -> dict[str, Any]:
+    """The base drafter's config turned into a Domino or DSpark (z-lab) config."""
+    raw = copy.deepcopy(base.raw)
+    raw.pop("torch_dtype", None)
+    dflash = raw.setdefault("dflash_config", {})
+    if kind == "ar_head":
+        raw["architectures"] = ["DFlashDraftModel"]
+        raw["emb_dim"] = emb_dim
+        dflash.update(projector_type="domino", emb_dim=emb_dim, gru_hidden_dim=gru_hidden_dim,
+                      pure_draft_prefix_len=1, shift_label=True)
+    else:
+        raw["architectures"] = ["DSparkDraftModel"]
+        dflash.update(projector_type="dspark", markov_rank=markov_rank, markov_head_type=markov_head_type,
+                      shift_label=True)
+    return raw
+
+
+def export_backbone(backbone: DFlashBackbone, tap_scale: torch.Tensor) -> DFlashBackbone:
+    """A float32 copy of ``backbone`` whose ``fc`` takes raw taps."""
+    out = copy.deepcopy(backbone).float()
+    with torch.no_grad():
+        out.fc.weight.copy_(fold_tap_scale(backbone.fc.weight.float(), tap_scale.float()))
+    return out
+
+
+def write_export(directory: Path, config: dict[str, Any], backbone: DFlashBackbone, tap_scale: torch.Tensor,
+                 head: nn.Module | None, kind: str) -> Path:
+    """Save in the published layout (bf16), atomically; returns the directory."""
+    cfg = DraftModelConfig.from_dict(config, source=str(directory / "config.json"))
+    others: dict = {}
+    if head is not None:
+        state = {k: v.detach().float() for k, v in head.state_dict().items()}
+        others["domino_head" if kind == "ar_head" else "markov_head"] = state
+    ckpt = DraftCheckpoint(cfg, export_backbone(backbone, tap_scale), others)
+    return save_checkpoint(ckpt, directory, dtype=torch.bfloat16)

@@ -1,0 +1,159 @@
+"""Training data from the target itself: batched greedy responses with hidden-state taps and top-k soft labels.
+
+For each batch of prompts (chat template, **left padding**) one ``model.generate`` call decodes greedily while
+
+* forward hooks on the tapped decoder layers record every forward's outputs (the prefill gives ``[B, P, H]``, each
+  decode step ``[B, 1, H]``), so the taps come from the generation itself, not from a second pass;
+* a logits processor records the target's top-k log-probabilities at every step (soft labels for distillation).
+
+Each batch becomes one shard file ``shard-00012.pt`` written atomically (temporary file + ``os.replace``); an
+existing shard is skipped, so an interrupted generation resumes where it stopped. Per sequence a shard holds::
+
+    ids        [L] int32     prompt + response (through the first EOS), left padding removed
+    prompt_len int           P: the response starts at position P
+    taps       [L-1, n*H] fp16   tapped layer outputs at positions 0..L-2 (the last token was never fed)
+    topk_ids   [L-P, k] int32    target's top-k tokens at positions P-1..L-2 (predicting ids[P..L-1])
+    topk_logp  [L-P, k] fp16     their log-probabilities
+    index      int           the prompt's index in the generated prompt list (for the held-out split)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+META = "meta.json"
+
+
+class _TopKRecorder:
+    """A logits processor that stores the top-k log-probabilities of every step and changes nothing."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.steps: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:  # scores [B, V]
+        logp = torch.log_softmax(scores.float(), dim=-1)
+        values, ids = torch.topk(logp, self.k, dim=-1)  # [B, k]
+        self.steps.append((ids.to(torch.int32), values.to(torch.float16)))
+        return scores
+
+
+class _TapRecorder:
+    """Forward hooks that append each forward's output of the chosen decoder layers."""
+
+    def __init__(self, layers: Sequence[torch.nn.Module], layer_ids: Sequence[int]) -> None:
+        self.layer_ids = list(layer_ids)
+        self.outputs: dict[int, list[torch.Tensor]] = {i: [] for i in self.layer_ids}
+        self.handles = [layers[i].register_forward_hook(self._hook(i)) for i in self.layer_ids]
+
+    def _hook(self, layer_id: int) -> Callable[..., None]:
+        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            hidden = output[0] if isinstance(output, (tuple, list)) else output
+            self.outputs[layer_id].append(hidden.detach().to(torch.float16))  # [B, Q, H]
+
+        return hook
+
+    def stacked(self) -> torch.Tensor:  # [B, T_fed, n*H]
+        return torch.cat([torch.cat(self.outputs[i], dim=1) for i in self.layer_ids], dim=-1)
+
+    def close(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[str], indices: Sequence[int], *,
+                   max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
+    """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels."""
+    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                           add_generation_prompt=True) for p in prompts]
+    tokenizer.padding_side = "left"
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return generate_batch_ids(model, enc["input_ids"], enc["attention_mask"], indices,
+                              max_new_tokens=max_new_tokens, taps=taps, topk=topk)
+
+
+def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, indices: Sequence[int], *,
+                       max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
+    """The shard of left-padded prompts ``input_ids`` / ``attn`` ``[B, Pmax]`` (see the module docstring)."""
+    eos = int(model.generation_config.eos_token_id if isinstance(model.generation_config.eos_token_id, int)
+              else model.generation_config.eos_token_id[0])
+    recorder = _TopKRecorder(topk)
+    tap_rec = _TapRecorder(model.model.layers, taps)
+    try:
+        with torch.inference_mode():
+            out = model.generate(input_ids=input_ids, attention_mask=attn, do_sample=False,
+                                 max_new_tokens=max_new_tokens, logits_processor=[recorder],
+                                 pad_token_id=eos, eos_token_id=eos)
+        hidden = tap_rec.stacked()  # [B, Pmax + steps - 1, n*H]
+    finally:
+        tap_rec.close()
+    pmax = input_ids.shape[1]
+    steps = len(recorder.steps)
+    top_ids = torch.stack([s[0] for s in recorder.steps], dim=1)  # [B, steps, k]
+    top_lp = torch.stack([s[1] for s in recorder.steps], dim=1)
+    shard: dict[str, list] = {"ids": [], "prompt_len": [], "taps": [], "topk_ids": [], "topk_logp": [], "index": []}
+    for row in range(input_ids.shape[0]):
+        p = int(attn[row].sum())
+        response = out[row, pmax:pmax + steps]
+        hits = (response == eos).nonzero()
+        r = int(hits[0]) + 1 if len(hits) else int(response.shape[0])
+        ids = torch.cat([input_ids[row, pmax - p:], response[:r]]).to(torch.int32)  # [L]
+        length = p + r
+        shard["ids"].append(ids)
+        shard["prompt_len"].append(p)
+        shard["taps"].append(hidden[row, pmax - p:pmax - p + length - 1].clone())
+        shard["topk_ids"].append(top_ids[row, :r].clone())
+        shard["topk_logp"].append(top_lp[row, :r].clone())
+        shard["index"].append(int(indices[row]))
+    return shard
+
+
+def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
+                     batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
+                     log: Callable[[str], None] = print, progress: bool = True,
+                     max_shards: int | None = None) -> list[Path]:
+    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths."""
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta_path = out_dir / META
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if old != meta:
+            from specframe.errors import ConfigError
+
+            raise ConfigError(f"{out_dir} holds data generated with other settings",
+                              hint="use another data.dir, or delete the directory to regenerate")
+    else:
+        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    # Batches keep the (random) prompt order, so any prefix of the shards is a fair sample of every kind.
+    order = list(range(len(prompts)))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    paths = [out_dir / f"shard-{i:05d}.pt" for i in range(len(batches))]
+    todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists()]
+    if not todo:
+        return paths
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
+    t0, tokens = time.perf_counter(), 0
+    bar = tqdm(todo, desc="generating data", disable=not progress, unit="batch")
+    for i in bar:
+        batch = batches[i]
+        shard = generate_batch(model, tokenizer, [prompts[j] for j in batch], batch, max_new_tokens=max_new_tokens,
+                               taps=taps, topk=topk)
+        tmp = paths[i].with_suffix(".tmp")
+        torch.save(shard, tmp)
+        os.replace(tmp, paths[i])
+        tokens += sum(len(t) for t in shard["topk_ids"])
+        rate = tokens / (time.perf_counter() - t0)
+        bar.set_postfix(tokens=tokens, tok_s=f"{rate:.0f}")
+        log(f"shard {i}: {len(batch)} prompts, {tokens} response tokens so far, {rate:.0f} tok/s")
+    return paths

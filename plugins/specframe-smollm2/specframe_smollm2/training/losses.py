@@ -1,0 +1,61 @@
+"""Sampled-softmax losses over a candidate vocabulary, with hard (greedy) and soft (target top-k) targets.
+
+The full 49,152-way softmax dominates the cost on CPU, so the loss is computed over a candidate set ``C``: every
+label and soft-label id in the batch plus ``n`` random ids (drawn with the training generator). Logits of the
+candidates are ``features @ W[C].T (+ per-candidate corrections)``.
+
+    loss = sum_j w_j [(1 - beta) CE(label) + beta * sum_i p_i (-log q(i))] / sum_j w_j,   w_j = exp(-j / gamma)
+
+with ``p`` the target's top-k distribution renormalised over its k ids, ``q`` the softmax over ``C``, ``j`` the
+slot. Example: gamma 5 gives slot weights 1, .82, .67, .55, ... for slots 0, 1, 2, 3.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specframe_smollm2.training.dataset import IGNORE
+
+
+def candidate_set(labels: torch.Tensor, soft_ids: torch.Tensor, vocab: int, extra: int,
+                  gen: torch.Generator) -> torch.Tensor:  # [C] sorted unique int64
+    """Labels, soft-label ids and ``extra`` random ids; ``extra == 0`` means the whole vocabulary."""
+    if extra <= 0:
+        return torch.arange(vocab)
+    rand = torch.randint(0, vocab, (extra,), generator=gen)
+    ids = torch.cat([labels[labels != IGNORE].reshape(-1), soft_ids.reshape(-1), rand])
+    return torch.unique(ids)
+
+
+def slot_weights(block_size: int, gamma: float) -> torch.Tensor:  # [bs]
+    return torch.exp(-torch.arange(block_size, dtype=torch.float32) / gamma)
+
+
+def sampled_loss(logits: torch.Tensor, cand: torch.Tensor, labels: torch.Tensor, soft_ids: torch.Tensor,
+                 soft_logp: torch.Tensor, weights: torch.Tensor, soft_weight: float) -> torch.Tensor:
+    """Weighted hard + soft CE.
+
+    Args:
+        logits: ``[N, bs, C]`` candidate logits.
+        cand: ``[C]`` sorted candidate ids.
+        labels: ``[N, bs]`` ids or IGNORE.
+        soft_ids / soft_logp: ``[N, bs, k]`` target top-k.
+        weights: ``[bs]`` slot weights.
+        soft_weight: beta.
+    """
+    logq = torch.log_softmax(logits.float(), dim=-1)  # [N, bs, C]
+    valid = labels != IGNORE  # [N, bs]
+    lab_pos = torch.searchsorted(cand, labels.clamp_min(0))
+    hard = -logq.gather(-1, lab_pos[..., None]).squeeze(-1)  # [N, bs]
+    soft_pos = torch.searchsorted(cand, soft_ids)  # [N, bs, k]
+    p = torch.softmax(soft_logp, dim=-1)
+    soft = -(p * logq.gather(-1, soft_pos)).sum(-1)  # [N, bs]
+    per = (1 - soft_weight) * hard + soft_weight * soft
+    w = weights[None, :] * valid.float()
+    return (per * w).sum() / w.sum().clamp_min(1e-6)
+
+
+def leading_accept(pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # [N] int64
+    """Accepted draft tokens of a chain per block: leading slots where ``pred == labels`` (IGNORE stops)."""
+    ok = (pred == labels) & (labels != IGNORE)
+    return ok.long().cumprod(dim=-1).sum(-1)

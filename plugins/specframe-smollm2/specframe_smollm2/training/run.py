@@ -1,0 +1,49 @@
+"""``run_recipe``: the whole of ``specframe train``: validate, make sure the data exists, train, summarise."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specframe_smollm2.cache import target_dir, verify_manifest
+from specframe_smollm2.training.recipe import Recipe, load_recipe
+
+DATA_STATS = "stats.json"
+
+
+def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callable[[str], None]) -> None:
+    """Generate the recipe's shards unless all of them exist (an interrupted generation resumes)."""
+    from specframe_smollm2.training.generate_data import generate_dataset
+    from specframe_smollm2.training.prompts import training_prompts
+
+    d = recipe.data
+    out = Path(d.dir)
+    expected = -(-d.num_prompts // d.batch_size)
+    have = len(list(out.glob("shard-*.pt"))) if out.is_dir() else 0
+    wanted = expected if d.max_shards is None else min(expected, d.max_shards)
+    if have >= wanted:
+        return
+    cpu0 = time.process_time()
+    prompts = training_prompts(d.num_prompts, seed=d.seed, mix=d.mix)
+    log(f"generating target responses for {len(prompts)} prompts into {out} ({have}/{expected} shards exist)")
+    generate_dataset(model_dir, out, prompts, d.generation_meta(), batch_size=d.batch_size,
+                     max_new_tokens=d.max_new_tokens, taps=d.taps, topk=d.topk, log=log, progress=progress,
+                     max_shards=d.max_shards)
+    stats_path = out / DATA_STATS
+    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {"cpu_seconds": 0.0}
+    stats["cpu_seconds"] = round(stats["cpu_seconds"] + time.process_time() - cpu0, 1)
+    stats_path.write_text(json.dumps(stats, indent=2) + "\n")
+
+
+def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,
+               log: Callable[[str], None] = print) -> dict[str, Any]:
+    from specframe_smollm2.training.trainer import train
+
+    recipe = load_recipe(path, overrides)
+    model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
+    verify_manifest(model_dir, checksums=False)
+    ensure_data(recipe, model_dir, progress=progress, log=log)
+    return train(recipe, target_dir=model_dir, log=log, progress=progress)

@@ -1,0 +1,221 @@
+"""``train(recipe)``: data, model set-up, the optimisation loop, resumable state and the published export.
+
+Resumability: every ``checkpoint_every`` steps (and when stopping) the trainable weights, the optimizer, the
+batch generator's state and the step are written to ``work_dir/state.pt`` (temporary file + ``os.replace``), and
+the published-layout checkpoint is refreshed in ``output``. A restarted run loads the state and continues with the
+next step; the batches it draws are the ones the uninterrupted run would have drawn, so no step is lost or
+repeated. ``work_dir/metrics.jsonl`` holds one line per logged step (loss, lr) and per evaluation (held-out
+per-slot acceptance and chain τ); lines past the restored step are dropped on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specframe.errors import CheckpointError
+from specframe_smollm2.training.dataset import load_sequences, make_batch, split, tap_rms
+from specframe_smollm2.training.export import drafter_config, head_config, write_export
+from specframe_smollm2.training.objectives import EvalResult, Objective
+from specframe_smollm2.training.recipe import Recipe
+
+STATE = "state.pt"
+METRICS = "metrics.jsonl"
+
+
+def _lr_at(step: int, recipe: Recipe) -> float:
+    o = recipe.optim
+    if step < o.warmup:
+        return o.lr * (step + 1) / o.warmup
+    frac = (step - o.warmup) / max(1, o.steps - o.warmup)
+    return o.lr * (o.lr_min_ratio + (1 - o.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator) -> tuple[Objective, dict]:
+    """Modules of the recipe kind, and the exported config dict."""
+    from specframe_diffusion.checkpoint import DraftModelConfig, open_checkpoint
+    from specframe_diffusion.models.backbone import DFlashBackbone
+
+    from specframe_smollm2.training.draft_train_model import init_from_target
+
+    embed = target.get_input_embeddings().weight.detach().float()  # [V, H]
+    tcfg = target.config
+    if recipe.kind == "drafter":
+        d = recipe.drafter
+        config = drafter_config(tcfg, num_layers=d.num_layers, block_size=d.block_size,
+                                mask_token_id=d.mask_token_id, taps=recipe.data.taps)
+        backbone = DFlashBackbone(DraftModelConfig.from_dict(config))
+        rms = tap_rms(train_seqs)
+        scale = 1.0 / rms if d.normalize_taps else torch.ones_like(rms)
+        init_from_target(backbone, target, d.init_layers, rms if d.normalize_taps else torch.ones_like(rms),
+                         d.fc_init, len(recipe.data.taps), gen)
+        return Objective(recipe, embed, backbone, scale, None), config
+    files = open_checkpoint(recipe.base)  # type: ignore[arg-type]
+    base_cfg = files.config
+    if list(base_cfg.target_layer_ids) != list(recipe.data.taps):
+        raise CheckpointError(f"the base drafter {recipe.base} taps layers {list(base_cfg.target_layer_ids)} but the "
+                              f"data holds taps of {list(recipe.data.taps)}",
+                              hint="train the head on data generated with the drafter's taps")
+    backbone = files.load_backbone(dtype=torch.float32)
+    h = recipe.head
+    config = head_config(base_cfg, recipe.kind, gru_hidden_dim=h.gru_hidden_dim, emb_dim=h.emb_dim,
+                         markov_rank=h.markov_rank, markov_head_type=h.markov_head_type)
+    if recipe.kind == "ar_head":
+        from specframe_trees.heads.gru import DominoGRUHead, GRUHeadSizes
+
+        head = DominoGRUHead(GRUHeadSizes(tcfg.hidden_size, h.gru_hidden_dim, h.emb_dim, tcfg.vocab_size),
+                             generator=gen)
+        with torch.no_grad():
+            head.embed_proj[2].weight.zero_()  # start as the base drafter
+    else:
+        from specframe_trees.heads.markov import MarkovHead, MarkovHeadSizes
+
+        head = MarkovHead(MarkovHeadSizes(tcfg.vocab_size, h.markov_rank, tcfg.hidden_size, h.markov_head_type),
+                          generator=gen)
+        with torch.no_grad():
+            head.markov_w2.weight.zero_()
+    ones = torch.ones(base_cfg.num_taps * base_cfg.hidden_size)
+    return Objective(recipe, embed, backbone, ones, head), config
+
+
+def _read_metrics(path: Path, upto: int) -> list[str]:
+    if not path.exists():
+        return []
+    return [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= upto]
+
+
+def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = print, progress: bool = True,
+          stop_after: int | None = None, target_model: Any = None) -> dict[str, Any]:
+    """Run (or resume) ``recipe``; returns a summary with the final evaluation and CPU seconds.
+
+    Args:
+        recipe: the validated recipe.
+        target_dir: the converted target (for weights, and for data generation).
+        stop_after: stop after this many steps *in this call* (tests use it to simulate an interruption).
+        target_model: an in-memory target instead of loading ``target_dir`` (tests).
+    """
+    from tqdm import tqdm
+
+    torch.set_num_threads(recipe.threads)
+    work = Path(recipe.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    cpu0 = time.process_time()
+    data_dir = Path(recipe.data.dir)
+    seqs = load_sequences(data_dir, recipe.data.max_shards)
+    train_seqs, held = split(seqs, recipe.data.heldout_every)
+    if not train_seqs or not held:
+        raise CheckpointError(f"{data_dir} gives {len(train_seqs)} training and {len(held)} held-out sequences",
+                              hint="generate more prompts (data.num_prompts) or lower data.heldout_every")
+    log(f"data: {len(train_seqs)} training / {len(held)} held-out sequences from {data_dir}")
+    if target_model is None:
+        from transformers import AutoModelForCausalLM
+
+        target_model = AutoModelForCausalLM.from_pretrained(target_dir, local_files_only=True, dtype=torch.float32)
+    init_gen = torch.Generator().manual_seed(recipe.seed)
+    objective, export_cfg = _build_objective(recipe, target_model, train_seqs, init_gen)
+    module = objective.trainable
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=recipe.optim.lr, weight_decay=recipe.optim.weight_decay)
+    batch_gen = torch.Generator().manual_seed(recipe.seed + 1)
+    eval_gen = torch.Generator().manual_seed(recipe.eval.seed)
+    bs = objective.block_size
+    eval_batches = [make_batch(held[i:i + recipe.optim.batch_seqs], recipe.eval.anchors, bs, eval_gen)
+                    for i in range(0, min(len(held), recipe.eval.seqs), recipe.optim.batch_seqs)]
+    step, cpu_before = 0, 0.0
+    state_path = work / STATE
+    if state_path.exists():
+        state = torch.load(state_path, weights_only=False)
+        if state.get("recipe_kind") != recipe.kind:
+            raise CheckpointError(f"{state_path} belongs to a {state.get('recipe_kind')} run, not {recipe.kind}",
+                                  hint="use another work_dir, or delete it to start over")
+        module.load_state_dict(state["module"])
+        opt.load_state_dict(state["optimizer"])
+        batch_gen.set_state(state["batch_gen"])
+        objective.tap_scale = state["tap_scale"]
+        step, cpu_before = int(state["step"]), float(state.get("cpu_seconds", 0.0))
+        log(f"resumed {recipe.name} from step {step} ({state_path})")
+    metrics_path = work / METRICS
+    kept = _read_metrics(metrics_path, step)
+    metrics_path.write_text("".join(line + "\n" for line in kept))
+
+    def record(entry: dict) -> None:
+        with metrics_path.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+    def checkpoint() -> None:
+        cpu = cpu_before + time.process_time() - cpu0
+        _atomic_save({"recipe_kind": recipe.kind, "step": step, "module": module.state_dict(),
+                      "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
+                      "tap_scale": objective.tap_scale, "cpu_seconds": cpu}, state_path)
+        write_export(Path(recipe.output), export_cfg, objective.backbone, objective.tap_scale, objective.head,
+                     recipe.kind)
+
+    def evaluate() -> EvalResult:
+        module.eval()
+        res = objective.evaluate(eval_batches)
+        module.train()
+        entry = {"step": step, "eval_slot_acc": [round(a, 4) for a in res.slot_acc], "eval_tau": round(res.tau, 4)}
+        if res.base_tau is not None:
+            entry["base_slot_acc"] = [round(a, 4) for a in res.base_slot_acc or []]
+            entry["base_tau"] = round(res.base_tau, 4)
+        record(entry)
+        log(f"step {step}: held-out tau {res.tau:.3f}, slot acc {' '.join(f'{a:.2f}' for a in res.slot_acc)}"
+            + (f" (base tau {res.base_tau:.3f})" if res.base_tau is not None else ""))
+        return res
+
+    start_step, t0 = step, time.perf_counter()
+    module.train()
+    bar = tqdm(total=recipe.optim.steps, initial=step, desc=recipe.name, disable=not progress, unit="step")
+    deadline = None if recipe.optim.max_minutes is None else t0 + 60 * recipe.optim.max_minutes
+    ema = None
+    while step < recipe.optim.steps:
+        if stop_after is not None and step - start_step >= stop_after:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            log(f"max_minutes reached at step {step}")
+            break
+        idx = torch.randint(0, len(train_seqs), (recipe.optim.batch_seqs,), generator=batch_gen)
+        batch = make_batch([train_seqs[int(i)] for i in idx], recipe.optim.anchors, bs, batch_gen)
+        lr = _lr_at(step, recipe)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss = objective.loss(batch, batch_gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, recipe.optim.grad_clip)
+        opt.step()
+        step += 1
+        value = float(loss)
+        ema = value if ema is None else 0.95 * ema + 0.05 * value
+        bar.update(1)
+        bar.set_postfix(loss=f"{ema:.3f}")
+        if step % 10 == 0:
+            record({"step": step, "loss": round(value, 5), "lr": lr})
+        if step % recipe.eval.every == 0:
+            evaluate()
+        if step % recipe.checkpoint_every == 0:
+            checkpoint()
+    bar.close()
+    final = evaluate()
+    checkpoint()
+    cpu = cpu_before + time.process_time() - cpu0
+    summary = {"name": recipe.name, "kind": recipe.kind, "steps": step, "cpu_seconds": round(cpu, 1),
+               "wall_seconds_this_run": round(time.perf_counter() - t0, 1), "train_sequences": len(train_seqs),
+               "heldout_sequences": len(held), "eval_tau": final.tau, "eval_slot_acc": final.slot_acc,
+               "base_tau": final.base_tau, "base_slot_acc": final.base_slot_acc}
+    (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    log(f"{recipe.name}: {step} steps, CPU {cpu / 3600:.2f} h, held-out tau {final.tau:.3f}")
+    return summary
