@@ -93,8 +93,8 @@ def test_block_logits_match_the_reference_across_rounds(tmp_path: Path, tiny_qwe
         proposal = drafter.propose(state)
         want_logits, want_features = ref.logits(int(state.root[0]))
         assert proposal.depth == cfg["block_size"] - (kind == "dflash")
-        torch.testing.assert_close(proposal.logits[0].double(), want_logits, atol=1e-5, rtol=0)
-        torch.testing.assert_close(proposal.features[0].double(), want_features, atol=1e-5, rtol=0)
+        torch.testing.assert_close(proposal.logits[0].double(), want_logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(proposal.features[0].double(), want_features, atol=1e-5, rtol=1e-5)
         full = torch.log_softmax(proposal.logits, dim=-1)
         assert proposal.num_candidates == 64
         assert torch.equal(full.gather(-1, proposal.tokens), proposal.logprobs)
