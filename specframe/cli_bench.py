@@ -9,6 +9,7 @@ found.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -147,7 +148,9 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
     rep = Report(summarize(records, options), speedup=speedup, tau=tau, confidence=confidence,  # type: ignore[arg-type]
                  max_depth=max_depth)
     if as_json:
-        click.echo(json.dumps(summary_rows(rep.summary), indent=2, default=str))
+        rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+                for row in summary_rows(rep.summary)]
+        click.echo(json.dumps(rows, indent=2, default=str))
     else:
         click.echo(rep.markdown())
     if out_dir is not None:

@@ -122,8 +122,9 @@ def test_report_cli_writes_markdown_csv_and_plots(fixture_file: Path, tmp_path: 
 
 def test_report_json_and_errors(fixture_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["report", str(fixture_file), "--json", "--bootstrap", "200"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert any(r["method"] == "m" and r["dataset"] == "gsm8k" and r["pairs"] == 2 for r in rows)
+    assert next(r for r in rows if r["method"] == "ar")["speedup_aggregate_low"] is None  # NaN -> null
     assert run_cli(["report", str(fixture_file), "--baseline", "nope"]) == 2
     assert "no records of baseline method 'nope'" in capsys.readouterr().err
     assert run_cli(["report", str(fixture_file), "--format", "html"]) == 2
