@@ -61,23 +61,28 @@ def qwen3_fields(*, layers: int = 2, hidden: int = HIDDEN, vocab: int = VOCAB) -
 def published_config(kind: str, *, layers: int = 2, block_size: int | None = None, head_type: str = "vanilla",
                      confidence: bool = True, taps: list[int] | None = None, hidden: int = HIDDEN,
                      vocab: int = VOCAB, mask: int = MASK_TOKEN) -> dict[str, Any]:
-    """config.json of ``kind`` in {"dflash", "domino", "dspark_deepseek", "dspark_zlab"}."""
+    """config.json of ``kind`` in {"dflash", "domino", "dspark_deepseek", "dspark_zlab", "dflash_deepseek"}.
+
+    ``dflash_deepseek`` is DeepSpec's retrained DFlash: the DSpark model class with ``markov_rank: 0`` and no
+    confidence head (``config/dflash/dflash_qwen3_4b.py``).
+    """
     taps = list(TAPS if taps is None else taps)
     cfg = qwen3_fields(layers=layers, hidden=hidden, vocab=vocab)
-    if kind == "dspark_deepseek":
+    if kind in ("dspark_deepseek", "dflash_deepseek"):
         cfg.update({
             "architectures": ["Qwen3DSparkModel"],
             "block_size": block_size or 7,
-            "confidence_head_with_markov": True,
-            "enable_confidence_head": confidence,
-            "markov_head_type": head_type,
-            "markov_rank": MARKOV_RANK,
+            "enable_confidence_head": confidence and kind == "dspark_deepseek",
             "mask_token_id": mask,
             "num_anchors": 512,
             "num_target_layers": TARGET_LAYERS,
             "target_layer_ids": taps,
             "tie_word_embeddings": False,
         })
+        if kind == "dspark_deepseek":
+            cfg |= {"confidence_head_with_markov": True, "markov_head_type": head_type, "markov_rank": MARKOV_RANK}
+        else:
+            cfg["markov_rank"] = 0
         return cfg
     dflash: dict[str, Any] = {"mask_token_id": mask, "target_layer_ids": taps}
     cfg.update({
@@ -131,7 +136,9 @@ def published_keys(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
             "embed_proj.2.weight": (v, EMB_DIM),
         }
     deepseek = "Qwen3DSparkModel" in cfg["architectures"]
-    if deepseek or dflash.get("projector_type") == "dspark":
+    if deepseek:
+        keys |= {"embed_tokens.weight": (v, h), "lm_head.weight": (v, h)}
+    if (deepseek and cfg["markov_rank"] > 0) or dflash.get("projector_type") == "dspark":
         holder = cfg if deepseek else dflash
         prefix = "markov_head." if deepseek else ""
         r = holder["markov_rank"]
@@ -144,8 +151,6 @@ def published_keys(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
             keys |= {"confidence_head.proj.weight": (1, h + r), "confidence_head.proj.bias": (1,)}
         if not deepseek and dflash["use_confidence_head"]:
             keys |= {"confidence_proj.weight": (1, h + r), "confidence_proj.bias": (1,)}
-        if deepseek:
-            keys |= {"embed_tokens.weight": (v, h), "lm_head.weight": (v, h)}
     return keys
 
 

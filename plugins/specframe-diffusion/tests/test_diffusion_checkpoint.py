@@ -20,7 +20,7 @@ from specframe_diffusion.checkpoint import (
 
 from specframe.errors import CheckpointError
 
-KINDS = ["dflash", "domino", "dspark_deepseek", "dspark_zlab"]
+KINDS = ["dflash", "domino", "dspark_deepseek", "dspark_zlab", "dflash_deepseek"]
 
 
 def _stored(directory: Path) -> dict[str, torch.Tensor]:
@@ -40,10 +40,12 @@ def test_default_taps_match_the_published_ids() -> None:
 @pytest.mark.parametrize(
     ("kind", "family", "layout", "slots"),
     [("dflash", "dflash", "zlab", 15), ("domino", "domino", "zlab", 16),
-     ("dspark_deepseek", "dspark", "deepseek", 7), ("dspark_zlab", "dspark", "zlab", 7)],
+     ("dspark_deepseek", "dspark", "deepseek", 7), ("dspark_zlab", "dspark", "zlab", 7),
+     ("dflash_deepseek", "dflash", "deepseek", 7)],
 )
 def test_family_layout_and_slots_are_read_from_config(kind: str, family: str, layout: str, slots: int) -> None:
     cfg = DraftModelConfig.from_dict(published_config(kind, block_size=16 if kind in ("dflash", "domino") else 7))
+    assert cfg.shift_label == (kind != "dflash")
     assert (cfg.family, cfg.layout, cfg.num_slots) == (family, layout, slots)
     assert cfg.target_layer_ids == (0, 2)
 
@@ -80,7 +82,7 @@ def test_unknown_projector_and_missing_fields_name_the_field() -> None:
 
 
 # -------------------------------------------------------------------------------------- load and save
-LAYOUT_CASES = [("dflash", "vanilla"), ("domino", "vanilla")] + [
+LAYOUT_CASES = [("dflash", "vanilla"), ("domino", "vanilla"), ("dflash_deepseek", "vanilla")] + [
     (kind, head) for kind in ("dspark_deepseek", "dspark_zlab") for head in ("vanilla", "gated", "rnn")]
 
 

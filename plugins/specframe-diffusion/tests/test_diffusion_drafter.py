@@ -27,7 +27,8 @@ from specframe.tree import DraftTree
 from specframe.types import RngStreams, SamplingParams, TargetOutput, VerifyResult
 
 CONFIGS = {"dflash": DFlashDrafterConfig, "domino": DominoDrafterConfig, "dspark": DSparkDrafterConfig}
-FAMILY = {"dflash": "dflash", "domino": "domino", "dspark_deepseek": "dspark", "dspark_zlab": "dspark"}
+FAMILY = {"dflash": "dflash", "domino": "domino", "dspark_deepseek": "dspark", "dspark_zlab": "dspark",
+          "dflash_deepseek": "dflash"}
 WIDTH = len(TAPS) * HIDDEN
 
 
@@ -47,7 +48,7 @@ class _Reference:
 
     def __init__(self, kind: str, cfg: dict[str, Any], weights: dict[str, torch.Tensor], target_model: Any) -> None:
         self.cfg, self.weights = cfg, weights
-        deepseek = kind == "dspark_deepseek"
+        deepseek = kind.endswith("deepseek")
         self.embed = weights["embed_tokens.weight"] if deepseek else target_model.get_input_embeddings().weight
         self.head = weights["lm_head.weight"] if deepseek else target_model.get_output_embeddings().weight
         self.shift = kind != "dflash"
@@ -65,11 +66,11 @@ def _tree(root: int, tokens: list[int], parents: list[int]) -> DraftTree:
     return DraftTree.from_lists([root, *tokens], [-1, *parents])
 
 
-@pytest.mark.parametrize("kind", ["dflash", "domino", "dspark_deepseek", "dspark_zlab"])
+@pytest.mark.parametrize("kind", list(FAMILY))
 def test_block_logits_match_the_reference_across_rounds(tmp_path: Path, tiny_qwen3: Any, hf_target: Any,
                                                         kind: str) -> None:
     cfg, _ = write_published_checkpoint(tmp_path / kind, kind, seed=3, target=tiny_qwen3, copy_embeddings=False,
-                                        block_size=6 if kind != "dspark_deepseek" else 5)
+                                        block_size=5 if kind.endswith("deepseek") else 6)
     drafter = _build(kind, tmp_path / kind, hf_target)
     assert hf_target.taps == tuple(TAPS) and drafter.target_layers == tuple(TAPS)
     ref = _Reference(kind, cfg, _weights(tmp_path / kind), tiny_qwen3)

@@ -29,6 +29,7 @@ LAYOUTS = {
     "domino": ("domino", {"block_size": 6}, "domino", {"type": "ar"}),
     "dspark_deepseek": ("dspark_deepseek", {"block_size": 5}, "dspark", {"type": "markov"}),
     "dspark_zlab_rnn": ("dspark_zlab", {"block_size": 5, "head_type": "rnn"}, "dspark", {"type": "markov"}),
+    "dflash_deepseek": ("dflash_deepseek", {"block_size": 5}, "dflash", {"type": "identity"}),
 }
 BUILDERS = {
     "chain": ({"type": "chain"}, None),

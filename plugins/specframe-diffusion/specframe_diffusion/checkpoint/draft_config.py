@@ -6,7 +6,9 @@ Three families share one backbone (algorithms.md §1, §3, §4) and two file lay
   DSpark exports): a Qwen3 config plus a ``dflash_config`` dict. ``dflash_config.projector_type`` selects the
   family: absent -> DFlash, ``"domino"`` (older ``"causal_v5"``) -> Domino, ``"dspark"`` -> DSpark.
 * **DeepSeek layout** (``deepseek-ai/dspark_qwen3_*_block7``, ``architectures: ["Qwen3DSparkModel"]``): every
-  DSpark field at the top level, and the checkpoint carries its own ``embed_tokens`` / ``lm_head`` copies.
+  DSpark field at the top level, and the checkpoint carries its own ``embed_tokens`` / ``lm_head`` copies. The
+  same model class with ``markov_rank: 0`` is DeepSpec's retrained DFlash (``deepseek-ai/dflash_qwen3_*_block7``):
+  family DFlash, but anchor-as-prediction (shift) like every DeepSeek-layout drafter.
 
 Where a field lives (worked example, z-lab Qwen3-4B-DFlash-b16)::
 
@@ -125,8 +127,8 @@ class DraftModelConfig:
         )
         layout: DraftLayout = "deepseek" if deepseek else "zlab"
 
-        if layout == "deepseek":
-            family: DraftFamily = "dspark"
+        if layout == "deepseek":  # DeepSpec's DFlash baselines are the same model with markov_rank 0
+            family: DraftFamily = "dspark" if data.get("markov_rank", 0) != 0 else "dflash"
         else:
             projector = dflash.get("projector_type")
             if projector not in PROJECTOR_FAMILIES:
@@ -182,15 +184,17 @@ class DraftModelConfig:
                                       hint="expected 'vanilla', 'gated' or 'rnn'")
             kwargs["markov_rank"] = rank
             kwargs["markov_head_type"] = head_type
-            if layout == "deepseek":
-                kwargs["confidence_head"] = bool(data.get("enable_confidence_head", False))
-                kwargs["confidence_with_markov"] = bool(data.get("confidence_head_with_markov", False))
-            else:
+            if layout == "zlab":
                 kwargs["confidence_head"] = bool(dflash.get("use_confidence_head", False))
                 kwargs["confidence_with_markov"] = kwargs["confidence_head"]
             shift = True  # DSpark predicts from the anchor on (both layouts)
         else:
             shift = bool(dflash.get("shift_label", False))
+        if layout == "deepseek":  # anchor-as-prediction, with or without a Markov head
+            shift = True
+            kwargs["confidence_head"] = bool(data.get("enable_confidence_head", False))
+            kwargs["confidence_with_markov"] = bool(data.get("confidence_head_with_markov", False)) and (
+                family == "dspark")
 
         return cls(
             family=family,

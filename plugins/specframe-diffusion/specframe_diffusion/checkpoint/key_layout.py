@@ -104,9 +104,9 @@ def checkpoint_layout(cfg: DraftModelConfig) -> list[TensorSlot]:
     if cfg.family == "dspark":
         prefix = "markov_head." if cfg.layout == "deepseek" else ""
         slots += [TensorSlot(prefix + k, "markov_head", k, s) for k, s in markov_head_shapes(cfg).items()]
-        if cfg.confidence_head:
-            prefix = "confidence_head.proj." if cfg.layout == "deepseek" else "confidence_proj."
-            slots += [TensorSlot(prefix + k, "confidence", k, s) for k, s in confidence_shapes(cfg).items()]
+    if cfg.confidence_head:
+        prefix = "confidence_head.proj." if cfg.layout == "deepseek" else "confidence_proj."
+        slots += [TensorSlot(prefix + k, "confidence", k, s) for k, s in confidence_shapes(cfg).items()]
     if cfg.layout == "deepseek":
         v, h = cfg.vocab_size, cfg.hidden_size
         slots += [TensorSlot("embed_tokens.weight", "embeddings", "embed_tokens.weight", (v, h)),
