@@ -1,13 +1,14 @@
-"""The ``diffusion`` plugin: registers the ``dflash`` / ``domino`` / ``dspark`` drafters and the ``ar`` / ``markov``
-correctors.
+"""The ``diffusion`` plugin: registers the ``dflash`` / ``domino`` / ``dspark`` drafters, the ``ar`` / ``markov``
+correctors, and a cross-stage check (:mod:`specframe_diffusion.validation`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import specframe
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import Capabilities, ComponentRegistry, ComponentSpec
 from specframe_diffusion.correctors import (
     ARCorrectorConfig,
     MarkovCorrectorConfig,
@@ -20,6 +21,7 @@ from specframe_diffusion.drafters import (
     DSparkDrafterConfig,
     build_block_drafter,
 )
+from specframe_diffusion.validation import pipeline_problems
 
 DRAFTER_CAPABILITIES = Capabilities(needs_target_hidden=True, parallel_block=True, emits_logits=True,
                                     emits_features=True)
@@ -58,3 +60,8 @@ def specframe_correctors() -> Iterator[ComponentSpec]:
         kind="corrector", name="markov", config=MarkovCorrectorConfig, factory=build_markov_corrector,
         capabilities=head, summary="DSpark Markov head (vanilla/gated/rnn) from a DSpark checkpoint",
     )
+
+
+@specframe.hookimpl
+def specframe_validate_pipeline(config: Any, registry: ComponentRegistry) -> list[str]:
+    return list(pipeline_problems(config))
