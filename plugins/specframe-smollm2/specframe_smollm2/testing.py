@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from specframe_smollm2.training.generate_data import generate_batch_ids
+from specframe_smollm2.training.recipe import Recipe
 
 TINY_VOCAB = 96
 
@@ -62,3 +63,21 @@ def write_tiny_shards(model: Any, out_dir: Path, *, num_seqs: int = 24, batch_si
         os.replace(path.with_suffix(".tmp"), path)
         paths.append(path)
     return paths
+
+
+def tiny_recipe(kind: str, root: Path, data: Path, *, steps: int = 6, base: Path | None = None,
+                taps: tuple[int, ...] = (0, 1, 2), **extra: Any) -> Recipe:
+    """A fast recipe of ``kind`` for the tiny target and its shards (tap layers 0, 1, 2; block 4)."""
+    fields: dict[str, Any] = dict(
+        kind=kind, name=f"tiny-{kind}", output=str(root / f"out-{kind}"), work_dir=str(root / f"work-{kind}"),
+        threads=1, checkpoint_every=3,
+        data=dict(dir=str(data), taps=taps, heldout_every=4),
+        drafter=dict(block_size=4, num_layers=2, init_layers=(2, 3), mask_token_id=1),
+        head=dict(gru_hidden_dim=16, emb_dim=8, markov_rank=8),
+        optim=dict(steps=steps, batch_seqs=4, anchors=4, warmup=2, lr=3e-3),
+        loss=dict(sampled_vocab=8, soft_topk=2), eval=dict(every=100, seqs=4, anchors=4),
+    )
+    if base is not None:
+        fields["base"] = str(base)
+    fields.update(extra)
+    return Recipe.model_validate(fields)

@@ -45,9 +45,9 @@ def sampled_loss(logits: torch.Tensor, cand: torch.Tensor, labels: torch.Tensor,
     """
     logq = torch.log_softmax(logits.float(), dim=-1)  # [N, bs, C]
     valid = labels != IGNORE  # [N, bs]
-    lab_pos = torch.searchsorted(cand, labels.clamp_min(0))
+    lab_pos = torch.searchsorted(cand, labels.clamp_min(0).contiguous())
     hard = -logq.gather(-1, lab_pos[..., None]).squeeze(-1)  # [N, bs]
-    soft_pos = torch.searchsorted(cand, soft_ids)  # [N, bs, k]
+    soft_pos = torch.searchsorted(cand, soft_ids.contiguous())  # [N, bs, k]
     p = torch.softmax(soft_logp, dim=-1)
     soft = -(p * logq.gather(-1, soft_pos)).sum(-1)  # [N, bs]
     per = (1 - soft_weight) * hard + soft_weight * soft

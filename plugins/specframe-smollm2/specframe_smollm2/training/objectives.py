@@ -82,8 +82,9 @@ class Objective:
     def loss(self, batch: Batch, gen: torch.Generator) -> torch.Tensor:
         s, k, bs = batch.block_ids.shape
         labels = batch.labels.view(s * k, bs)
-        soft_ids = batch.soft_ids.view(s * k, bs, -1)
-        soft_logp = batch.soft_logp.view(s * k, bs, -1)
+        top = self.recipe.loss.soft_topk
+        soft_ids = batch.soft_ids.view(s * k, bs, -1)[..., :top]
+        soft_logp = batch.soft_logp.view(s * k, bs, -1)[..., :top]
         cand = candidate_set(labels, soft_ids, self.w.shape[0], self.recipe.loss.sampled_vocab, gen)
         if self.kind == "drafter":
             z = self.features(batch)

@@ -78,7 +78,8 @@ class OptimConfig(_Strict):
 class LossConfig(_Strict):
     gamma: float = Field(5.0, gt=0, description="slot k (0-based) weighted by exp(-k / gamma)")
     soft_weight: float = Field(0.5, ge=0, le=1, description="weight of the target top-k soft CE vs hard CE")
-    sampled_vocab: int = Field(4096, ge=0, description="random extra vocabulary ids in the sampled softmax "
+    soft_topk: int = Field(4, ge=1, description="target top-k ids used as soft labels (at most data.topk)")
+    sampled_vocab: int = Field(2048, ge=0, description="random extra vocabulary ids in the sampled softmax "
                                                        "(0: full-vocabulary softmax)")
 
 

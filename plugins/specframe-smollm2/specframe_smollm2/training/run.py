@@ -26,6 +26,9 @@ def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callabl
     wanted = expected if d.max_shards is None else min(expected, d.max_shards)
     if have >= wanted:
         return
+    import torch
+
+    torch.set_num_threads(d.threads)
     cpu0 = time.process_time()
     prompts = training_prompts(d.num_prompts, seed=d.seed, mix=d.mix)
     log(f"generating target responses for {len(prompts)} prompts into {out} ({have}/{expected} shards exist)")

@@ -198,7 +198,7 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
         torch.nn.utils.clip_grad_norm_(params, recipe.optim.grad_clip)
         opt.step()
         step += 1
-        value = float(loss)
+        value = float(loss.detach())
         ema = value if ema is None else 0.95 * ema + 0.05 * value
         bar.update(1)
         bar.set_postfix(loss=f"{ema:.3f}")

@@ -1,0 +1,179 @@
+"""``specframe demo``: every method on a few math, code and chat prompts with the shipped SmolLM2 drafters.
+
+Steps: make sure the target is converted (``setup-target``); load it once; run plain decoding first (the speedup
+denominator, measured in the same process), then each method's pipeline file from ``examples/smollm2`` on the same
+prompts; stream the default pipeline's text (DARTree pruned) last; print one table with τ, tokens/s, speedup over
+plain decoding, whether every greedy output equals plain decoding's, and each stage's share of round time.
+
+Example output row::
+
+    dartree-pruned   τ 2.41   9.8 tok/s   1.12x   exact   draft 21% build 9% prune 1% target 63% verify 2% commit 4%
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from specframe.errors import CheckpointError
+from specframe.metrics.records import STAGES, GenerationResult
+
+#: Methods in table order: (label, pipeline file under examples/smollm2).
+METHODS: list[tuple[str, str]] = [
+    ("plain decoding", "plain.yaml"),
+    ("prompt-lookup chain", "prompt-lookup-chain.yaml"),
+    ("DFlash chain", "dflash-chain.yaml"),
+    ("DDTree", "ddtree.yaml"),
+    ("Domino chain", "domino-chain.yaml"),
+    ("Domino-chain + DDTree", "domino-chain-ddtree.yaml"),
+    ("DSpark chain", "dspark-chain.yaml"),
+    ("DARTree fixed", "dartree-fixed.yaml"),
+    ("DARTree pruned", "dartree-pruned.yaml"),
+]
+DEFAULT_METHOD = "DARTree pruned"
+QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned")
+
+#: Demo prompts of different kinds, written for the demo (not from any benchmark or the training templates).
+PROMPTS: list[tuple[str, str]] = [
+    ("math", "A bakery sells muffins for $3 each and cookies for $1.25 each. Jenna buys 4 muffins and 6 "
+             "cookies. How much does she spend? Explain step by step."),
+    ("code", "Write a Python function that returns the list of prime numbers below n using the sieve of "
+             "Eratosthenes."),
+    ("chat", "What are three good habits for staying healthy while working at a desk all day?"),
+]
+
+
+def repo_root() -> Path:
+    """The repository holding ``examples/`` and ``checkpoints/`` (this package is installed editable)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "examples" / "smollm2").is_dir():
+            return parent
+    return Path.cwd()
+
+
+@dataclass
+class MethodRun:
+    label: str
+    results: list[GenerationResult] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.results)
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.total_ns for r in self.results) / 1e9
+
+    @property
+    def tau(self) -> float:
+        rounds = sum(r.num_rounds for r in self.results)
+        return sum(sum(r.accept_lengths()) for r in self.results) / rounds if rounds else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds if self.seconds else 0.0
+
+    def stage_shares(self) -> dict[str, float]:
+        totals = {s: 0 for s in STAGES}
+        for r in self.results:
+            for k, v in r.stage_totals().items():
+                totals[k] = totals.get(k, 0) + v
+        whole = sum(totals.values()) or 1
+        return {k: v / whole for k, v in totals.items()}
+
+
+def _check_checkpoints(root: Path) -> None:
+    ckpts = Path(os.environ.get("SPECFRAME_CHECKPOINTS", root / "checkpoints" / "smollm2-135m"))
+    missing = [d for d in ("drafter", "ar-head", "markov-head") if not (ckpts / d / "config.json").is_file()]
+    if missing:
+        raise CheckpointError(f"the shipped drafter checkpoints {', '.join(missing)} are missing under {ckpts}",
+                              hint="run the demo from a clone of the repository, or set SPECFRAME_CHECKPOINTS")
+    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(ckpts))
+
+
+def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], *, max_new_tokens: int,
+                stream_label: str | None, console: Console) -> dict[str, MethodRun]:
+    """Run every method on every prompt with one shared target (plain decoding must come first)."""
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    root = repo_root()
+    host = PluginHost()
+    plain = Pipeline.from_yaml(root / "examples" / "smollm2" / methods[0][1], host=host)
+    target = plain.target
+    plain.generate(prompts[0][1], 4)  # warm-up (first-call allocations)
+    runs: dict[str, MethodRun] = {}
+    for label, file in methods:
+        pipe = plain if file == methods[0][1] else Pipeline.from_yaml(root / "examples" / "smollm2" / file,
+                                                                       target=target, host=host)
+        run = MethodRun(label)
+        streaming = label == stream_label
+        if streaming:
+            console.rule(f"[bold]{label}[/bold] ({file}), streaming")
+        for kind, text in prompts:
+            if streaming:
+                console.print(f"\n[bold]{kind}>[/bold] {text}\n", highlight=False)
+            stream = (lambda piece: console.print(piece, end="", markup=False, highlight=False)) if streaming \
+                else None
+            run.results.append(pipe.generate(text, max_new_tokens, stream=stream))
+            if streaming:
+                console.print()
+        if not streaming:
+            console.print(f"  {label:<24} τ {run.tau:5.2f}  {run.tokens_per_s:6.2f} tok/s", highlight=False)
+        runs[label] = run
+    return runs
+
+
+def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, list[dict[str, Any]]]:
+    base = runs[baseline]
+    table = Table(title="SmolLM2-135M-Instruct, greedy, same prompts and process", title_justify="left")
+    for col in ("method", "τ", "tok/s", "speedup", "greedy = plain", *STAGES):
+        table.add_column(col, justify="right" if col != "method" else "left")
+    rows = []
+    for label, run in runs.items():
+        exact = all(a.tokens == b.tokens for a, b in zip(run.results, base.results, strict=True))
+        speedup = run.tokens_per_s / base.tokens_per_s if base.tokens_per_s else 0.0
+        shares = run.stage_shares()
+        rows.append({"method": label, "tau": round(run.tau, 3), "tokens_per_s": round(run.tokens_per_s, 3),
+                     "speedup": round(speedup, 3), "exact": exact,
+                     "stage_share": {k: round(v, 4) for k, v in shares.items()},
+                     "per_prompt_tau": [round(r.tau, 3) for r in run.results]})
+        table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}", f"{speedup:.2f}x",
+                      "yes" if exact else "[red]NO[/red]", *(f"{100 * shares[s]:.0f}%" for s in STAGES))
+    return table, rows
+
+
+def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out: Path | None = None) -> list[dict]:
+    from specframe_smollm2.convert import convert_target
+
+    console = Console()
+    convert_target(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    _check_checkpoints(repo_root())
+    methods = [m for m in METHODS if not quick or m[0] in QUICK_METHODS]
+    # The default pipeline runs last, so the demo ends with its streamed text and then the table.
+    methods = [m for m in methods if m[0] != DEFAULT_METHOD] + [m for m in methods if m[0] == DEFAULT_METHOD]
+    prompts = PROMPTS[:2] if quick else PROMPTS
+    console.print(f"[bold]specframe demo[/bold]: {len(methods)} methods x {len(prompts)} prompts "
+                  f"({', '.join(k for k, _ in prompts)}), {max_new_tokens or 64} new tokens each")
+    runs = run_methods(methods, prompts, max_new_tokens=max_new_tokens or 64, stream_label=DEFAULT_METHOD,
+                       console=console)
+    table, rows = results_table(runs, METHODS[0][0])
+    console.print()
+    console.print(table)
+    inexact = [r["method"] for r in rows if not r["exact"]]
+    if inexact:
+        console.print(f"[red]outputs differ from plain decoding for: {', '.join(inexact)}[/red]")
+    else:
+        console.print("every greedy output equals plain decoding's, token for token")
+    console.print("speedup = tokens/s over plain decoding's in this run; on these CPUs a verify of q tokens costs "
+                  "far more than one decode step, so a method needs a high τ to pass 1.0x", style="dim")
+    if json_out is not None:
+        json_out.write_text(json.dumps(rows, indent=2) + "\n")
+    return rows

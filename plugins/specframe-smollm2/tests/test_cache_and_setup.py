@@ -1,0 +1,71 @@
+"""The target cache: manifest written and verified, damage detected, clear errors for a missing cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from specframe_smollm2.cache import MANIFEST, cache_root, target_dir, verify_manifest, write_manifest
+
+from specframe.errors import CheckpointError
+from specframe.pipeline import Pipeline
+from specframe.plugins import PluginHost
+
+
+def _fake_conversion(directory: Path) -> None:
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text('{"model_type": "llama"}')
+    (directory / "model.safetensors").write_bytes(b"\x00" * 1000)
+    write_manifest(directory, {"package": "test"})
+
+
+def test_cache_root_follows_env(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    assert cache_root() == tmp_path
+    assert target_dir() == tmp_path / "smollm2-135m-instruct"
+    monkeypatch.delenv("SPECFRAME_CACHE")
+    assert cache_root() == Path("~/.cache/specframe").expanduser()
+
+
+def test_manifest_round_trip(tmp_path) -> None:
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    manifest = verify_manifest(d)
+    assert set(manifest["files"]) == {"config.json", "model.safetensors"}
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: (d / "model.safetensors").write_bytes(b"\x00" * 10), "bytes"),
+    (lambda d: (d / "model.safetensors").write_bytes(b"\x01" * 1000), "SHA-256"),
+    (lambda d: (d / "config.json").unlink(), "missing"),
+    (lambda d: (d / MANIFEST).unlink(), "did not finish"),
+    (lambda d: (d / MANIFEST).write_text("{not json"), "cannot read"),
+])
+def test_corrupted_cache_is_a_clear_error(tmp_path, damage, message) -> None:
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    damage(d)
+    with pytest.raises(CheckpointError, match=message) as info:
+        verify_manifest(d)
+    assert "setup-target" in info.value.hint
+
+
+def test_missing_cache_fails_the_pipeline_build(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "nowhere"))
+    data = {"target": {"type": "smollm2"}, "drafter": {"type": "none"}, "budget": 1}
+    with pytest.raises(CheckpointError, match="does not exist") as info:
+        Pipeline.from_dict(data, host=PluginHost())
+    assert "specframe setup-target" in info.value.hint
+
+
+def test_corrupted_cache_fails_the_pipeline_build(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    d = tmp_path / "smollm2-135m-instruct"
+    _fake_conversion(d)
+    manifest = json.loads((d / MANIFEST).read_text())
+    manifest["files"]["config.json"]["sha256"] = "0" * 64
+    (d / MANIFEST).write_text(json.dumps(manifest))
+    data = {"target": {"type": "smollm2"}, "drafter": {"type": "none"}, "budget": 1}
+    with pytest.raises(CheckpointError, match="corrupted"):
+        Pipeline.from_dict(data, host=PluginHost())

@@ -1,0 +1,62 @@
+"""Training prompts: reproducible, varied, and sharing no long n-gram with the evaluation sets."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+from specframe_smollm2.training.prompts import training_prompts
+
+DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+NGRAM = 10
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _ngrams(text: str, n: int = NGRAM) -> set[tuple[str, ...]]:
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def _benchmark_prompts() -> list[str]:
+    out: list[str] = []
+    out += [json.loads(line)["question"] for line in (DATA / "gsm8k/test.jsonl").read_text().splitlines() if line]
+    with gzip.open(DATA / "humaneval/HumanEval.jsonl.gz", "rt") as f:
+        out += [json.loads(line)["prompt"] for line in f if line.strip()]
+    for name in ("mt_bench/question.jsonl", "spec_bench/question.jsonl"):
+        out += [t for line in (DATA / name).read_text().splitlines() if line for t in json.loads(line)["turns"]]
+    return out
+
+
+def test_reproducible_and_distinct() -> None:
+    mix = {"math": 0.4, "code": 0.35, "chat": 0.25}
+    a = training_prompts(300, seed=3, mix=mix)
+    assert a == training_prompts(300, seed=3, mix=mix)
+    assert a != training_prompts(300, seed=4, mix=mix)
+    assert len(set(a)) == 300
+
+
+def test_mix_controls_kinds() -> None:
+    math_only = training_prompts(50, seed=0, mix={"math": 1.0})
+    assert all("?" in p for p in math_only)
+    code_only = training_prompts(50, seed=0, mix={"code": 1.0})
+    assert all(any(k in p for k in ("function", "code", "tests", "```")) for p in code_only)
+
+
+@pytest.mark.skipif(not (DATA / "gsm8k/test.jsonl").is_file(), reason="benchmark copies not present")
+def test_no_overlap_with_benchmark_prompts() -> None:
+    bench = set()
+    texts = _benchmark_prompts()
+    assert len(texts) > 1500
+    for t in texts:
+        bench |= _ngrams(t)
+    prompts = training_prompts(3000, seed=0, mix={"math": 0.4, "code": 0.35, "chat": 0.25})
+    shared = [(p, g) for p in prompts for g in _ngrams(p) if g in bench]
+    assert not shared, f"training prompts share {NGRAM}-grams with benchmark prompts: {shared[:3]}"
+    normalized = {" ".join(_words(t)) for t in texts}
+    assert not any(" ".join(_words(p)) in normalized for p in prompts)

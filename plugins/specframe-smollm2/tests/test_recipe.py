@@ -1,0 +1,62 @@
+"""Recipe validation: unknown fields and bad values are ConfigErrors naming the field; overrides merge deeply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from specframe_smollm2.commands import parse_overrides
+from specframe_smollm2.training.recipe import load_recipe
+
+from specframe.cli import run_cli
+from specframe.errors import ConfigError
+from specframe.plugins import PluginHost
+
+RECIPES = Path(__file__).resolve().parents[3] / "recipes" / "smollm2"
+BASE = "kind: drafter\nname: t\noutput: out\nwork_dir: work\n"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("name", ["drafter.yaml", "ar-head.yaml", "markov-head.yaml"])
+def test_shipped_recipes_validate(name) -> None:
+    recipe = load_recipe(RECIPES / name)
+    assert recipe.data.taps == (1, 7, 14, 20, 27)
+
+
+@pytest.mark.parametrize("extra, field", [
+    ("learning_rate: 0.1\n", "learning_rate"),
+    ("optim: {stepz: 3}\n", "optim.stepz"),
+    ("drafter: {block_size: 8, shift: true}\n", "drafter.shift"),
+])
+def test_unknown_field_is_named(tmp_path, extra, field) -> None:
+    with pytest.raises(ConfigError, match=f"unknown field '{field}'"):
+        load_recipe(_write(tmp_path, BASE + extra))
+
+
+@pytest.mark.parametrize("extra, text", [
+    ("optim: {steps: 0}\n", "optim.steps"),
+    ("drafter: {num_layers: 2, init_layers: [29]}\n", "init_layers lists 1 layers"),
+    ("data: {mix: {poetry: 1.0}}\n", "unknown prompt kind"),
+    ("kind: ar_head\n", "needs `base:`"),
+])
+def test_bad_values_are_explained(tmp_path, extra, text) -> None:
+    with pytest.raises(ConfigError, match=text):
+        load_recipe(_write(tmp_path, BASE + extra))
+
+
+def test_overrides_merge_into_sections(tmp_path) -> None:
+    path = _write(tmp_path, BASE + "optim: {steps: 10, lr: 0.01}\n")
+    recipe = load_recipe(path, parse_overrides(("optim.steps=20", "seed=7")))
+    assert recipe.optim.steps == 20 and recipe.optim.lr == 0.01 and recipe.seed == 7
+
+
+def test_cli_reports_unknown_field_without_traceback(tmp_path, capsys) -> None:
+    path = _write(tmp_path, BASE + "optim: {stepz: 3}\n")
+    assert run_cli(["train", str(path)], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert "optim.stepz" in err and "Traceback" not in err
