@@ -103,7 +103,7 @@ def sweep_plots(summary: Summary, out_dir: Path, *, speedup: SpeedupKind = "aggr
         ax_tau.set_ylabel(f"τ ({tau.replace('_', ' ')})")
         ax_speed.set_ylabel(f"speedup ({speedup})")
         ax_speed.set_xlabel(key)
-        ax_tau.set_title(f"{base}: τ and speedup vs {key}")
+        ax_tau.set_title(f"{base}\nτ and speedup vs {key}", fontsize="medium")
         for ax in (ax_tau, ax_speed):
             ax.grid(True, alpha=0.3)
         ax_tau.legend(fontsize="small")
