@@ -134,3 +134,21 @@ def test_usage_errors_are_one_screen(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert run_cli(["bench", str(tmp_path / "bad.yaml"), "-d", "gsm8k:2", "--data-dir", str(DATA)],
                    host=toy_host()) == 2
     assert "did you mean 'toy'" in capsys.readouterr().err
+
+
+def test_repeats_record_the_median_run_and_progress_bar_runs(tmp_path: Path) -> None:
+    pipeline = write_pipeline(tmp_path / "toy.yaml")
+    out = tmp_path / "rep.jsonl"
+    args = ["bench", str(pipeline), "-d", "gsm8k:1", "--data-dir", str(DATA), "-o", str(out), "--repeats", "3",
+            "--warmup", "0", "--progress", "--no-baseline"]
+    assert run_cli(args, host=toy_host()) == 0
+    [record] = read_results(out)
+    assert record["method"] == "toy-spec" and len(record["total_ns_repeats"]) == 3
+    assert record["total_ns"] == sorted(record["total_ns_repeats"])[1]
+
+
+def test_datasets_command_lists_where_each_set_is_found(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["datasets", "--data-dir", str(DATA), "--json"], host=toy_host()) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 8 and all(row["found"].startswith(str(DATA)) for row in rows)
+    assert next(r for r in rows if r["name"] == "gsm8k")["paper_n"] == 128
