@@ -182,3 +182,20 @@ def test_head_and_backbone_slot_counts_must_agree(make_checkpoint, hf_target: An
     ctx = _ctx(hf_target, DominoDrafterConfig(checkpoint=str(backbone)))
     with pytest.raises(CheckpointError, match="trained for 8 slots per block, the drafter drafts 16"):
         build_ar_corrector(ARCorrectorConfig(checkpoint=str(head)), ctx)
+
+
+def test_bfloat16_heads_track_float32(make_checkpoint, hf_target: Any) -> None:
+    domino, dspark = make_checkpoint("domino", block_size=6, seed=14), make_checkpoint("dspark_zlab", head_type="rnn")
+    cases = [(domino, DominoDrafterConfig, ARCorrectorConfig, build_ar_corrector, "domino"),
+             (dspark, DSparkDrafterConfig, MarkovCorrectorConfig, build_markov_corrector, "dspark")]
+    for directory, drafter_cls, config_cls, build, family in cases:
+        ctx = _ctx(hf_target, drafter_cls(checkpoint=str(directory)))
+        proposal = _proposal(directory, hf_target, family)
+        tokens = proposal.tokens[:, 0, :3]  # [1, 3] frontier of three depth-1 nodes
+        scores = {}
+        for dtype in ("float32", "bfloat16"):
+            corrector = build(config_cls(dtype=dtype), ctx)
+            state = corrector.advance(proposal, 1, corrector.init_state(proposal).expand(1, 3, -1), tokens)
+            scores[dtype] = corrector.child_logprobs(proposal, 2, tokens, state)
+        assert scores["bfloat16"].dtype == torch.float32
+        torch.testing.assert_close(scores["bfloat16"], scores["float32"], atol=0.1, rtol=0.05)

@@ -39,7 +39,7 @@ def _weights(directory: Path) -> dict[str, torch.Tensor]:
 
 def _build(kind: str, directory: Path, target: Any, **overrides: Any) -> Any:
     family = FAMILY[kind]
-    config = CONFIGS[family](checkpoint=str(directory), dtype="float32", **overrides)
+    config = CONFIGS[family](checkpoint=str(directory), **({"dtype": "float32"} | overrides))
     return build_block_drafter(config, BuildContext(pipeline=None, target=target), family)
 
 
@@ -167,3 +167,21 @@ def test_wrong_family_and_targetless_builds(make_checkpoint, hf_target: Any) -> 
                             BuildContext(pipeline=None, target=hf_target), "dflash")
     with pytest.raises(ConfigError, match="needs the target model"):
         _build("domino", directory, None)
+
+
+@pytest.mark.parametrize("kind", ["domino", "dspark_deepseek"])
+def test_bfloat16_drafter_on_a_float32_target(make_checkpoint, hf_target: Any, kind: str) -> None:
+    directory = make_checkpoint(kind, block_size=5)
+    gen = torch.Generator().manual_seed(6)
+    taps = torch.randn(1, 4, WIDTH, generator=gen)
+    logits = {}
+    for dtype in ("float32", "bfloat16"):
+        drafter = _build(kind, directory, hf_target, dtype=dtype)
+        state = DecodeState(tokens=torch.tensor([[3, 4, 5, 6, 7]]), prompt_len=4, sampling=SamplingParams(),
+                            rng=RngStreams.from_seed(0))
+        drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=taps))
+        proposal = drafter.propose(state)
+        assert proposal.logits.dtype == torch.float32 and proposal.features.dtype == getattr(torch, dtype)
+        logits[dtype] = proposal.logits
+    scale = logits["float32"].abs().max()
+    assert (logits["bfloat16"] - logits["float32"]).abs().max() < 0.05 * scale
