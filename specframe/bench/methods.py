@@ -1,7 +1,8 @@
 """The methods of a bench run: pipeline files × sweep points, one shared target, and the AR baseline.
 
-The first pipeline builds the target; every other method reuses that object (and any stage whose config
-section is unchanged, so a budget sweep loads its drafter once). All methods must name the same target.
+The first pipeline builds the target; every other method reuses that object, and, when its drafter section
+equals the previous method's, every unchanged stage (so a budget sweep loads its drafter once). All methods
+must name the same target.
 
 The autoregressive baseline is the first method with drafter ``none``, corrector ``identity`` (when
 installed), tree builder ``chain``, pruner ``none`` and verifier ``auto``, made with
@@ -54,6 +55,17 @@ def target_hash(pipe: Pipeline) -> str:
     return config_hash({"target": target.model_dump(mode="json") if target is not None else None})
 
 
+def _reusable(previous: Pipeline, config: Any) -> Pipeline | None:
+    """``previous`` if its stages may be shared with a pipeline of ``config``, else None.
+
+    ``Pipeline.from_config(reuse=...)`` shares every stage whose section is unchanged. Factories may also read
+    other sections through ``BuildContext.pipeline`` (a checkpoint head reads the drafter's checkpoint path),
+    so sharing is limited to pipelines with the same drafter section; sweeps over budgets, widths, pruners or
+    β still build the drafter once.
+    """
+    return previous if previous.config.drafter == config.drafter else None
+
+
 def _method_name(base: str, point: SweepPoint) -> str:
     return f"{base}[{point.label}]" if point.values else base
 
@@ -73,7 +85,7 @@ def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: S
             shared = methods[0].pipeline.target if methods else target
             config, _ = load_pipeline_config(str(path), (*overrides, *point.overrides()), host=host,
                                              has_target_object=shared is not None)
-            reuse = methods[-1].pipeline if methods else None
+            reuse = _reusable(methods[-1].pipeline, config) if methods else None
             pipe = Pipeline.from_config(config, target=shared, host=host, reuse=reuse)
             name = _method_name(config.name, point)
             if methods and target is None and target_hash(pipe) != methods[0].target_hash:

@@ -101,8 +101,12 @@ class ResultStore:
         self.close()
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+b")  # kept open (and locked) until close()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a+b")  # kept open (and locked) until close()
+        except OSError as exc:
+            raise ResultsFileError(f"cannot open result file {self.path}: {exc.strerror}",
+                                   hint="give a writable file path with --output") from None
         if fcntl is not None:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -105,3 +105,8 @@ def test_load_result_files_merges_and_warns_on_duplicates(tmp_path: Path) -> Non
     assert len(warnings) == 1 and "b.jsonl" in warnings[0]
     with pytest.raises(ResultsFileError, match="not found"):
         load_result_files([tmp_path / "missing.jsonl"])
+
+
+def test_unwritable_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ResultsFileError, match="cannot open result file"):
+        ResultStore(tmp_path).open()  # a directory

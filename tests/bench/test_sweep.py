@@ -88,3 +88,11 @@ def test_baseline_needs_its_components(tmp_path: Path, monkeypatch: pytest.Monke
         build_methods([path], host=toy_host())
     assert "--no-baseline" in info.value.hint
     assert [m.name for m in build_methods([path], host=toy_host(), baseline_name=None)] == ["toy-spec"]
+
+
+def test_stages_are_shared_only_between_methods_with_the_same_drafter(tmp_path: Path) -> None:
+    path = write_pipeline(tmp_path / "p.yaml", extra="sweep:\n  drafter.depth: [1, 2]\n  budget: [2, 8]\n")
+    _, d1_b2, d1_b8, d2_b2, _ = build_methods([path], host=toy_host())
+    assert d1_b8.pipeline.stages.drafter is d1_b2.pipeline.stages.drafter  # budget sweep: drafter built once
+    assert d2_b2.pipeline.stages.drafter is not d1_b8.pipeline.stages.drafter
+    assert d2_b2.pipeline.stages.corrector is not d1_b8.pipeline.stages.corrector  # may depend on the drafter
