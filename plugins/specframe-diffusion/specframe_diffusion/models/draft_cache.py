@@ -34,16 +34,3 @@ class DraftKVCache:
     def advance(self, count: int) -> None:
         """Record that every layer received ``count`` new positions."""
         self.length += count
-
-    def crop(self, length: int) -> None:
-        """Keep positions ``[0, length)``."""
-        for i, (k, v) in enumerate(zip(self.keys, self.values, strict=True)):
-            if k is not None and v is not None:
-                self.keys[i] = k[:, :, :length]
-                self.values[i] = v[:, :, :length]
-        self.length = min(self.length, length)
-
-    def reset(self) -> None:
-        self.crop(0)
-        self.keys = [None] * len(self.keys)
-        self.values = [None] * len(self.values)
