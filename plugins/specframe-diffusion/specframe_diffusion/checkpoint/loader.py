@@ -64,9 +64,10 @@ class CheckpointFiles:
 
     def load_backbone(self, *, dtype: torch.dtype = torch.float32,
                       device: str | torch.device = "cpu") -> DFlashBackbone:
-        backbone = DFlashBackbone(self.config)
-        backbone.load_state_dict(self.group_state("backbone", dtype=dtype, device="cpu"), strict=True)
-        return backbone.to(device=device, dtype=dtype).eval().requires_grad_(False)
+        with torch.device("meta"):  # no allocation and no random initialisation (the global RNG stays untouched)
+            backbone = DFlashBackbone(self.config)
+        backbone.load_state_dict(self.group_state("backbone", dtype=dtype, device=device), strict=True, assign=True)
+        return backbone.eval().requires_grad_(False)
 
 
 def _group_hint(group: Group) -> str:

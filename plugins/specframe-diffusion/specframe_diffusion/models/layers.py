@@ -41,17 +41,20 @@ class SwiGLUMLP(nn.Module):
 class RotaryEmbedding(nn.Module):
     """Plain RoPE tables: ``cos/sin(pos * theta^(-2i/d))`` duplicated over both halves of the head dim.
 
-    ``inv_freq`` is a non-persistent buffer (never saved, as in the published checkpoints).
+    The inverse frequencies are recomputed in float32 on every call (``head_dim / 2`` numbers), so they are never
+    saved (as in the published checkpoints) and never cast to a low-precision dtype with the module.
     """
 
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
-        exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
-        self.register_buffer("inv_freq", 1.0 / (theta**exponents), persistent=False)
+        self.head_dim = head_dim
+        self.theta = theta
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``positions`` ``[T]`` int64 -> ``(cos, sin)`` each ``[T, head_dim]`` in ``dtype``."""
-        freqs = positions.float()[:, None] * self.inv_freq.float()[None, :]  # [T, D/2]
+        exponents = torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim
+        inv_freq = 1.0 / (self.theta**exponents)  # [D/2]
+        freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
         emb = torch.cat([freqs, freqs], dim=-1)  # [T, D]
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
