@@ -185,3 +185,14 @@ def test_bfloat16_drafter_on_a_float32_target(make_checkpoint, hf_target: Any, k
         logits[dtype] = proposal.logits
     scale = logits["float32"].abs().max()
     assert (logits["bfloat16"] - logits["float32"]).abs().max() < 0.05 * scale
+
+
+def test_building_and_drafting_leave_the_global_rng_alone(make_checkpoint, hf_target: Any) -> None:
+    directory = make_checkpoint("dspark_deepseek", block_size=4)
+    before = torch.get_rng_state()
+    drafter = _build("dspark_deepseek", directory, hf_target)
+    state = DecodeState(tokens=torch.tensor([[3, 4, 5]]), prompt_len=2, sampling=SamplingParams(),
+                        rng=RngStreams.from_seed(0))
+    drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=torch.zeros(1, 2, WIDTH)))
+    drafter.propose(state)
+    assert torch.equal(before, torch.get_rng_state())
