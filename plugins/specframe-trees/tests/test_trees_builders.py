@@ -116,7 +116,7 @@ def test_chain_is_the_greedy_path_of_dartree_with_width_one(p: DraftProposal, co
 
 
 @SETTINGS
-@given(p=proposals(masked=False, dead_depth=False), budget=st.integers(1, 20))
+@given(p=proposals(batch=(2, 3), masked=True), budget=st.integers(1, 20))
 def test_dartree_fixed_spreads_the_budget_over_depths(p: DraftProposal, budget: int) -> None:
     tree = DARTreeBuilder(DARTreeConfig(mode="fixed")).build(p, small_markov(), ctx(budget))
     for b in range(p.batch_size):

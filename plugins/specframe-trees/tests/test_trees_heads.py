@@ -12,7 +12,7 @@ from specframe_trees.correctors import GRUCorrector, IdentityCorrector, MarkovCo
 from specframe_trees.heads import DominoGRUHead, GRUHeadSizes, MarkovHead, MarkovHeadSizes
 from trees_testkit import HIDDEN, VOCAB, small_gru, small_markov
 
-from specframe.errors import GenerationError
+from specframe.errors import CheckpointError, GenerationError
 from specframe.testing.strategies import proposals
 from specframe.types import DraftProposal
 
@@ -229,6 +229,6 @@ def test_missing_inputs_give_clear_errors() -> None:
 
 def test_constructor_rejects_a_mismatched_embedding_table() -> None:
     head = DominoGRUHead(GRUHeadSizes(hidden_size=6, gru_hidden=4, emb_dim=3, vocab_size=10))
-    with pytest.raises(ValueError, match="embed_weight"):
+    with pytest.raises(CheckpointError, match=r"expects \[10, 6\]"):
         GRUCorrector(head, torch.zeros(10, 7))
     assert isinstance(small_markov(), MarkovCorrector)

@@ -8,8 +8,13 @@ Per-node state is the GRU hidden state ``s`` (``G`` floats):
 * ``advance(depth)``: the kept children's states, one GRU step on their tokens' embeddings.
 
 With ``low_rank=True`` (default) the per-round tables of :class:`~specframe_trees.heads.gru.GRUFastForm`
-are built on the round's first call and reused, and the GRU cell is written out; ``low_rank=False`` runs
-``nn.GRU`` and ``embed_proj`` over the full vocabulary (the reference both forms are tested against).
+are built on the round's first call and reused, and the GRU cell is written out with its two projections
+evaluated once per distinct kept token (``W_ih x``) and once per distinct parent (``W_hh s``): kept children
+of one depth often share a token or a parent, and these two products are the cost of a step. The large
+projections go through :class:`~specframe_trees.heads.linear.FrozenLinear` (pre-packed CPU kernels for a
+few rows), so build the corrector after the head's weights are loaded and placed.
+``low_rank=False`` runs ``nn.GRU`` and ``embed_proj`` over the full vocabulary (the reference both forms
+are tested against).
 
 Every call is batched over the frontier, so a depth-wise builder scores ``M x K`` children with one call.
 
@@ -28,9 +33,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from specframe.errors import CheckpointError
 from specframe.types import DraftProposal
 from specframe_trees.correctors.residual import Normalize, ProposalCache, ResidualCorrector
 from specframe_trees.heads.gru import DominoGRUHead, GRUFastForm
+from specframe_trees.heads.linear import FrozenLinear
+from specframe_trees.ops import apply_to_unique_rows
 
 
 @dataclass
@@ -60,21 +68,25 @@ class GRUCorrector(ResidualCorrector):
                          score_dtype=torch.promote_types(dtype, torch.float32))
         sizes = head.sizes
         if tuple(embed_weight.shape) != (sizes.vocab_size, sizes.hidden_size):
-            raise ValueError(
-                f"embed_weight has shape {tuple(embed_weight.shape)}, the head expects "
-                f"[{sizes.vocab_size}, {sizes.hidden_size}]"
+            raise CheckpointError(
+                f"the token-embedding table has shape {tuple(embed_weight.shape)}, but the GRU head expects "
+                f"[{sizes.vocab_size}, {sizes.hidden_size}] (vocab_size, hidden_size)",
+                hint="the head's checkpoint must belong to this target: same vocabulary and hidden size",
             )
         self.head = head
         self.embed_weight = embed_weight  # [V, H]
         self.low_rank = low_rank
         self.dtype = dtype
         self.state_size = sizes.gru_hidden
+        self._input_proj = FrozenLinear(head.w_ih)  # W_ih: [3G, H]
+        self._hidden_proj = FrozenLinear(head.w_hh)  # W_hh: [3G, G]
+        self._state_proj = FrozenLinear(head.w_s.contiguous())  # W_s: [E, G]
         self._round = ProposalCache(self._prepare)
 
     def _prepare(self, proposal: DraftProposal) -> _GRURound:
         self.check_vocab(proposal, self.head.sizes.vocab_size)
         features = self.require_features(proposal, self.head.sizes.hidden_size).to(self.dtype)
-        fast = GRUFastForm(self.head, features, proposal.tokens) if self.low_rank else None
+        fast = GRUFastForm(self.head, features, proposal.tokens, self._state_proj) if self.low_rank else None
         return _GRURound(features=features, fast=fast)
 
     # ----------------------------------------------------------------------------------- state
@@ -84,18 +96,26 @@ class GRUCorrector(ResidualCorrector):
     def _step(
         self,
         state: torch.Tensor,  # [B, M, G]
-        inputs: torch.Tensor,  # [B, M, H]
+        tokens: torch.Tensor,  # [B, M] int64
     ) -> torch.Tensor:  # [B, M, G]
-        if self.low_rank:
-            return self.head.gru_cell(state, self.head.input_gates(inputs))
         b, m, g = state.shape
-        return self.head.gru_step(state.reshape(b * m, g), inputs.reshape(b * m, -1)).view(b, m, g)
+        if not self.low_rank:
+            inputs = self._embed(tokens)  # [B, M, H]
+            return self.head.gru_step(state.reshape(b * m, g), inputs.reshape(b * m, -1)).view(b, m, g)
+        flat_state = state.reshape(b * m, g)
+        gates_x = apply_to_unique_rows(lambda t: self._input_proj(self._embed(t)), tokens.reshape(b * m))
+        gates_h = apply_to_unique_rows(self._hidden_proj, flat_state)
+        return self.head.gru_cell(flat_state, gates_x, gates_h).view(b, m, g)
 
     def init_state(self, proposal: DraftProposal) -> torch.Tensor:  # [B, 1, G]
         self._round.get(proposal)  # validate the round's inputs and build its tables once
         b = proposal.batch_size
         zero = torch.zeros(b, 1, self.state_size, dtype=self.dtype, device=proposal.root.device)
-        return self._step(zero, self._embed(proposal.root[:, None]))
+        if not self.low_rank:
+            return self._step(zero, proposal.root.long()[:, None])
+        # From the zero state W_hh s vanishes: only the root's input projection is needed.
+        gates_x = self._input_proj(self._embed(proposal.root.long()[:, None]))  # [B, 1, 3G]
+        return self.head.gru_cell(zero, gates_x, torch.zeros_like(gates_x))
 
     def advance(
         self,
@@ -104,7 +124,7 @@ class GRUCorrector(ResidualCorrector):
         state: torch.Tensor,  # [B, M, G] parents' states
         tokens: torch.Tensor,  # [B, M] children's tokens
     ) -> torch.Tensor:  # [B, M, G]
-        return self._step(state, self._embed(tokens))
+        return self._step(state, tokens)
 
     # ------------------------------------------------------------------------------------ bias
     def candidate_bias(

@@ -31,6 +31,7 @@ Example (one slot, one node, V = 5, K = 2 candidates ``[3, 1]``)::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -117,13 +118,19 @@ class DominoGRUHead(nn.Module):
         """The GRU input projection ``W_ih x`` (the part of a step that depends only on the token)."""
         return F.linear(inputs, self.w_ih)
 
+    def hidden_gates(self, state: torch.Tensor) -> torch.Tensor:  # [..., G] -> [..., 3G]
+        """The GRU hidden projection ``W_hh s`` (the part of a step that depends only on the parent)."""
+        return F.linear(state, self.w_hh)
+
     def gru_cell(
         self,
         state: torch.Tensor,  # [..., G]
         gates_x: torch.Tensor,  # [..., 3G] from input_gates
+        gates_h: torch.Tensor | None = None,  # [..., 3G] from hidden_gates (computed here if None)
     ) -> torch.Tensor:  # [..., G]
-        """A GRU step written out (PyTorch's equations without biases), given ``W_ih x``."""
-        gates_h = F.linear(state, self.w_hh)  # [..., 3G]
+        """A GRU step written out (PyTorch's equations without biases), given ``W_ih x`` (and ``W_hh s``)."""
+        if gates_h is None:
+            gates_h = self.hidden_gates(state)
         r_x, z_x, n_x = gates_x.chunk(3, dim=-1)
         r_h, z_h, n_h = gates_h.chunk(3, dim=-1)
         reset = torch.sigmoid(r_x + r_h)
@@ -140,14 +147,19 @@ class GRUFastForm:
         features: ``[B, L, H]`` backbone outputs ``z`` per slot.
         candidates: ``[B, L, K]`` candidate token ids per slot.
 
+        state_projection: computes ``W_s s`` (default ``F.linear`` with the head's ``W_s``); a caller may
+            pass a pre-packed equivalent (:class:`~specframe_trees.heads.linear.FrozenLinear`).
+
     Built once per round: ``zproj = W_z z`` ``[B, L, E]`` and ``w2_rows = W2[candidates]``
     ``[B, L, K, E]``; only the candidates' rows of the ``[V, E]`` matrix are ever read.
     """
 
-    def __init__(self, head: DominoGRUHead, features: torch.Tensor, candidates: torch.Tensor) -> None:
+    def __init__(self, head: DominoGRUHead, features: torch.Tensor, candidates: torch.Tensor,
+                 state_projection: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.head = head
         self.zproj = F.linear(features, head.w_z)  # [B, L, E]
         self.w2_rows = F.embedding(candidates, head.w2)  # [B, L, K, E]
+        self.project_state = state_projection or (lambda s: F.linear(s, head.w_s))
 
     def candidate_correction(
         self,
@@ -155,7 +167,7 @@ class GRUFastForm:
         state: torch.Tensor,  # [B, M, G] GRU states of the frontier nodes
     ) -> torch.Tensor:  # [B, M, K]
         """``W2[cand] · SiLU(W_z z_slot + W_s s)`` for every frontier node and candidate of the slot."""
-        act = F.silu(self.zproj[:, slot, None, :] + F.linear(state, self.head.w_s))  # [B, M, E]
+        act = F.silu(self.zproj[:, slot, None, :] + self.project_state(state))  # [B, M, E]
         return torch.matmul(act, self.w2_rows[:, slot].transpose(1, 2))  # [B, M, K]
 
     def full_correction(
@@ -164,5 +176,5 @@ class GRUFastForm:
         state: torch.Tensor,  # [B, M, G]
     ) -> torch.Tensor:  # [B, M, V]
         """The same correction over the whole vocabulary (needed only for full-vocabulary normalisation)."""
-        act = F.silu(self.zproj[:, slot, None, :] + F.linear(state, self.head.w_s))  # [B, M, E]
+        act = F.silu(self.zproj[:, slot, None, :] + self.project_state(state))  # [B, M, E]
         return F.linear(act, self.head.w2)

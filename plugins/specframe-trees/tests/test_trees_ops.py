@@ -1,0 +1,64 @@
+"""Tensor helpers: deterministic tie-breaking, unique-row evaluation and the pre-packed linear kernel."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from specframe_trees.heads.linear import FrozenLinear
+from specframe_trees.ops import apply_to_unique_rows, first_argmax, masked_log_softmax, stable_topk
+
+NEG_INF = -math.inf
+
+
+def test_stable_topk_keeps_index_order_among_ties() -> None:
+    x = torch.tensor([[0.5, 1.0, 1.0, NEG_INF, 1.0], [2.0, 2.0, 2.0, 2.0, 2.0]])
+    values, indices = stable_topk(x, 3)
+    assert indices.tolist() == [[1, 2, 4], [0, 1, 2]]
+    assert values.tolist() == [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
+
+
+def test_first_argmax_takes_the_lowest_index() -> None:
+    x = torch.tensor([[0.25, 0.75, 0.75], [NEG_INF, NEG_INF, NEG_INF], [3.0, 1.0, 3.0]])
+    best, index = first_argmax(x)
+    assert index.tolist() == [1, 0, 0]
+    assert best.tolist() == [0.75, NEG_INF, 3.0]
+
+
+def test_masked_log_softmax_maps_all_masked_rows_to_minus_infinity() -> None:
+    x = torch.tensor([[0.0, NEG_INF], [NEG_INF, NEG_INF]])
+    out = masked_log_softmax(x)
+    assert out.tolist() == [[0.0, NEG_INF], [NEG_INF, NEG_INF]]
+
+
+def test_apply_to_unique_rows_matches_the_plain_call_and_skips_repeats() -> None:
+    calls: list[int] = []
+
+    def square(t: torch.Tensor) -> torch.Tensor:
+        calls.append(t.shape[0])
+        return t.double() ** 2
+
+    ids = torch.tensor([5, 3, 5, 5, 3])
+    assert torch.equal(apply_to_unique_rows(square, ids), ids.double() ** 2)
+    assert calls == [2]
+    rows = torch.tensor([[1.0, 2.0], [0.5, 0.5], [1.0, 2.0]])
+    assert torch.equal(apply_to_unique_rows(square, rows), rows.double() ** 2)
+    assert calls == [2, 2]
+    distinct = torch.tensor([[1.0, 2.0], [0.5, 0.5]])
+    apply_to_unique_rows(square, distinct)
+    assert calls == [2, 2, 2]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("rows", [1, 2, 5, 12])
+def test_frozen_linear_equals_f_linear(dtype: torch.dtype, rows: int) -> None:
+    g = torch.Generator().manual_seed(rows)
+    weight = torch.randn(96, 80, generator=g).to(dtype)
+    x = torch.randn(2, rows, 80, generator=g).to(dtype)
+    proj = FrozenLinear(weight)
+    if dtype == torch.float64:
+        assert not proj.packed  # no packed kernel: plain F.linear
+    tol = {"atol": 5e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-5}
+    torch.testing.assert_close(proj(x), F.linear(x, weight), **tol)
