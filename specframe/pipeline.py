@@ -109,7 +109,10 @@ class Pipeline:
             if field == "target":
                 continue
             section = getattr(config, field)
-            if reuse is not None and getattr(reuse.config, field) == section:
+            # Reuse an unchanged stage; stages other than the drafter may read the drafter's section (a
+            # correction head loaded from the drafter's checkpoint), so they are reused only with it.
+            same_drafter = reuse is not None and reuse.config.drafter == config.drafter  # type: ignore[attr-defined]
+            if reuse is not None and getattr(reuse.config, field) == section and (field == "drafter" or same_drafter):
                 built[field] = getattr(reuse.stages, field)
             else:
                 built[field] = registry.get(kind, section.type).spec.factory(section, ctx)
