@@ -1,0 +1,127 @@
+"""Drafter contracts: proposals well-formed round after round, capabilities honest, runs reproducible.
+
+A drafter is driven through :func:`~specframe.testing.conformance.inputs.greedy_decode` (the pipeline's round
+order with a brute-force greedy verifier), so its ``begin`` / ``propose`` / ``commit`` cycle sees accepted
+paths that follow its own rollout, leave it at a sibling, or stop at the root.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specframe.registry import Capabilities
+from specframe.testing.conformance.cases import BuiltCase
+from specframe.testing.conformance.common import check_factory, fail, guarded
+from specframe.testing.conformance.inputs import DecodeTrace, greedy_decode, random_ids
+from specframe.types import DraftProposal
+
+ROUNDS = 5
+PROMPT_LEN = 12
+
+
+def check_proposal(who: str, proposal: DraftProposal, root: torch.Tensor, vocab_size: int,
+                   caps: Capabilities) -> None:
+    """Shapes, dtypes, devices and invariants of one proposal (see :class:`specframe.types.DraftProposal`)."""
+    if not isinstance(proposal, DraftProposal):
+        raise fail(who, f"propose returned {type(proposal).__name__}, expected DraftProposal")
+    tokens, logprobs = proposal.tokens, proposal.logprobs
+    b = int(root.shape[0])
+    if tokens.dim() != 3 or tokens.shape[0] != b:
+        raise fail(who, f"tokens must be [B={b}, L, K], got {tuple(tokens.shape)}")
+    if logprobs.shape != tokens.shape:
+        raise fail(who, f"logprobs {tuple(logprobs.shape)} must have the shape of tokens {tuple(tokens.shape)}")
+    if tokens.dtype != torch.long or logprobs.dtype != torch.float32:
+        raise fail(who, f"tokens must be int64 and logprobs float32, got {tokens.dtype} and {logprobs.dtype}")
+    devices = {tokens.device, logprobs.device, proposal.root.device}
+    if len(devices) != 1:
+        raise fail(who, f"root, tokens and logprobs must share one device, got {sorted(map(str, devices))}")
+    if not torch.equal(proposal.root.cpu().long(), root.cpu().long()):
+        raise fail(who, f"proposal.root {proposal.root.tolist()} is not the state's root {root.tolist()}")
+    if proposal.depth == 0:
+        return
+    lp = logprobs.detach().cpu().double()
+    if bool(torch.isnan(lp).any()):
+        raise fail(who, "logprobs contain NaN (mark unusable candidates with -inf)")
+    if bool((lp > 1e-5).any()):
+        raise fail(who, f"logprobs must be <= 0 (log-probabilities), max is {float(lp.max()):.4g}")
+    if bool((lp[..., :-1] < lp[..., 1:]).any()):
+        raise fail(who, "candidates must be sorted by logprob, best first, along K")
+    finite = torch.isfinite(lp)
+    ids = tokens.cpu()
+    if bool(((ids < 0) | (ids >= vocab_size))[finite].any()):
+        raise fail(who, f"usable candidate ids must lie in [0, {vocab_size}) (the target's vocabulary)")
+    for row in range(b):
+        for d in range(proposal.depth):
+            usable = ids[row, d][finite[row, d]].tolist()
+            if len(set(usable)) != len(usable):
+                raise fail(who, f"row {row}, depth {d + 1} repeats a candidate token {usable}; siblings must "
+                                "differ, so mark duplicates -inf")
+    _check_full_outputs(who, proposal, vocab_size, caps)
+
+
+def _check_full_outputs(who: str, proposal: DraftProposal, vocab_size: int, caps: Capabilities) -> None:
+    b, depth = proposal.batch_size, proposal.depth
+    if caps.emits_logits and proposal.logits is None:
+        raise fail(who, "declares emits_logits=True but the proposal has no logits")
+    if caps.emits_features and proposal.features is None:
+        raise fail(who, "declares emits_features=True but the proposal has no features")
+    if proposal.logits is not None:
+        logits = proposal.logits
+        if tuple(logits.shape) != (b, depth, vocab_size) or not logits.is_floating_point():
+            raise fail(who, f"logits must be float [B, L, V] = {(b, depth, vocab_size)}, got "
+                            f"{logits.dtype} {tuple(logits.shape)}")
+        full = torch.log_softmax(logits.detach().cpu().double(), dim=-1)
+        expected = full.gather(2, proposal.tokens.cpu().clamp(0, vocab_size - 1))
+        got = proposal.logprobs.detach().cpu().double()
+        finite = torch.isfinite(got)
+        if not torch.allclose(expected[finite], got[finite], atol=1e-3, rtol=1e-3):
+            raise fail(who, "logprobs are not log_softmax(logits) at the candidates (the base law over the "
+                            "full vocabulary)")
+    if proposal.features is not None:
+        features = proposal.features
+        if features.dim() != 3 or tuple(features.shape[:2]) != (b, depth):
+            raise fail(who, f"features must be [B, L, H] with B, L = {(b, depth)}, got {tuple(features.shape)}")
+
+
+def _prompt(vocab_size: int, seed: int) -> list[int]:
+    return random_ids(PROMPT_LEN, vocab_size, seed)
+
+
+def check_drafter(built: BuiltCase) -> DecodeTrace:
+    """Every proposal of a multi-round greedy decode is well-formed and honest about capabilities."""
+    who = f"drafter '{built.spec.name}'"
+    target = built.make_target()
+    drafter = guarded(who, lambda: built.build(target), inference=False)
+    check_factory(built.spec, drafter)
+    caps = built.capabilities
+    if caps.needs_target_hidden and not tuple(drafter.target_layers):
+        raise fail(who, "declares needs_target_hidden=True but its target_layers is empty")
+    trace = guarded(who, lambda: greedy_decode(drafter, target, _prompt(target.vocab_size, 0), ROUNDS))
+    for proposal, tree in zip(trace.proposals, trace.trees, strict=True):
+        check_proposal(who, proposal, tree.tokens[:, 0], target.vocab_size, caps)
+    return trace
+
+
+def _same_trace(who: str, what: str, a: DecodeTrace, b: DecodeTrace) -> None:
+    for r, (pa, pb) in enumerate(zip(a.proposals, b.proposals, strict=True)):
+        same = pa.tokens.shape == pb.tokens.shape and torch.equal(pa.tokens.cpu(), pb.tokens.cpu()) and \
+            torch.allclose(pa.logprobs.cpu(), pb.logprobs.cpu(), atol=1e-5, equal_nan=True)
+        if not same:
+            raise fail(who, f"{what}: round {r + 1} proposed {pb.tokens[0].tolist()} instead of "
+                            f"{pa.tokens[0].tolist()}")
+
+
+def check_drafter_reproducible(built: BuiltCase) -> None:
+    """A second request (``begin`` again, after another prompt) and a second build repeat the first run."""
+    who = f"drafter '{built.spec.name}'"
+    target = built.make_target()
+    drafter = built.build(target)
+    first_prompt, other_prompt = _prompt(target.vocab_size, 0), _prompt(target.vocab_size, 1)
+    first = guarded(who, lambda: greedy_decode(drafter, target, first_prompt, ROUNDS))
+    guarded(who, lambda: greedy_decode(drafter, target, other_prompt, ROUNDS))
+    again = guarded(who, lambda: greedy_decode(drafter, target, first_prompt, ROUNDS))
+    _same_trace(who, "begin() on a used drafter did not reset its state", first, again)
+    fresh_target = built.make_target()
+    rebuilt = built.build(fresh_target)
+    second = guarded(who, lambda: greedy_decode(rebuilt, fresh_target, first_prompt, ROUNDS))
+    _same_trace(who, "a second build from the same config drafted differently", first, second)
