@@ -114,7 +114,9 @@ class SampledTreeBuilder(TreeBuilder):
             tokens.append(picks.reshape(b, m * n))
             parents.append((offset + torch.arange(m, device=dev)).repeat_interleave(n)[None, :].expand(b, -1))
             logq.append(q.gather(2, picks).log().reshape(b, m * n).float())
-            alive.append((alive[-1][:, :, None] & ok).reshape(b, m * n))
+            # A frontier node none of whose candidates is live (a dead depth) has no children, at any temperature.
+            has_law = torch.isfinite(full).any(dim=-1, keepdim=True)  # [B, M, 1]
+            alive.append((alive[-1][:, :, None] & ok & has_law).reshape(b, m * n))
             state = corrector.advance(proposal, d, state.repeat_interleave(n, dim=1), tokens[-1])
             offset += m
         m_last = tokens[-1].shape[1]

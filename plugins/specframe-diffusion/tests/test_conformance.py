@@ -1,0 +1,57 @@
+"""The conformance kit on every component of specframe-diffusion: the dflash / domino / dspark drafters and the
+ar / markov correctors, each loaded from a tiny checkpoint in its published layout next to a tiny Qwen3 target."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from diffusion_testkit import TARGET_LAYERS, write_published_checkpoint
+
+from specframe.testing.conformance import ConformanceCase, ConformanceSuite, ProposalShape
+
+
+@cache
+def tiny_qwen3() -> Any:
+    from specframe_hf.testing import tiny_causal_lm
+
+    return tiny_causal_lm("qwen3", seed=7, num_layers=TARGET_LAYERS)
+
+
+def hf_target() -> Any:
+    from specframe_hf import HFTarget
+
+    return HFTarget.from_model(tiny_qwen3())
+
+
+def checkpoint(kind: str, **config: Any) -> Callable[[Path], dict[str, Any]]:
+    """Config fields pointing at a tiny ``kind`` checkpoint, written once into the case's scratch directory."""
+
+    def fields(workdir: Path) -> dict[str, Any]:
+        if not (workdir / "config.json").is_file():
+            write_published_checkpoint(workdir, kind, seed=0, target=tiny_qwen3(), **config)
+        return {"checkpoint": str(workdir)}
+
+    return fields
+
+
+SHAPE = ProposalShape(depth=4, candidates=4, hidden_size=64)
+
+
+class TestDiffusionConformance(ConformanceSuite):
+    plugin = "diffusion"
+    cases = (
+        ConformanceCase("drafter", "dflash", config=checkpoint("dflash", block_size=6), target=hf_target),
+        ConformanceCase("drafter", "domino", config=checkpoint("domino", block_size=6), target=hf_target),
+        ConformanceCase("drafter", "dspark", config=checkpoint("dspark_deepseek", block_size=5), target=hf_target),
+        ConformanceCase("drafter", "dspark", config=checkpoint("dspark_zlab", block_size=5, head_type="rnn"),
+                        target=hf_target, variant="zlab-rnn"),
+        ConformanceCase("corrector", "ar", config=checkpoint("domino", block_size=6), target=hf_target,
+                        proposal=SHAPE),
+        ConformanceCase("corrector", "markov", config=checkpoint("dspark_deepseek", block_size=5),
+                        target=hf_target, proposal=SHAPE),
+        ConformanceCase("corrector", "markov", config=checkpoint("dspark_zlab", block_size=5, head_type="gated"),
+                        target=hf_target, proposal=SHAPE, variant="zlab-gated"),
+    )
