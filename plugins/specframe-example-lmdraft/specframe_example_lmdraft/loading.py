@@ -1,0 +1,72 @@
+"""Loading the draft model from a local directory and checking that it fits the target.
+
+Nothing is downloaded (``local_files_only``). Problems become :class:`~specframe.errors.CheckpointError` or
+:class:`~specframe.errors.ConfigError` naming the directory or the field and saying how to fix them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specframe.errors import CheckpointError, ConfigError
+from specframe.interfaces import TargetModel
+from specframe_example_lmdraft.config import LMDraftConfig
+
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
+def model_directory(path: str) -> Path:
+    directory = Path(path).expanduser()
+    if not (directory / "config.json").is_file():
+        raise CheckpointError(f"drafter.model '{directory}' is not a model directory (no config.json)",
+                              hint="give a local directory written by save_pretrained; nothing is downloaded")
+    return directory
+
+
+def resolve_placement(config: LMDraftConfig, target: TargetModel | None) -> tuple[torch.dtype, torch.device]:
+    """``auto`` dtype and device follow the target (``HFTarget`` exposes both), else float32 on the CPU."""
+    dtype = DTYPES.get(config.dtype) or getattr(target, "dtype", None) or torch.float32
+    if config.device == "auto":
+        return dtype, torch.device(getattr(target, "device", None) or "cpu")
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("drafter.device is 'cuda' but no CUDA device is available",
+                          hint="use device: auto (the target's) or cpu")
+    return dtype, torch.device(config.device)
+
+
+def load_draft_model(directory: Path, dtype: torch.dtype, device: torch.device) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, dtype=dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"could not load a causal LM from drafter.model '{directory}': "
+                              f"{type(exc).__name__}: {exc}",
+                              hint="the directory needs config.json and weights of a causal LM") from None
+    return model.to(device).eval()
+
+
+def check_fits_target(model: Any, directory: Path | None, target: TargetModel | None, check_tokenizer: bool) -> int:
+    """Return the target's vocabulary size after checking the draft model can propose in it."""
+    if target is None:
+        raise ConfigError("drafter 'lm_draft' needs the target (its vocabulary), but none was built",
+                          hint="give the pipeline a `target:` section")
+    vocab = int(target.vocab_size)
+    draft_vocab = int(model.get_output_embeddings().weight.shape[0])
+    if draft_vocab < vocab:
+        raise ConfigError(f"the draft model has {draft_vocab} output tokens but the target's vocabulary has {vocab}",
+                          where="drafter.model", hint="use a draft model that shares the target's tokenizer")
+    if check_tokenizer and directory is not None and target.tokenizer is not None and \
+            any((directory / name).is_file() for name in TOKENIZER_FILES):
+        from transformers import AutoTokenizer
+
+        draft_tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        if draft_tokenizer.get_vocab() != target.tokenizer.get_vocab():
+            raise ConfigError(f"the tokenizer in '{directory}' differs from the target's",
+                              where="drafter.model", hint="draft and target must share one tokenizer "
+                              "(or set drafter.check_tokenizer: false if you know the ids agree)")
+    return vocab
