@@ -44,6 +44,8 @@ class TestDiffusionConformance(ConformanceSuite):
     plugin = "diffusion"
     cases = (
         ConformanceCase("drafter", "dflash", config=checkpoint("dflash", block_size=6), target=hf_target),
+        ConformanceCase("drafter", "dflash", config=checkpoint("dflash_deepseek", block_size=5), target=hf_target,
+                        variant="deepseek"),
         ConformanceCase("drafter", "domino", config=checkpoint("domino", block_size=6), target=hf_target),
         ConformanceCase("drafter", "dspark", config=checkpoint("dspark_deepseek", block_size=5), target=hf_target),
         ConformanceCase("drafter", "dspark", config=checkpoint("dspark_zlab", block_size=5, head_type="rnn"),
@@ -54,4 +56,6 @@ class TestDiffusionConformance(ConformanceSuite):
                         target=hf_target, proposal=SHAPE),
         ConformanceCase("corrector", "markov", config=checkpoint("dspark_zlab", block_size=5, head_type="gated"),
                         target=hf_target, proposal=SHAPE, variant="zlab-gated"),
+        ConformanceCase("corrector", "markov", config=checkpoint("dspark_zlab", block_size=5, head_type="rnn"),
+                        target=hf_target, proposal=SHAPE, variant="zlab-rnn"),
     )
