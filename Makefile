@@ -36,6 +36,11 @@ test: target
 lint: setup
 	$(VENV)/bin/ruff check specframe plugins tests benchmarks
 
+# The documentation site, offline: generated pages must be current, then `mkdocs build --strict` into site/.
+docs: setup
+	$(PY) -m specframe.docs_gen --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench-trees: setup
 	$(PY) benchmarks/tree_construction.py
 
