@@ -149,15 +149,6 @@ def make_test_plugin() -> types.ModuleType:
 
 
 # ----------------------------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    """Tiny models run fastest on one thread, and far faster than two threads on a shared, busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def host() -> PluginHost:
     host = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)

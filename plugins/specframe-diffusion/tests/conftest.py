@@ -7,24 +7,15 @@ thread hand-offs cost far more than the arithmetic.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from diffusion_testkit import TARGET_LAYERS, write_published_checkpoint
-
-
-@pytest.fixture(autouse=True)
-def _single_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

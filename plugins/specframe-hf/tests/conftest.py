@@ -6,20 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-import torch
 from specframe_hf.testing import tiny_causal_lm
 
 #: Seeds per family so that the Llama-shaped families do not share weights.
 FAMILY_SEEDS = {"llama": 0, "qwen3": 1, "mistral": 2, "qwen2": 3}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    """Tiny models run fastest on one thread, and far faster than two threads on a shared, busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
