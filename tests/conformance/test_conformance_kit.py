@@ -115,6 +115,12 @@ class NoLogitsDrafter(ToyDrafter):
         return replace(super().propose(state), logits=None)
 
 
+class WrongRootDrafter(ToyDrafter):
+    def propose(self, state: DecodeState) -> DraftProposal:
+        p = super().propose(state)
+        return replace(p, root=(p.root + 1) % self.vocab_size)
+
+
 def _drafter(cls: type) -> Any:
     return lambda cfg, ctx: cls(ctx.target, depth=cfg.depth, num_candidates=cfg.num_candidates)
 
@@ -126,6 +132,10 @@ def test_drafter_state_leaking_across_requests_is_caught(tmp_path: Path) -> None
 
 def test_unsorted_candidates_are_caught(tmp_path: Path) -> None:
     fails(kit.check_drafter, built(broken("drafter", _drafter(UnsortedDrafter)), tmp_path), "sorted")
+
+
+def test_a_wrong_root_is_caught(tmp_path: Path) -> None:
+    fails(kit.check_drafter, built(broken("drafter", _drafter(WrongRootDrafter)), tmp_path), "root")
 
 
 def test_undelivered_logits_are_caught(tmp_path: Path) -> None:

@@ -97,8 +97,8 @@ def check_drafter(built: BuiltCase) -> DecodeTrace:
     if caps.needs_target_hidden and not tuple(drafter.target_layers):
         raise fail(who, "declares needs_target_hidden=True but its target_layers is empty")
     trace = guarded(who, lambda: greedy_decode(drafter, target, _prompt(target.vocab_size, 0), ROUNDS))
-    for proposal, tree in zip(trace.proposals, trace.trees, strict=True):
-        check_proposal(who, proposal, tree.tokens[:, 0], target.vocab_size, caps)
+    for root, proposal in zip(trace.roots, trace.proposals, strict=True):
+        check_proposal(who, proposal, root, target.vocab_size, caps)
     return trace
 
 

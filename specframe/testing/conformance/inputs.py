@@ -168,8 +168,9 @@ def probe_tree(proposal: DraftProposal) -> DraftTree:
 
 @dataclass
 class DecodeTrace:
-    """What :func:`greedy_decode` saw: every proposal, every tree and the tokens generated."""
+    """What :func:`greedy_decode` saw: every round's root, proposal and tree, and the tokens generated."""
 
+    roots: list[torch.Tensor]  # [B] the state's root when the round began
     proposals: list[DraftProposal]
     trees: list[DraftTree]
     tokens: list[int]
@@ -197,19 +198,23 @@ def _greedy_decode(drafter: Drafter, target: TargetModel, prompt: list[int], rou
     state = DecodeState(tokens=torch.cat([ids, first.view(1, 1).cpu()], dim=1), prompt_len=len(prompt),
                         sampling=GREEDY, rng=RngStreams.from_seed(0))
     drafter.begin(state, prefill)
-    trace = DecodeTrace(proposals=[], trees=[], tokens=[int(first[0])], accepted=[])
+    trace = DecodeTrace(roots=[], proposals=[], trees=[], tokens=[int(first[0])], accepted=[])
     for _ in range(rounds):
         before = state.tokens.clone()
         proposal = drafter.propose(state)
         if not torch.equal(before, state.tokens):
             raise AssertionError("drafter.propose modified state.tokens (only the decode loop may write it)")
         tree = probe_tree(proposal) if proposal.depth > 0 else DraftTree.root_only(state.root.cpu())
+        if int(tree.tokens[0, 0]) != int(state.root[0]):
+            raise AssertionError(f"drafter proposed for root {int(tree.tokens[0, 0])}, but the state's root is "
+                                 f"{int(state.root[0])}")
         out = target.forward_tree(tree)
         result = oracle_result(tree, out.logits.cpu())
         target.commit(tree, result.accepted_nodes)
         emitted = result.emitted_tokens(tree.tokens)[0]
         state.tokens = torch.cat([state.tokens, torch.tensor([emitted], dtype=torch.long)], dim=1)
         drafter.commit(state, tree, result, out)
+        trace.roots.append(before[:, -1])
         trace.proposals.append(proposal)
         trace.trees.append(tree)
         trace.tokens.extend(emitted)

@@ -31,8 +31,8 @@ from specframe.registry import STAGE_KINDS, Capabilities, ComponentRegistry
 from specframe.testing.conformance import correctors, drafters, targets, trees, verifiers
 from specframe.testing.conformance.cases import BuiltCase, ConformanceCase, resolve
 from specframe.testing.conformance.common import check_config_round_trip, check_declaration
+from specframe.testing.pytest_plugin import UNUSED_MARK
 
-UNUSED_MARK = "specframe_conformance_unused"
 _CASES: dict[type, list[ConformanceCase]] = {}
 _BUILT: dict[tuple[type, str], BuiltCase] = {}
 
