@@ -121,7 +121,8 @@ class HFTarget(TargetModel):
         self._past = 0
         self._pending = 0
         self._batch = 0
-        self._mask.reset()
+        with torch.inference_mode():  # the mask buffer is an inference tensor (made by forward_tree)
+            self._mask.reset()
         self._taps.clear()
 
     # --------------------------------------------------------------------------------------- forward

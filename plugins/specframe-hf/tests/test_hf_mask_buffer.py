@@ -89,3 +89,11 @@ def test_target_logits_with_reused_buffer_equal_logits_with_a_fresh_buffer(tiny_
         reused.commit(tree, accepted)
         fresh.commit(tree, accepted)
     assert reused._mask.allocations == 1
+
+
+def test_reset_outside_inference_mode_after_a_tree_forward(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    target = HFTarget.from_model(tiny_model("qwen3"))
+    target.prefill(torch.tensor([[1, 2, 3]]))
+    target.forward_tree(DraftTree.from_lists([4, 5, 6], [-1, 0, 0]))
+    target.reset()
+    assert target.cache_len == 0
