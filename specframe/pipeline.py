@@ -253,7 +253,7 @@ class _Decode:
                 t1 = clock()
                 tree = st.tree_builder.build(proposal, st.corrector, ctx)
                 t2 = clock()
-                tree = _fit_context(st.pruner.prune(tree, ctx), target, state)
+                tree = _fit_context(st.pruner.prune(tree, ctx), proposal.depth, target, state)
                 t3 = clock()
                 if check:
                     _check(tree)
@@ -279,13 +279,17 @@ class _Decode:
                                 prefill_ns=prefill_ns, total_ns=clock() - t_start, stop_reason=reason)
 
 
-def _fit_context(tree: DraftTree, target: TargetModel, state: DecodeState) -> DraftTree:
-    """Drop nodes whose positions would run past the target's context window."""
+def _fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, state: DecodeState) -> DraftTree:
+    """Drop nodes whose positions would run past the target's context window.
+
+    A tree is never deeper than its proposal, so the common case is decided without reading the tree (no
+    device synchronisation).
+    """
     limit = target.max_length
     if limit is None:
         return tree
     room = limit - 1 - state.cached_len  # deepest allowed depth: position cached_len + depth < limit
-    if tree.max_depth <= room:
+    if proposal_depth <= room or tree.max_depth <= room:
         return tree
     return tree.subtree(tree.valid & (tree.depth <= max(room, 0)))
 
