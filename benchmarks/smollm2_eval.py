@@ -71,11 +71,15 @@ def main() -> None:
     ap.add_argument("--sweep-n", type=int, default=3, help="prompts per dataset in the budget sweep")
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("runs/smollm2-eval.json"))
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is faster on shared 2-core machines)")
     args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     console = Console()
     t0 = time.perf_counter()
     sets = load_prompts(args.data, args.n)
-    report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "datasets": {}}
+    report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads, "datasets": {}}
     for name, prompts in sets.items():
         console.rule(name)
         runs = run_methods(METHODS, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)
