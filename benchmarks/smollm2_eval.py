@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)
     t0 = time.perf_counter()
     sets = load_prompts(args.data, args.n)
     report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads, "datasets": {}}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,7 @@ def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, lis
 def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out: Path | None = None) -> list[dict]:
     from specframe_smollm2.convert import convert_target
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)
     convert_target(log=lambda m: console.print(f"[dim]{m}[/dim]"))
     _check_checkpoints(repo_root())
     methods = [m for m in METHODS if not quick or m[0] in QUICK_METHODS]
