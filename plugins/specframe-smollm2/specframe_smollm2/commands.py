@@ -44,9 +44,16 @@ def register(cli: click.Group) -> None:
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")
     @click.option("--quick", is_flag=True, help="Fewer prompts and methods (a smoke run).")
     @click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Also write results as JSON.")
-    def demo_cmd(max_new_tokens: int | None, quick: bool, json_out: Path | None) -> None:
+    @click.option("--threads", type=int, default=None,
+                  help="torch CPU threads (default: torch's; 1 is faster when other jobs share the cores).")
+    def demo_cmd(max_new_tokens: int | None, quick: bool, json_out: Path | None, threads: int | None) -> None:
         """Run every method on a few math, code and chat prompts; print τ, tokens/s, speedup and stage shares."""
         from specframe_smollm2.demo import run_demo
+
+        if threads is not None:
+            import torch
+
+            torch.set_num_threads(threads)
 
         t0 = time.perf_counter()
         run_demo(max_new_tokens=max_new_tokens, quick=quick, json_out=json_out)
