@@ -44,13 +44,14 @@ def register(cli: click.Group) -> None:
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")
     @click.option("--quick", is_flag=True, help="Fewer prompts and methods (a smoke run).")
     @click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Also write results as JSON.")
-    @click.option("--threads", type=int, default=None,
-                  help="torch CPU threads (default: torch's; 1 is faster when other jobs share the cores).")
+    @click.option("--threads", type=int, default=1, show_default=True,
+                  help="torch CPU threads; 1 avoids OpenMP oversubscription when other jobs share the cores "
+                       "(2 threads under contention made small forwards many times slower). 0: torch's default.")
     def demo_cmd(max_new_tokens: int | None, quick: bool, json_out: Path | None, threads: int | None) -> None:
         """Run every method on a few math, code and chat prompts; print τ, tokens/s, speedup and stage shares."""
         from specframe_smollm2.demo import run_demo
 
-        if threads is not None:
+        if threads:
             import torch
 
             torch.set_num_threads(threads)
