@@ -20,12 +20,12 @@ from typing import Literal
 
 import torch
 
-from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
+from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal
 from specframe_trees.builders.chain import greedy_chain
 from specframe_trees.builders.heap import heap_tree
-from specframe_trees.builders.shape import TreeShapeConfig
+from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
 
 
 class ChainThenHeapConfig(TreeShapeConfig):
@@ -34,22 +34,14 @@ class ChainThenHeapConfig(TreeShapeConfig):
     type: Literal["chain_then_heap"] = "chain_then_heap"
 
 
-class ChainThenHeapBuilder(TreeBuilder):
+class ChainThenHeapBuilder(BudgetedTreeBuilder):
     """Domino-chain + DDTree; see the module docstring."""
 
-    def __init__(self, config: ChainThenHeapConfig) -> None:
-        self.config = config
-
-    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
-        p = self.config.clamp(proposal)
-        budget = self.config.resolve_budget(ctx)
-        if p.depth == 0 or budget <= 0:
-            return DraftTree.root_only(p.root)
-        with torch.inference_mode():
-            rows = greedy_chain(p, corrector, p.depth).rows  # [B, L, K]
-            marginals, order = torch.sort(rows, dim=-1, descending=True, stable=True)  # [B, L, K]
-            tokens = p.tokens.gather(-1, order)  # [B, L, K]
-            return heap_tree(p.root, tokens, marginals, budget)
+    def grow(self, p: DraftProposal, corrector: Corrector, budget: int) -> DraftTree:
+        rows = greedy_chain(p, corrector, p.depth).rows  # [B, L, K]
+        marginals, order = torch.sort(rows, dim=-1, descending=True, stable=True)  # [B, L, K]
+        tokens = p.tokens.gather(-1, order)  # [B, L, K]
+        return heap_tree(p.root, tokens, marginals, budget)
 
 
 def build_chain_then_heap(config: ChainThenHeapConfig, ctx: BuildContext | None = None) -> ChainThenHeapBuilder:

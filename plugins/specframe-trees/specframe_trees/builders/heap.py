@@ -32,11 +32,11 @@ from typing import Literal
 
 import torch
 
-from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
+from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal
 from specframe_trees.builders.assembly import RowNodes, tree_from_rows
-from specframe_trees.builders.shape import TreeShapeConfig
+from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
 
 
 class HeapConfig(TreeShapeConfig):
@@ -79,19 +79,11 @@ def heap_tree(root: torch.Tensor, tokens: torch.Tensor, logq: torch.Tensor, budg
     return tree_from_rows(rows, root.device)
 
 
-class HeapBuilder(TreeBuilder):
+class HeapBuilder(BudgetedTreeBuilder):
     """DDTree's heap on the proposal's base log-probs; see the module docstring."""
 
-    def __init__(self, config: HeapConfig) -> None:
-        self.config = config
-
-    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
-        p = self.config.clamp(proposal)
-        budget = self.config.resolve_budget(ctx)
-        if p.depth == 0 or budget <= 0:
-            return DraftTree.root_only(p.root)
-        with torch.inference_mode():
-            return heap_tree(p.root, p.tokens, p.logprobs, budget)
+    def grow(self, p: DraftProposal, corrector: Corrector, budget: int) -> DraftTree:
+        return heap_tree(p.root, p.tokens, p.logprobs, budget)
 
 
 def build_heap(config: HeapConfig, ctx: BuildContext | None = None) -> HeapBuilder:

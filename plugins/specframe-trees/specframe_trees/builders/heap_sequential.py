@@ -28,11 +28,11 @@ from typing import Literal
 
 import torch
 
-from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
+from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal
 from specframe_trees.builders.assembly import RowNodes, tree_from_rows
-from specframe_trees.builders.shape import TreeShapeConfig
+from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
 from specframe_trees.proposal_view import proposal_row
 
 
@@ -92,20 +92,12 @@ def sequential_row(proposal: DraftProposal, corrector: Corrector, budget: int) -
     return nodes
 
 
-class HeapSequentialBuilder(TreeBuilder):
+class HeapSequentialBuilder(BudgetedTreeBuilder):
     """Best-first heap with per-pop corrector calls; see the module docstring."""
 
-    def __init__(self, config: HeapSequentialConfig) -> None:
-        self.config = config
-
-    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
-        p = self.config.clamp(proposal)
-        budget = self.config.resolve_budget(ctx)
-        if p.depth == 0 or budget <= 0:
-            return DraftTree.root_only(p.root)
-        with torch.inference_mode():
-            rows = [sequential_row(proposal_row(p, b), corrector, budget) for b in range(p.batch_size)]
-            return tree_from_rows(rows, p.root.device)
+    def grow(self, p: DraftProposal, corrector: Corrector, budget: int) -> DraftTree:
+        rows = [sequential_row(proposal_row(p, b), corrector, budget) for b in range(p.batch_size)]
+        return tree_from_rows(rows, p.root.device)
 
 
 def build_heap_sequential(config: HeapSequentialConfig, ctx: BuildContext | None = None) -> HeapSequentialBuilder:

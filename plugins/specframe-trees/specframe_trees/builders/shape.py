@@ -1,4 +1,5 @@
-"""Fields every tree builder shares (depth limit, candidate count, budget override) and their resolution.
+"""Fields every tree builder shares (depth limit, candidate count, budget override), their resolution, and
+the common frame of the budgeted heap builders.
 
 Defaults follow the papers: ``max_depth`` L = 16, ``candidates`` K = 64, budget B from the pipeline (64 in
 DDTree/DARTree). ``max_depth`` and ``candidates`` are clamped to what the proposal offers, so L = 16 on a
@@ -7,10 +8,14 @@ DDTree/DARTree). ``max_depth`` and ``candidates`` are clamped to what the propos
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
+import torch
 from pydantic import Field
 
 from specframe.config.base import ComponentConfig
-from specframe.interfaces import RoundContext
+from specframe.interfaces import Corrector, RoundContext, TreeBuilder
+from specframe.tree import DraftTree
 from specframe.types import DraftProposal
 from specframe_trees.proposal_view import clamp_proposal
 
@@ -29,3 +34,23 @@ class TreeShapeConfig(ComponentConfig):
     def resolve_budget(self, ctx: RoundContext) -> int:
         """This builder's budget: its own override, else the round's."""
         return self.budget if self.budget is not None else ctx.budget
+
+
+class BudgetedTreeBuilder(TreeBuilder):
+    """Frame of the builders that fill a node budget: clamp the proposal, resolve the budget, return the bare
+    root when there is nothing to build, otherwise :meth:`grow` under ``torch.inference_mode``."""
+
+    def __init__(self, config: TreeShapeConfig) -> None:
+        self.config = config
+
+    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
+        p = self.config.clamp(proposal)
+        budget = self.config.resolve_budget(ctx)
+        if p.depth == 0 or budget <= 0:
+            return DraftTree.root_only(p.root)
+        with torch.inference_mode():
+            return self.grow(p, corrector, budget)
+
+    @abstractmethod
+    def grow(self, p: DraftProposal, corrector: Corrector, budget: int) -> DraftTree:
+        """Build a tree of at most ``budget`` nodes from the clamped, non-empty proposal ``p``."""
