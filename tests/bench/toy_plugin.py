@@ -8,23 +8,21 @@ import types
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import torch
 from pydantic import Field
 
 from specframe import (
     Capabilities,
     ComponentConfig,
     ComponentSpec,
-    Corrector,
-    Drafter,
-    DraftProposal,
-    DraftTree,
     PluginHost,
-    Pruner,
-    TreeBuilder,
-    Verifier,
-    VerifyResult,
     hookimpl,
+)
+from specframe.testing.minimal import (
+    ArgmaxWalkVerifier,
+    FirstCandidateChain,
+    KeepAllPruner,
+    MarginalCorrector,
+    NoDraft,
 )
 from specframe.testing.toy import ToyDrafter, ToyTarget
 
@@ -65,62 +63,20 @@ class NoneDrafterConfig(ComponentConfig):
     type: Literal["none"] = "none"
 
 
-class NoDraft(Drafter):
-    def propose(self, state):  # type: ignore[no-untyped-def]
-        return DraftProposal.empty(state.root)
-
-
 class IdentityConfig(ComponentConfig):
     type: Literal["identity"] = "identity"
-
-
-class Identity(Corrector):
-    def child_logprobs(self, proposal, depth, tokens, state):  # type: ignore[no-untyped-def]
-        return proposal.logprobs[:, depth - 1 : depth].expand(-1, tokens.shape[1], -1)
 
 
 class ChainConfig(ComponentConfig):
     type: Literal["chain"] = "chain"
 
 
-class Chain(TreeBuilder):
-    """The first candidate of every depth, as a chain of at most ``budget`` nodes."""
-
-    def build(self, proposal, corrector, ctx):  # type: ignore[no-untyped-def]
-        depth = min(proposal.depth, ctx.budget)
-        tokens = [int(proposal.root[0])] + [int(proposal.tokens[0, d, 0]) for d in range(depth)]
-        return DraftTree.from_lists(tokens, [-1, *range(depth)])
-
-
 class NonePrunerConfig(ComponentConfig):
     type: Literal["none"] = "none"
 
 
-class KeepAll(Pruner):
-    def prune(self, tree, ctx):  # type: ignore[no-untyped-def]
-        return tree
-
-
 class ArgmaxConfig(ComponentConfig):
     type: Literal["argmax"] = "argmax"
-
-
-class Argmax(Verifier):
-    """Greedy walk: follow the child whose token is the target's argmax."""
-
-    def verify(self, tree, logits, ctx):  # type: ignore[no-untyped-def]
-        best = logits[0].argmax(-1).tolist()
-        kids = tree.children()[0]
-        toks = tree.tokens[0].tolist()
-        path, node = [0], 0
-        while True:
-            nxt = [c for c in kids[node] if toks[c] == best[node]]
-            if not nxt:
-                break
-            node = nxt[0]
-            path.append(node)
-        return VerifyResult(accepted_nodes=torch.tensor([path]), num_accepted=torch.tensor([len(path) - 1]),
-                            bonus_token=torch.tensor([best[node]]))
 
 
 def build_target(cfg: ToyTargetConfig, ctx: Any) -> ToyTarget:
@@ -147,22 +103,22 @@ def make_plugin() -> types.ModuleType:
     @hookimpl
     def specframe_correctors():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="corrector", name="identity", config=IdentityConfig, summary="marginals",
-                            factory=lambda cfg, ctx: Identity())
+                            factory=lambda cfg, ctx: MarginalCorrector())
 
     @hookimpl
     def specframe_tree_builders():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="tree_builder", name="chain", config=ChainConfig, summary="first candidates",
-                            factory=lambda cfg, ctx: Chain())
+                            factory=lambda cfg, ctx: FirstCandidateChain())
 
     @hookimpl
     def specframe_pruners():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="pruner", name="none", config=NonePrunerConfig, summary="no pruning",
-                            factory=lambda cfg, ctx: KeepAll())
+                            factory=lambda cfg, ctx: KeepAllPruner())
 
     @hookimpl
     def specframe_verifiers():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig, summary="greedy walk",
-                            factory=lambda cfg, ctx: Argmax(), capabilities=Capabilities(greedy_only=True))
+                            factory=lambda cfg, ctx: ArgmaxWalkVerifier(), capabilities=Capabilities(greedy_only=True))
 
     for name, fn in list(locals().items()):
         if name.startswith("specframe_"):

@@ -15,16 +15,11 @@ from specframe import (
     Capabilities,
     ComponentConfig,
     ComponentSpec,
-    Corrector,
     Drafter,
     DraftProposal,
-    DraftTree,
-    Pruner,
-    TreeBuilder,
-    Verifier,
-    VerifyResult,
     hookimpl,
 )
+from specframe.testing.minimal import ArgmaxWalkVerifier, FirstCandidateChain, KeepAllPruner, MarginalCorrector
 
 
 class FakeTargetConfig(ComponentConfig):
@@ -53,23 +48,9 @@ class MarginalConfig(ComponentConfig):
     type: Literal["marginal"] = "marginal"
 
 
-class Marginal(Corrector):
-    def child_logprobs(self, proposal, depth, tokens, state):  # type: ignore[no-untyped-def]
-        return proposal.logprobs[:, depth - 1 : depth].expand(-1, tokens.shape[1], -1)
-
-
 class SpineConfig(ComponentConfig):
     type: Literal["spine"] = "spine"
     width: int = Field(1, ge=1)
-
-
-class Spine(TreeBuilder):
-    """The first candidate at every depth, as a chain."""
-
-    def build(self, proposal, corrector, ctx):  # type: ignore[no-untyped-def]
-        depth = min(proposal.depth, ctx.budget)
-        tokens = [int(proposal.root[0])] + [int(proposal.tokens[0, d, 0]) for d in range(depth)]
-        return DraftTree.from_lists(tokens, [-1] + list(range(depth)))
 
 
 class SampledSpineConfig(ComponentConfig):
@@ -88,31 +69,8 @@ class KeepAllConfig(ComponentConfig):
         return v
 
 
-class KeepAll(Pruner):
-    def prune(self, tree, ctx):  # type: ignore[no-untyped-def]
-        return tree
-
-
 class ArgmaxConfig(ComponentConfig):
     type: Literal["argmax"] = "argmax"
-
-
-class Argmax(Verifier):
-    """Greedy walk: follow the child equal to the target's argmax."""
-
-    def verify(self, tree, logits, ctx):  # type: ignore[no-untyped-def]
-        best = logits[0].argmax(-1).tolist()
-        kids = tree.children()[0]
-        toks = tree.tokens[0].tolist()
-        path, node = [0], 0
-        while True:
-            nxt = [c for c in kids[node] if toks[c] == best[node]]
-            if not nxt:
-                break
-            node = nxt[0]
-            path.append(node)
-        return VerifyResult(accepted_nodes=torch.tensor([path]), num_accepted=torch.tensor([len(path) - 1]),
-                            bonus_token=torch.tensor([best[node]]))
 
 
 class LossyConfig(ComponentConfig):
@@ -134,29 +92,29 @@ def specframe_drafters():  # type: ignore[no-untyped-def]
 @hookimpl
 def specframe_correctors():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="corrector", name="marginal", config=MarginalConfig,
-                        factory=lambda cfg, ctx: Marginal(), summary="marginals")
+                        factory=lambda cfg, ctx: MarginalCorrector(), summary="marginals")
 
 
 @hookimpl
 def specframe_tree_builders():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="tree_builder", name="spine", config=SpineConfig,
-                        factory=lambda cfg, ctx: Spine(), summary="first candidates as a chain")
+                        factory=lambda cfg, ctx: FirstCandidateChain(), summary="first candidates as a chain")
     yield ComponentSpec(kind="tree_builder", name="sampled_spine", config=SampledSpineConfig,
-                        factory=lambda cfg, ctx: Spine(), summary="sampled chain",
+                        factory=lambda cfg, ctx: FirstCandidateChain(), summary="sampled chain",
                         capabilities=Capabilities(draft_regime="sampled"))
 
 
 @hookimpl
 def specframe_pruners():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="pruner", name="keep_all", config=KeepAllConfig,
-                        factory=lambda cfg, ctx: KeepAll(), summary="no pruning")
+                        factory=lambda cfg, ctx: KeepAllPruner(), summary="no pruning")
 
 
 @hookimpl
 def specframe_verifiers():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig,
-                        factory=lambda cfg, ctx: Argmax(), summary="greedy walk",
+                        factory=lambda cfg, ctx: ArgmaxWalkVerifier(), summary="greedy walk",
                         capabilities=Capabilities(greedy_only=True))
     yield ComponentSpec(kind="verifier", name="lossy", config=LossyConfig,
-                        factory=lambda cfg, ctx: Argmax(), summary="a lossy verifier",
+                        factory=lambda cfg, ctx: ArgmaxWalkVerifier(), summary="a lossy verifier",
                         capabilities=Capabilities(lossless=False))
