@@ -34,11 +34,12 @@ def register(cli: click.Group) -> None:
     @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                   help="Override a top-level recipe field or a section field, e.g. optim.steps=500 (repeatable).")
     @click.option("--no-progress", is_flag=True, help="No progress bars (for log files).")
-    def train_cmd(recipe: Path, overrides: tuple[str, ...], no_progress: bool) -> None:
+    @click.option("--data-only", is_flag=True, help="Generate (or complete) the recipe's data, then stop.")
+    def train_cmd(recipe: Path, overrides: tuple[str, ...], no_progress: bool, data_only: bool) -> None:
         """Train a drafter or a correction head from RECIPE (YAML); resumes from its work_dir."""
         from specframe_smollm2.training.run import run_recipe
 
-        run_recipe(recipe, parse_overrides(overrides), progress=not no_progress, log=_log)
+        run_recipe(recipe, parse_overrides(overrides), progress=not no_progress, log=_log, data_only=data_only)
 
     @cli.command("demo")
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")

@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
-from specframe_smollm2.training.prompts import training_prompts
+from specframe_smollm2.training.prompts import section_prompts, training_prompts
+from specframe_smollm2.training.recipe import load_recipe
 
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+RECIPES = Path(__file__).resolve().parents[3] / "recipes" / "smollm2"
 NGRAM = 10
 
 
@@ -30,6 +32,8 @@ def _benchmark_prompts() -> list[str]:
         out += [json.loads(line)["prompt"] for line in f if line.strip()]
     for name in ("mt_bench/question.jsonl", "spec_bench/question.jsonl"):
         out += [t for line in (DATA / name).read_text().splitlines() if line for t in json.loads(line)["turns"]]
+    mbpp = [json.loads(line) for line in (DATA / "mbpp/mbpp.jsonl").read_text().splitlines() if line]
+    out += [r["text"] for r in mbpp if 11 <= r["task_id"] <= 510]  # MBPP's test split
     return out
 
 
@@ -46,6 +50,8 @@ def test_mix_controls_kinds() -> None:
     assert all("?" in p for p in math_only)
     code_only = training_prompts(50, seed=0, mix={"code": 1.0})
     assert all(any(k in p for k in ("function", "code", "tests", "```")) for p in code_only)
+    stubs = training_prompts(50, seed=0, mix={"stub": 1.0})
+    assert all("def " in p and '"""' in p and "->" in p for p in stubs)
 
 
 @pytest.mark.skipif(not (DATA / "gsm8k/test.jsonl").is_file(), reason="benchmark copies not present")
@@ -56,6 +62,10 @@ def test_no_overlap_with_benchmark_prompts() -> None:
     for t in texts:
         bench |= _ngrams(t)
     prompts = training_prompts(3000, seed=0, mix={"math": 0.4, "code": 0.35, "chat": 0.25})
+    prompts += training_prompts(1500, seed=1, mix={"math": 0.45, "stub": 0.4, "chat": 0.15})
+    for recipe in (load_recipe(RECIPES / n) for n in ("drafter.yaml", "drafter-stage2.yaml")):
+        for d in (recipe.data, *recipe.data.include):
+            prompts += section_prompts(d)
     shared = [(p, g) for p in prompts for g in _ngrams(p) if g in bench]
     assert not shared, f"training prompts share {NGRAM}-grams with benchmark prompts: {shared[:3]}"
     normalized = {" ".join(_words(t)) for t in texts}

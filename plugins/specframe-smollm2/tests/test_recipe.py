@@ -22,7 +22,7 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["drafter.yaml", "ar-head.yaml", "markov-head.yaml"])
+@pytest.mark.parametrize("name", ["drafter.yaml", "drafter-stage2.yaml", "ar-head.yaml", "markov-head.yaml"])
 def test_shipped_recipes_validate(name) -> None:
     recipe = load_recipe(RECIPES / name)
     assert recipe.data.taps == (1, 7, 14, 20, 27)
@@ -60,3 +60,17 @@ def test_cli_reports_unknown_field_without_traceback(tmp_path, capsys) -> None:
     assert run_cli(["train", str(path)], host=PluginHost()) == 2
     err = capsys.readouterr().err
     assert "optim.stepz" in err and "Traceback" not in err
+
+
+def test_extends_merges_sections_and_refuses_cycles(tmp_path) -> None:
+    (tmp_path / "base.yaml").write_text(BASE + "optim: {steps: 10, lr: 0.01}\ndata: {seed: 4}\n")
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: child\noptim: {steps: 30}\n")
+    recipe = load_recipe(child)
+    assert (recipe.name, recipe.optim.steps, recipe.optim.lr, recipe.data.seed) == ("child", 30, 0.01, 4)
+    (tmp_path / "base.yaml").write_text(BASE + "extends: child.yaml\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_recipe(child)
+    child.write_text("extends: nowhere.yaml\n")
+    with pytest.raises(ConfigError, match="names no file"):
+        load_recipe(child)

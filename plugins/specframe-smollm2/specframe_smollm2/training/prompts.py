@@ -13,7 +13,11 @@ Example::
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+
+from specframe_smollm2.training.data_config import DataConfig
+from specframe_smollm2.training.prompt_files import PromptFile, decontaminate, file_prompts
+from specframe_smollm2.training.prompt_stubs import stub_prompt
 
 NAMES = ["Maya", "Liam", "Aisha", "Tom", "Sofia", "Kenji", "Priya", "Lucas", "Emma", "Omar", "Chloe", "Diego",
          "Hana", "Noah", "Zara", "Ivan", "Leila", "Marco", "Nina", "Felix", "Grace", "Ravi", "Elena", "Sam",
@@ -165,7 +169,7 @@ def _chat_prompt(rng: random.Random) -> str:
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {
-    "math": _math_prompt, "code": _code_prompt, "chat": _chat_prompt,
+    "math": _math_prompt, "code": _code_prompt, "stub": stub_prompt, "chat": _chat_prompt,
 }
 
 
@@ -184,3 +188,30 @@ def training_prompts(count: int, *, seed: int, mix: Mapping[str, float]) -> list
             seen.add(prompt)
             out.append(prompt)
     return out
+
+
+def recipe_prompts(count: int, *, seed: int, mix: Mapping[str, float], files: Sequence[PromptFile] = (),
+                   exclude: Sequence[PromptFile] = (), exclude_ngram: int = 10) -> list[str]:
+    """``count`` templated prompts plus every prompt of ``files``, decontaminated against ``exclude`` and shuffled
+    together with ``seed``.
+
+    Without files or exclusions this is :func:`training_prompts` unchanged (so existing data stays valid).
+    """
+    prompts = training_prompts(count, seed=seed, mix=mix)
+    if not files and not exclude:
+        return prompts
+    seen = set(prompts)
+    for source in files:
+        for p in file_prompts(source):
+            if p not in seen:
+                seen.add(p)
+                prompts.append(p)
+    prompts = decontaminate(prompts, exclude, exclude_ngram)
+    random.Random(seed + 1).shuffle(prompts)
+    return prompts
+
+
+def section_prompts(data: DataConfig) -> list[str]:
+    """The prompts of a recipe's data section, in generation order."""
+    return recipe_prompts(data.num_prompts, seed=data.seed, mix=data.mix, files=data.prompt_files,
+                          exclude=data.decontaminate, exclude_ngram=data.decontaminate_ngram)

@@ -14,7 +14,9 @@ Three kinds share one file format::
     base: checkpoints/smollm2-135m/drafter
     head: {gru_hidden_dim: 256, emb_dim: 128}
 
-Unknown fields anywhere are errors that name the field (:func:`load_recipe`).
+``extends: other.yaml`` starts from another recipe (path relative to this file) and deep-updates it, so head
+recipes share their drafter's data section. Unknown fields anywhere are errors that name the field
+(:func:`load_recipe`).
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class Recipe(_Strict):
     work_dir: str = Field(description="directory of the resumable state and metrics log")
     target: str | None = Field(None, description="converted target directory (default: the setup-target cache)")
     base: str | None = Field(None, description="drafter checkpoint the head is trained on (heads only)")
+    init_from: str | None = Field(None, description="published-layout checkpoint to start from (warm start: the "
+                                                    "drafter's weights, or a head checkpoint's head); used only "
+                                                    "when work_dir holds no state yet")
     seed: int = 0
     threads: int = Field(2, ge=1, description="torch CPU threads")
     checkpoint_every: int = Field(100, ge=1, description="write the resumable state every N steps")
@@ -128,6 +133,25 @@ def _deep_update(base: dict, extra: dict) -> None:
             base[key] = value
 
 
+def _resolve_extends(path: Path, data: dict, seen: tuple[Path, ...]) -> dict:
+    """``extends: other.yaml`` (relative to ``path``): the other recipe's fields, deep-updated with this one's."""
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    base_path = (path.parent / str(parent)).resolve()
+    if base_path in seen:
+        raise ConfigError(f"{path}: `extends: {parent}` makes a cycle", hint="remove one of the extends lines")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: `extends: {parent}` names no file ({base_path})",
+                          hint="give a recipe path relative to this file")
+    base = yaml.safe_load(base_path.read_text(encoding="utf-8"))
+    if not isinstance(base, dict):
+        raise ConfigError(f"{base_path} must hold a mapping of recipe fields", hint="start with `kind: drafter`")
+    merged = _resolve_extends(base_path, base, (*seen, base_path))
+    _deep_update(merged, data)
+    return merged
+
+
 def load_recipe(path: str | Path, overrides: dict | None = None) -> Recipe:
     """Read and validate ``path``; every problem becomes a :class:`ConfigError` naming the field."""
     path = Path(path)
@@ -139,6 +163,7 @@ def load_recipe(path: str | Path, overrides: dict | None = None) -> Recipe:
         raise ConfigError(f"{path} is not valid YAML: {exc}", hint="fix the YAML syntax") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of recipe fields", hint="start with `kind: drafter`")
+    data = _resolve_extends(path, data, seen=(path.resolve(),))
     _deep_update(data, overrides or {})
     try:
         return Recipe.model_validate(data)

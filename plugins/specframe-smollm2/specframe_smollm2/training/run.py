@@ -9,19 +9,26 @@ from pathlib import Path
 from typing import Any
 
 from specframe_smollm2.cache import target_dir, verify_manifest
+from specframe_smollm2.training.data_config import DataConfig
 from specframe_smollm2.training.recipe import Recipe, load_recipe
 
 DATA_STATS = "stats.json"
 
 
 def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callable[[str], None]) -> None:
-    """Generate the recipe's shards unless all of them exist (an interrupted generation resumes)."""
-    from specframe_smollm2.training.generate_data import generate_dataset
-    from specframe_smollm2.training.prompts import training_prompts
+    """Generate the shards of the recipe's data section and of its ``include`` sections unless they exist."""
+    for section in (recipe.data, *recipe.data.include):
+        _ensure_section(section, model_dir, progress=progress, log=log)
 
-    d = recipe.data
+
+def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Callable[[str], None]) -> None:
+    """Generate one section's shards unless all of them exist (an interrupted generation resumes)."""
+    from specframe_smollm2.training.generate_data import generate_dataset
+    from specframe_smollm2.training.prompts import section_prompts
+
     out = Path(d.dir)
-    expected = -(-d.num_prompts // d.batch_size)
+    prompts = section_prompts(d)
+    expected = -(-len(prompts) // d.batch_size)
     have = len(list(out.glob("shard-*.pt"))) if out.is_dir() else 0
     wanted = expected if d.max_shards is None else min(expected, d.max_shards)
     if have >= wanted:
@@ -30,7 +37,6 @@ def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callabl
 
     torch.set_num_threads(d.threads)
     cpu0 = time.process_time()
-    prompts = training_prompts(d.num_prompts, seed=d.seed, mix=d.mix)
     log(f"generating target responses for {len(prompts)} prompts into {out} ({have}/{expected} shards exist)")
     generate_dataset(model_dir, out, prompts, d.generation_meta(), batch_size=d.batch_size,
                      max_new_tokens=d.max_new_tokens, taps=d.taps, topk=d.topk, log=log, progress=progress,
@@ -42,11 +48,14 @@ def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callabl
 
 
 def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,
-               log: Callable[[str], None] = print) -> dict[str, Any]:
+               log: Callable[[str], None] = print, data_only: bool = False) -> dict[str, Any]:
+    """Validate ``path``, generate its data if missing, then train (unless ``data_only``); returns the summary."""
     from specframe_smollm2.training.trainer import train
 
     recipe = load_recipe(path, overrides)
     model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
     verify_manifest(model_dir, checksums=False)
     ensure_data(recipe, model_dir, progress=progress, log=log)
+    if data_only:
+        return {"name": recipe.name, "data": [d.dir for d in (recipe.data, *recipe.data.include)]}
     return train(recipe, target_dir=model_dir, log=log, progress=progress)

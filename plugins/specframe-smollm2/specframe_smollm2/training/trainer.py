@@ -10,6 +10,7 @@ per-slot acceptance and chain τ); lines past the restored step are dropped on r
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -50,6 +51,7 @@ def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.G
     from specframe_diffusion.models.backbone import DFlashBackbone
 
     from specframe_smollm2.training.draft_train_model import init_from_target
+    from specframe_smollm2.training.warm_start import warm_start_backbone, warm_start_head
 
     embed = target.get_input_embeddings().weight.detach().float()  # [V, H]
     tcfg = target.config
@@ -62,6 +64,8 @@ def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.G
         scale = 1.0 / rms if d.normalize_taps else torch.ones_like(rms)
         init_from_target(backbone, target, d.init_layers, rms if d.normalize_taps else torch.ones_like(rms),
                          d.fc_init, len(recipe.data.taps), gen)
+        if recipe.init_from:
+            warm_start_backbone(backbone, scale, open_checkpoint(recipe.init_from), config)
         return Objective(recipe, embed, backbone, scale, None), config
     files = open_checkpoint(recipe.base)  # type: ignore[arg-type]
     base_cfg = files.config
@@ -87,6 +91,8 @@ def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.G
                           generator=gen)
         with torch.no_grad():
             head.markov_w2.weight.zero_()
+    if recipe.init_from:
+        warm_start_head(head, open_checkpoint(recipe.init_from), recipe.kind)
     ones = torch.ones(base_cfg.num_taps * base_cfg.hidden_size)
     return Objective(recipe, embed, backbone, ones, head), config
 
@@ -113,13 +119,19 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
     work = Path(recipe.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     cpu0 = time.process_time()
-    data_dir = Path(recipe.data.dir)
-    seqs = load_sequences(data_dir, recipe.data.max_shards)
-    train_seqs, held = split(seqs, recipe.data.heldout_every)
+    sections = (recipe.data, *recipe.data.include)
+    train_seqs, helds = [], []
+    for d in sections:  # each directory split on its own prompt indices
+        part_train, part_held = split(load_sequences(Path(d.dir), d.max_shards), d.heldout_every)
+        train_seqs += part_train
+        helds.append(part_held)
+    # Round-robin over the directories, so the first eval.seqs held-out sequences sample every one of them.
+    held = [s for group in itertools.zip_longest(*helds) for s in group if s is not None]
+    names = ", ".join(d.dir for d in sections)
     if not train_seqs or not held:
-        raise CheckpointError(f"{data_dir} gives {len(train_seqs)} training and {len(held)} held-out sequences",
+        raise CheckpointError(f"{names} give {len(train_seqs)} training and {len(held)} held-out sequences",
                               hint="generate more prompts (data.num_prompts) or lower data.heldout_every")
-    log(f"data: {len(train_seqs)} training / {len(held)} held-out sequences from {data_dir}")
+    log(f"data: {len(train_seqs)} training / {len(held)} held-out sequences from {names}")
     if target_model is None:
         from transformers import AutoModelForCausalLM
 

@@ -1,0 +1,113 @@
+"""Training prompts read from user-given files (JSON Lines or a JSON array), filtered by id and formatted.
+
+A recipe's ``data.prompt_files`` lists sources such as the *train* and *validation* splits of MBPP. Each record is
+formatted with ``template`` (``str.format`` over the record's fields; list fields are joined with newlines), so
+the same file can be presented as the evaluation protocol presents its own split. The product never picks a
+dataset itself: the path comes from the recipe, and a missing file or field is a clear error. ``decontaminate``
+drops every prompt that shares a long word n-gram with an evaluation set (MBPP's train split, for one, has
+near-copies of test-split problems).
+
+Example (MBPP task ids 511-974 are its validation and train splits; 11-510 is the test split)::
+
+    prompt_files:
+      - path: ../shared/data/mbpp/mbpp.jsonl
+        id_field: task_id
+        id_range: [511, 974]
+        template: "{text}\\nYour code should pass these tests:\\n{test_list}"
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import string
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specframe.errors import ConfigError
+
+
+class PromptFile(BaseModel):
+    """One prompt source file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(description="JSON Lines (.jsonl, optionally .gz) or a JSON array (.json) of records")
+    template: str = Field(description="str.format template over the record's fields, e.g. '{text}'")
+    id_field: str | None = Field(None, description="record field holding an integer id (for id_range)")
+    id_range: tuple[int, int] | None = Field(None, description="keep records with lo <= id <= hi (inclusive)")
+    limit: int | None = Field(None, ge=1, description="keep at most this many records (file order)")
+
+
+def _records(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise ConfigError(f"prompt file {path} does not exist",
+                          hint="fix data.prompt_files[].path (relative paths are taken from the working directory)")
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            if path.name.endswith((".json", ".json.gz")):
+                data = json.load(f)
+                return list(data)
+            return [json.loads(line) for line in f if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
+        raise ConfigError(f"prompt file {path} is not valid JSON / JSON Lines: {exc}",
+                          hint="give a .jsonl file with one object per line, or a .json array of objects") from None
+
+
+def _format(source: PromptFile, record: dict, where: str) -> str:
+    fields = {n for _, n, _, _ in string.Formatter().parse(source.template) if n}
+    missing = sorted(fields - set(record))
+    if missing:
+        raise ConfigError(f"{where}: the template uses field(s) {missing} that the record lacks "
+                          f"(it has {sorted(record)})", hint="fix data.prompt_files[].template")
+    values = {k: "\n".join(map(str, v)) if isinstance(v, list) else v for k, v in record.items()}
+    return source.template.format(**values)
+
+
+def file_prompts(source: PromptFile) -> list[str]:
+    """The formatted prompts of ``source`` (see the module docstring)."""
+    path = Path(source.path).expanduser()
+    out: list[str] = []
+    for i, record in enumerate(_records(path)):
+        where = f"{path} record {i + 1}"
+        if source.id_range is not None:
+            if source.id_field is None or source.id_field not in record:
+                raise ConfigError(f"{where}: id_range needs the integer field {source.id_field!r}",
+                                  hint="set data.prompt_files[].id_field to a field every record has")
+            lo, hi = source.id_range
+            if not lo <= int(record[source.id_field]) <= hi:
+                continue
+        out.append(_format(source, record, where))
+        if source.limit is not None and len(out) >= source.limit:
+            break
+    if not out:
+        raise ConfigError(f"prompt file {path} gives no prompts with id_range {source.id_range}",
+                          hint="check data.prompt_files[].id_range against the file's ids")
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    """The lower-cased alphanumeric word ``n``-grams of ``text``."""
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+def decontaminate(prompts: list[str], sources: Sequence[PromptFile], n: int) -> list[str]:
+    """``prompts`` without those sharing a word ``n``-gram with any prompt of ``sources`` (evaluation sets).
+
+    Example: with ``n = 3`` the prompt ``"Write a function to add two numbers"`` is dropped if an evaluation prompt
+    contains ``"add two numbers"``.
+    """
+    banned: set[tuple[str, ...]] = set()
+    for source in sources:
+        for text in file_prompts(source):
+            banned |= word_ngrams(text, n)
+    return [p for p in prompts if not word_ngrams(p, n) & banned]
