@@ -173,8 +173,8 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
         console.print(f"[red]outputs differ from plain decoding for: {', '.join(inexact)}[/red]")
     else:
         console.print("every greedy output equals plain decoding's, token for token")
-    console.print("speedup = tokens/s over plain decoding's in this run; on these CPUs a verify of q tokens costs "
-                  "far more than one decode step, so a method needs a high τ to pass 1.0x", style="dim")
+    console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
+                  "than one decode step, so passing 1.0x needs a high τ", style="dim")
     if json_out is not None:
         json_out.write_text(json.dumps(rows, indent=2) + "\n")
     return rows

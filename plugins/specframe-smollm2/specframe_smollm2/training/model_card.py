@@ -125,6 +125,9 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
             lines += ["", f"Frozen drafter alone on the same held-out blocks: chain τ {summary['base_tau']:.3f}, "
                           f"per-slot {_fmt(summary['base_slot_acc'])}."]
         lines.append("")
+    if len(stages) > 1:
+        lines += ["Each stage evaluates on the held-out split of its own data sections, so the tables of different "
+                  "stages are not on the same sequences.", ""]
     lines += ["### CPU time", "",
               f"* training: {train_cpu / 3600:.2f} CPU-hours; data generation: {data_cpu / 3600:.2f} CPU-hours "
               "(shared with the other shipped checkpoints)",
