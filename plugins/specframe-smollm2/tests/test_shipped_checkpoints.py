@@ -78,4 +78,4 @@ def test_dartree_on_the_shipped_pair_is_greedy_exact_with_real_acceptance(monkey
         rounds += out.num_rounds
         committed += sum(out.accept_lengths())
     tau = committed / rounds
-    assert tau > 1.4, f"tau {tau:.2f}: the shipped drafter barely helps (broken weights or taps?)"
+    assert tau > 2.0, f"tau {tau:.2f} (3.1 when shipped): the shipped drafter barely helps (broken weights or taps?)"
