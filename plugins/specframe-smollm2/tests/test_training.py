@@ -59,3 +59,20 @@ def test_head_on_a_drafter_with_other_taps_is_refused(tmp_path, tiny_target, tin
     head = tiny_recipe("ar_head", tmp_path, tiny_data, steps=1, base=tmp_path / "out-drafter", taps=(0, 1, 3))
     with pytest.raises(CheckpointError, match="taps layers"):
         train(head, target_dir=tmp_path, target_model=tiny_target, progress=False, log=lambda m: None)
+
+
+def test_gated_markov_head_trains_its_gate(tmp_path, tiny_target, tiny_data) -> None:
+    from specframe_smollm2.training.dataset import load_sequences, make_batch
+    from specframe_smollm2.training.trainer import _build_objective
+
+    train(tiny_recipe("drafter", tmp_path, tiny_data, steps=1), target_dir=tmp_path, target_model=tiny_target,
+          progress=False, log=lambda m: None)
+    recipe = tiny_recipe("markov_head", tmp_path, tiny_data, base=tmp_path / "out-drafter",
+                         head=dict(markov_rank=8, markov_head_type="gated"))
+    seqs = load_sequences(tiny_data)
+    gen = torch.Generator().manual_seed(0)
+    objective, _ = _build_objective(recipe, tiny_target, seqs, gen)
+    with torch.no_grad():
+        objective.head.markov_w2.weight.normal_(generator=gen)  # a trained W2, so the gate matters
+    objective.loss(make_batch(seqs[:4], 4, 4, gen), gen).backward()
+    assert float(objective.head.gate_proj.weight.grad.abs().sum()) > 0  # the gate is part of the trained head

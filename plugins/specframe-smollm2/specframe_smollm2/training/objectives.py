@@ -8,6 +8,7 @@ Corrected logits (algorithms.md §3.2, §4.2), slot ``i`` of a block whose true 
 
     ar:      final_i = base_i + W2 · SiLU(W_z z_i + W_s s_i),  s_i = GRU(E[x_a], ..., E[x_{a+i}])   (i >= 1)
     markov:  final_i = base_i + W2 · W1[x_{a+i}]                                                    (i >= 0)
+    gated:   final_i = base_i + W2 · (σ(W_g [z_i ; W1[x_{a+i}]]) ⊙ W1[x_{a+i}])                         (i >= 0)
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class Objective:
             corr = act @ (w2 if rows is None else w2[rows]).T
             corr = torch.cat([torch.zeros_like(corr[:, :1]), corr[:, 1:]], dim=1)  # slot 0 is pure
             return corr
-        u = head.markov_w1(block_ids)  # type: ignore[union-attr]  [N, bs, r]
+        # u_k = W1[x_{k-1}] (vanilla) or gate(h_k, W1[x_{k-1}]) * W1[x_{k-1}] (gated): the inference head's own rule
+        u = head.bias_vector(head.embed(block_ids), z, None)  # type: ignore[union-attr]  [N, bs, r]
         w2 = head.markov_w2.weight  # type: ignore[union-attr]  [V, r]
         return u @ (w2 if rows is None else w2[rows]).T
 
