@@ -22,7 +22,8 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", ["drafter.yaml", "drafter-stage2.yaml", "ar-head.yaml", "markov-head.yaml"])
+@pytest.mark.parametrize("name", ["drafter.yaml", "drafter-stage2.yaml", "drafter-random-init.yaml", "ar-head.yaml",
+                                  "markov-head.yaml", "markov-head-vanilla.yaml"])
 def test_shipped_recipes_validate(name) -> None:
     recipe = load_recipe(RECIPES / name)
     assert recipe.data.taps == (1, 7, 14, 20, 27)

@@ -23,7 +23,7 @@ SHIPPED: dict[str, list[tuple[str, str]]] = {
     "checkpoints/smollm2-135m/drafter": [("recipes/smollm2/drafter.yaml", "runs/smollm2-drafter"),
                                          ("recipes/smollm2/drafter-stage2.yaml", "runs/smollm2-drafter-stage2")],
     "checkpoints/smollm2-135m/ar-head": [("recipes/smollm2/ar-head.yaml", "runs/smollm2-ar-head-v2")],
-    "checkpoints/smollm2-135m/markov-head": [("recipes/smollm2/markov-head.yaml", "runs/smollm2-markov-head-v2")],
+    "checkpoints/smollm2-135m/markov-head": [("recipes/smollm2/markov-head.yaml", "runs/smollm2-markov-head-gated")],
 }
 #: Benchmark rows reported on each card, by recipe kind.
 SWEEP_METHODS = {
