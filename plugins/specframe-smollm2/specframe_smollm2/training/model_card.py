@@ -98,7 +98,7 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
     summaries = [json.loads((work / "summary.json").read_text()) for _, work in stages]
     kind = summaries[-1]["kind"]
     config = json.loads((output_dir / "config.json").read_text())
-    lines = [f"# {summaries[-1]['name']}", "", TITLES[kind], "",
+    lines = [f"# {load_recipe(stages[-1][0]).name}", "", TITLES[kind], "",
              "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
              "drafters and correctors; the target's embedding and LM head are shared, not stored.", ""]
     lines += _config_rows(config, kind)
