@@ -102,3 +102,15 @@ def test_prompt_file_problems_are_explained(tmp_path, template, id_range, messag
         file_prompts(PromptFile(path=str(src), template=template, id_field="id", id_range=id_range))
     with pytest.raises(ConfigError, match="does not exist"):
         file_prompts(PromptFile(path=str(tmp_path / "missing.jsonl"), template="{text}"))
+
+
+def test_a_resumed_warm_start_does_not_read_init_from_again(tmp_path, tiny_target, tiny_data) -> None:
+    import shutil
+
+    quiet = {"target_dir": tmp_path, "target_model": tiny_target, "progress": False, "log": lambda m: None}
+    first = tiny_recipe("drafter", tmp_path / "a", tiny_data, steps=1)
+    train(first, **quiet)
+    second = tiny_recipe("drafter", tmp_path / "b", tiny_data, steps=6, init_from=first.output)
+    train(second, **quiet, stop_after=3)
+    shutil.rmtree(first.output)  # the resumed run restores its own state
+    assert train(second, **quiet)["steps"] == 6

@@ -45,8 +45,9 @@ def _atomic_save(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator) -> tuple[Objective, dict]:
-    """Modules of the recipe kind, and the exported config dict."""
+def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator, *,
+                     warm_start: bool = True) -> tuple[Objective, dict]:
+    """Modules of the recipe kind, and the exported config dict (``warm_start``: apply ``init_from``)."""
     from specframe_diffusion.checkpoint import DraftModelConfig, open_checkpoint
     from specframe_diffusion.models.backbone import DFlashBackbone
 
@@ -64,7 +65,7 @@ def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.G
         scale = 1.0 / rms if d.normalize_taps else torch.ones_like(rms)
         init_from_target(backbone, target, d.init_layers, rms if d.normalize_taps else torch.ones_like(rms),
                          d.fc_init, len(recipe.data.taps), gen)
-        if recipe.init_from:
+        if recipe.init_from and warm_start:
             warm_start_backbone(backbone, scale, open_checkpoint(recipe.init_from), config)
         return Objective(recipe, embed, backbone, scale, None), config
     files = open_checkpoint(recipe.base)  # type: ignore[arg-type]
@@ -91,7 +92,7 @@ def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.G
                           generator=gen)
         with torch.no_grad():
             head.markov_w2.weight.zero_()
-    if recipe.init_from:
+    if recipe.init_from and warm_start:
         warm_start_head(head, open_checkpoint(recipe.init_from), recipe.kind)
     ones = torch.ones(base_cfg.num_taps * base_cfg.hidden_size)
     return Objective(recipe, embed, backbone, ones, head), config
@@ -137,7 +138,10 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
 
         target_model = AutoModelForCausalLM.from_pretrained(target_dir, local_files_only=True, dtype=torch.float32)
     init_gen = torch.Generator().manual_seed(recipe.seed)
-    objective, export_cfg = _build_objective(recipe, target_model, train_seqs, init_gen)
+    state_path = work / STATE
+    # A resumed run restores its own weights, so init_from is read only by a run that starts afresh.
+    objective, export_cfg = _build_objective(recipe, target_model, train_seqs, init_gen,
+                                             warm_start=not state_path.exists())
     module = objective.trainable
     params = [p for p in module.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=recipe.optim.lr, weight_decay=recipe.optim.weight_decay)
@@ -147,7 +151,6 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
     eval_batches = [make_batch(held[i:i + recipe.optim.batch_seqs], recipe.eval.anchors, bs, eval_gen)
                     for i in range(0, min(len(held), recipe.eval.seqs), recipe.optim.batch_seqs)]
     step, cpu_before = 0, 0.0
-    state_path = work / STATE
     if state_path.exists():
         state = torch.load(state_path, weights_only=False)
         if state.get("recipe_kind") != recipe.kind:
