@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 from pathlib import Path
 
 import pytest
+from specframe_smollm2.training.prompt_files import word_ngrams, words
 from specframe_smollm2.training.prompts import section_prompts, training_prompts
 from specframe_smollm2.training.recipe import load_recipe
 
 DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
 RECIPES = Path(__file__).resolve().parents[3] / "recipes" / "smollm2"
 NGRAM = 10
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
-def _ngrams(text: str, n: int = NGRAM) -> set[tuple[str, ...]]:
-    w = _words(text)
-    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
 def _benchmark_prompts() -> list[str]:
@@ -60,13 +51,13 @@ def test_no_overlap_with_benchmark_prompts() -> None:
     texts = _benchmark_prompts()
     assert len(texts) > 1500
     for t in texts:
-        bench |= _ngrams(t)
+        bench |= word_ngrams(t, NGRAM)
     prompts = training_prompts(3000, seed=0, mix={"math": 0.4, "code": 0.35, "chat": 0.25})
     prompts += training_prompts(1500, seed=1, mix={"math": 0.45, "stub": 0.4, "chat": 0.15})
     for recipe in (load_recipe(RECIPES / n) for n in ("drafter.yaml", "drafter-stage2.yaml")):
         for d in (recipe.data, *recipe.data.include):
             prompts += section_prompts(d)
-    shared = [(p, g) for p in prompts for g in _ngrams(p) if g in bench]
+    shared = [(p, g) for p in prompts for g in word_ngrams(p, NGRAM) if g in bench]
     assert not shared, f"training prompts share {NGRAM}-grams with benchmark prompts: {shared[:3]}"
-    normalized = {" ".join(_words(t)) for t in texts}
-    assert not any(" ".join(_words(p)) in normalized for p in prompts)
+    normalized = {" ".join(words(t)) for t in texts}
+    assert not any(" ".join(words(p)) in normalized for p in prompts)

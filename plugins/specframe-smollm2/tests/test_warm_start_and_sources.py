@@ -94,12 +94,16 @@ def test_prompt_files_are_filtered_formatted_and_shuffled_in(tmp_path) -> None:
 @pytest.mark.parametrize("template, id_range, message", [
     ("{text} {answer}", None, r"field\(s\) \['answer'\]"),
     ("{text}", (100, 200), "gives no prompts"),
+    ("{text", None, "is not a format string"),
+    ("{text:d}", None, "fails"),
+    ("{text}", (0, 5), "needs the integer field 'name'"),
 ])
 def test_prompt_file_problems_are_explained(tmp_path, template, id_range, message) -> None:
     src = tmp_path / "tasks.jsonl"
-    src.write_text(json.dumps({"id": 1, "text": "x"}) + "\n")
+    src.write_text(json.dumps({"id": 1, "text": "x", "name": "one"}) + "\n")
     with pytest.raises(ConfigError, match=message):
-        file_prompts(PromptFile(path=str(src), template=template, id_field="id", id_range=id_range))
+        file_prompts(PromptFile(path=str(src), template=template, id_range=id_range,
+                                id_field="name" if "integer" in message else "id"))
     with pytest.raises(ConfigError, match="does not exist"):
         file_prompts(PromptFile(path=str(tmp_path / "missing.jsonl"), template="{text}"))
 

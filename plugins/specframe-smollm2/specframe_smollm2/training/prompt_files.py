@@ -59,13 +59,21 @@ def _records(path: Path) -> list[dict]:
 
 
 def _format(source: PromptFile, record: dict, where: str) -> str:
-    fields = {n for _, n, _, _ in string.Formatter().parse(source.template) if n}
+    hint = "fix data.prompt_files[].template (str.format fields, e.g. '{text}'; write {{ and }} for braces)"
+    try:
+        fields = {n for _, n, _, _ in string.Formatter().parse(source.template) if n}
+    except ValueError as exc:
+        raise ConfigError(f"template {source.template!r} of {source.path} is not a format string: {exc}",
+                          hint=hint) from None
     missing = sorted(fields - set(record))
     if missing:
         raise ConfigError(f"{where}: the template uses field(s) {missing} that the record lacks "
-                          f"(it has {sorted(record)})", hint="fix data.prompt_files[].template")
+                          f"(it has {sorted(record)})", hint=hint)
     values = {k: "\n".join(map(str, v)) if isinstance(v, list) else v for k, v in record.items()}
-    return source.template.format(**values)
+    try:
+        return source.template.format(**values)
+    except (ValueError, IndexError, KeyError, AttributeError) as exc:
+        raise ConfigError(f"{where}: template {source.template!r} fails: {exc!r}", hint=hint) from None
 
 
 def file_prompts(source: PromptFile) -> list[str]:
@@ -74,12 +82,15 @@ def file_prompts(source: PromptFile) -> list[str]:
     out: list[str] = []
     for i, record in enumerate(_records(path)):
         where = f"{path} record {i + 1}"
+        if not isinstance(record, dict):
+            raise ConfigError(f"{where} is a {type(record).__name__}, not an object with fields",
+                              hint="give a file of JSON objects (one per line, or a JSON array of objects)")
         if source.id_range is not None:
-            if source.id_field is None or source.id_field not in record:
+            if source.id_field is None or not isinstance(record.get(source.id_field), int):
                 raise ConfigError(f"{where}: id_range needs the integer field {source.id_field!r}",
-                                  hint="set data.prompt_files[].id_field to a field every record has")
+                                  hint="set data.prompt_files[].id_field to an integer field every record has")
             lo, hi = source.id_range
-            if not lo <= int(record[source.id_field]) <= hi:
+            if not lo <= record[source.id_field] <= hi:
                 continue
         out.append(_format(source, record, where))
         if source.limit is not None and len(out) >= source.limit:
@@ -90,13 +101,14 @@ def file_prompts(source: PromptFile) -> list[str]:
     return out
 
 
-def _words(text: str) -> list[str]:
+def words(text: str) -> list[str]:
+    """The lower-cased alphanumeric words of ``text``."""
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
 def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     """The lower-cased alphanumeric word ``n``-grams of ``text``."""
-    w = _words(text)
+    w = words(text)
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
