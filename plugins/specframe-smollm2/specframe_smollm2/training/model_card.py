@@ -79,7 +79,7 @@ def _data_lines(recipe: Any, seen_data: set[str]) -> tuple[list[str], float]:
             lines.append(f"  * `{d.dir}`: shards written outside `specframe train` (no meta.json)")
             continue
         meta = json.loads(meta_path.read_text())
-        files = ", ".join(f"`{f['path']}` ({f['template'].split(chr(10))[0]!r}, ids {f.get('id_range')})"
+        files = ", ".join(f"`{f['path']}` ({f['template'].splitlines()[0]!r}, ids {f.get('id_range')})"
                           for f in meta.get("prompt_files", []))
         shards = len(list(Path(d.dir).glob("shard-*.pt")))
         lines.append(f"  * `{d.dir}`: {meta['num_prompts']} templated prompts requested (seed {meta['seed']}, mix "
