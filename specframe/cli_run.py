@@ -1,7 +1,8 @@
 """``specframe run``: decode prompts with a pipeline, stream the text, print τ, rounds and tokens/s.
 
-With ``--compare-ar`` the same target decodes the same prompts plainly (drafter ``none``) in the same
-process; the summary then gives the speedup and whether the greedy outputs are identical.
+With ``--compare-ar`` the same target decodes the same prompts with the autoregressive baseline that
+``bench`` uses (:func:`specframe.builtin.baseline.ar_baseline`) in the same process;
+the summary then gives the speedup and whether the greedy outputs are identical.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from specframe.builtin.baseline import ar_baseline
 from specframe.cli import _emit_json, _host, cli, console, err_console
 from specframe.errors import GenerationError
 from specframe.metrics.records import GenerationResult
@@ -78,8 +80,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
                     "results": [r.as_dict() for r in results]}
     lines = [_summary_line(pipe.config.name, results)]
     if compare_ar:
-        ar = pipe.with_stage("drafter", {"type": "none"})
-        ar = ar.with_stage("tree_builder", {"type": "chain"}).with_stage("pruner", {"type": "none"})
+        ar = ar_baseline(pipe, "plain decoding", source=str(pipeline))
         baseline = [ar.generate(text, max_new_tokens, seed=seed) for text in texts]
         same = [b.tokens == r.tokens for b, r in zip(baseline, results, strict=True)]
         speedup = (sum(b.total_ns for b in baseline) / sum(len(b.tokens) for b in baseline)) / \

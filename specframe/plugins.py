@@ -8,6 +8,9 @@ exactly like third-party packages. Loading is lazy (on first use) and idempotent
 * ``SPECFRAME_DISABLED_PLUGINS=a,b``: blocklist of entry-point or distribution names;
 * ``SPECFRAME_TRACE_PLUGINS=1``: print every hook call and its result to stderr.
 
+The core's own stages (:mod:`specframe.builtin`) are a plugin too, registered by every host whatever the
+switches say (as pytest registers its own plugins).
+
 The host is an object, not a module singleton, so tests build a fresh one each time. Pluggy is used only
 here, while pipelines and the CLI are built; the decode loop never calls a hook.
 """
@@ -39,7 +42,17 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "verifier": "specframe_verifiers",
 }
 
+#: Plugin name of the core's built-in stages.
+BUILTIN_PLUGIN = "builtin"
+
 hookimpl = pluggy.HookimplMarker("specframe")
+
+
+def _core_version() -> str:
+    try:
+        return md.version("specframe")
+    except md.PackageNotFoundError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -101,6 +114,9 @@ class PluginHost:
         self._registry: ComponentRegistry | None = None
         if trace if trace is not None else env.get("SPECFRAME_TRACE_PLUGINS", "") not in ("", "0"):
             self._install_trace()
+        from specframe.builtin import plugin as builtin_plugin
+
+        self.register(builtin_plugin, BUILTIN_PLUGIN, distribution="specframe", version=_core_version())
 
     # ------------------------------------------------------------------------------------- loading
     def register(self, plugin: object, name: str | None = None, *, distribution: str = "<in-process>",

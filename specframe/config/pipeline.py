@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
+from specframe.builtin.plugin import STAGE_DEFAULTS
 from specframe.config.base import ComponentConfig
 from specframe.registry import ComponentRegistry
 from specframe.types import SamplingParams
@@ -23,14 +24,6 @@ STAGE_FIELDS: dict[str, str] = {
     "tree_builder": "tree_builder",
     "pruner": "pruner",
     "verifier": "verifier",
-}
-
-#: Stage defaults used when the file leaves a stage out (only if that component is installed).
-STAGE_DEFAULTS: dict[str, str] = {
-    "corrector": "identity",
-    "tree_builder": "chain",
-    "pruner": "none",
-    "verifier": "auto",
 }
 
 
@@ -104,6 +97,11 @@ class PipelineConfigBase(StrictModel):
         return v
 
 
+def stage_default(field: str) -> type[ComponentConfig] | None:
+    """The section a pipeline gets when it leaves ``field`` out: a built-in stage, ``auto`` for the verifier."""
+    return AutoVerifierConfig if field == "verifier" else STAGE_DEFAULTS.get(field)
+
+
 def _union(configs: list[type[ComponentConfig]]) -> Any:
     if len(configs) == 1:
         return configs[0]
@@ -127,12 +125,11 @@ def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase
             fields[field] = (None, None)
             continue
         annotation = _union(configs)
-        default_name = STAGE_DEFAULTS.get(field)
-        by_name = {c.model_fields["type"].default: c for c in configs}
+        default = stage_default(field)
         if field == "target":
             fields[field] = (Optional[annotation], None)  # noqa: UP045
-        elif default_name in by_name:
-            fields[field] = (annotation, by_name[default_name]())
+        elif default in configs:
+            fields[field] = (annotation, default())
         else:
             fields[field] = (annotation, ...)
     model = create_model("PipelineConfig", __base__=PipelineConfigBase, **fields)

@@ -29,7 +29,7 @@ def test_components_json_lists_every_stage_kind(capsys: pytest.CaptureFixture[st
     for kind in STAGE_KINDS:
         assert data[kind], f"no {kind} registered"
         for item in data[kind]:
-            assert item["summary"] and item["distribution"] in FIRST_PARTY and "capabilities" in item
+            assert item["summary"] and item["distribution"] in {*FIRST_PARTY, "specframe"} and "capabilities" in item
 
 
 def test_plugins_json_shows_first_party_distributions_with_versions(capsys: pytest.CaptureFixture[str]) -> None:

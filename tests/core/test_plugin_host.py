@@ -10,7 +10,7 @@ import pytest
 
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.errors import PluginError
-from specframe.plugins import REGISTRATION_HOOKS
+from specframe.plugins import BUILTIN_PLUGIN, REGISTRATION_HOOKS
 
 from . import fake_components
 
@@ -55,7 +55,8 @@ def _plugin_with(kind_hook: str, name: str) -> types.ModuleType:
 def test_in_process_plugin_registered_and_found(plugin_host: PluginHost) -> None:
     plugin_host.register(fake_components, "fake")
     registry = plugin_host.registry
-    assert registry.names("drafter") == ["repeat"]
+    assert registry.names("drafter") == ["none", "repeat"]  # the built-in `none` and the plugin's own
+    assert registry.get("drafter", "none").plugin == BUILTIN_PLUGIN
     rec = registry.get("verifier", "argmax")
     assert rec.plugin == "fake" and rec.spec.capabilities.greedy_only
     info = {p.name: p for p in plugin_host.plugins()}["fake"]
@@ -67,7 +68,7 @@ def test_entry_point_discovery_reports_distribution_and_version(monkeypatch: pyt
     host = PluginHost(autoload=True, allowlist=None, disabled=())
     rec = host.registry.get("tree_builder", "spine")
     assert (rec.distribution, rec.version) == ("specframe-fake", "9.9")
-    assert [p.distribution for p in host.plugins()] == ["specframe-fake"]
+    assert [p.distribution for p in host.plugins()] == ["specframe", "specframe-fake"]
 
 
 def test_loading_is_lazy_and_idempotent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,13 +112,13 @@ def test_allowlist_and_kill_switch_from_environment(monkeypatch: pytest.MonkeyPa
            _EntryPoint("other", "specframe-other", _plugin_with("specframe_pruners", "other_pruner"))]
     _fake_entry_points(monkeypatch, eps)
     host = PluginHost(environ={"SPECFRAME_LOAD_PLUGINS": "specframe-other"})
-    assert [p.name for p in host.plugins()] == ["other"]
+    assert [p.name for p in host.plugins()] == [BUILTIN_PLUGIN, "other"]
     host = PluginHost(environ={"SPECFRAME_LOAD_PLUGINS": ""})
-    assert host.plugins() == []
+    assert [p.name for p in host.plugins()] == [BUILTIN_PLUGIN]  # the core's own stages stay
     host = PluginHost(environ={"SPECFRAME_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    assert host.plugins() == []
+    assert [p.name for p in host.plugins()] == [BUILTIN_PLUGIN]
     host = PluginHost(environ={"SPECFRAME_DISABLED_PLUGINS": "fake"})
-    assert [p.name for p in host.plugins()] == ["other"]
+    assert [p.name for p in host.plugins()] == [BUILTIN_PLUGIN, "other"]
 
 
 def test_misspelt_hook_fails_loudly(plugin_host: PluginHost) -> None:
@@ -151,4 +152,4 @@ def test_first_party_plugins_are_discovered_through_entry_points(installed_host:
     dists = {p.distribution for p in installed_host.plugins()}
     assert {"specframe-trees", "specframe-verifiers", "specframe-hf"} <= dists
     for rec in installed_host.registry:
-        assert rec.distribution.startswith("specframe-"), rec
+        assert rec.distribution.startswith("specframe-") or rec.plugin == BUILTIN_PLUGIN, rec

@@ -20,7 +20,7 @@ def test_trace_switch_prints_hook_calls_from_the_cli(monkeypatch: pytest.MonkeyP
     assert "[specframe trace] specframe_drafters returned" in captured.err
     assert "[specframe trace] specframe_tree_builders() -> [trees]" in captured.err
     rows = {row["name"]: row for row in json.loads(captured.out)}
-    assert set(rows) == {"lmdraft", "trees"}
+    assert set(rows) == {"builtin", "lmdraft", "trees"}
     assert rows["lmdraft"]["distribution"] == "specframe-example-lmdraft"
     assert rows["lmdraft"]["components"] == ["drafter:lm_draft"]
 

@@ -1,4 +1,4 @@
-"""Config models of the components this plugin registers: the ``hf`` target and the ``ngram`` / ``none`` drafters.
+"""Config models of the components this plugin registers: the ``hf`` target and the ``ngram`` drafter.
 
 Example pipeline sections::
 
@@ -64,9 +64,3 @@ class NgramConfig(ComponentConfig):
                 "lower min_ngram or raise max_ngram"
             )
         return self
-
-
-class NoDraftConfig(ComponentConfig):
-    """No drafting: every round verifies the root alone, i.e. plain autoregressive decoding."""
-
-    type: Literal["none"] = "none"

@@ -1,4 +1,4 @@
-"""Entry point ``hf`` of the ``specframe`` group: registers the ``hf`` target and the ``ngram`` / ``none`` drafters."""
+"""Entry point ``hf`` of the ``specframe`` group: registers the ``hf`` target and the ``ngram`` drafter."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING
 import specframe
 from specframe.interfaces import BuildContext
 from specframe.registry import Capabilities, ComponentSpec
-from specframe_hf.config import HFTargetConfig, NgramConfig, NoDraftConfig
+from specframe_hf.config import HFTargetConfig, NgramConfig
 from specframe_hf.ngram_drafter import NgramDrafter
-from specframe_hf.no_drafter import NoDrafter
 
 if TYPE_CHECKING:
     from specframe_hf.target import HFTarget
@@ -38,8 +37,4 @@ def specframe_drafters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="drafter", name="ngram", config=NgramConfig, factory=lambda cfg, ctx: NgramDrafter(cfg),
         summary="prompt lookup: continue the most recent earlier match of the context's suffix",
-    )
-    yield ComponentSpec(
-        kind="drafter", name="none", config=NoDraftConfig, factory=lambda cfg, ctx: NoDrafter(),
-        summary="no draft: plain autoregressive decoding through the same loop (the speedup baseline)",
     )

@@ -11,14 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from specframe_trees.builders import DARTreeBuilder, DARTreeConfig, HeapSequentialBuilder, HeapSequentialConfig
-from specframe_trees.proposal_view import proposal_row
-from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner, NoPruneConfig, NoPruner
+from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner
 from trees_testkit import ctx, heap_pops, small_gru, small_markov, token_paths
 
+from specframe.builtin.no_pruner import NoPruneConfig, NoPruner
 from specframe.errors import GenerationError
 from specframe.interfaces import Corrector
 from specframe.testing.strategies import draft_trees, proposals
 from specframe.tree import DraftTree, check_tree
+from specframe.tree.proposal_view import proposal_row
 from specframe.types import DraftProposal
 
 SETTINGS = settings(max_examples=40, deadline=None)

@@ -15,10 +15,10 @@ from specframe.interfaces import BuildContext, Corrector, Pruner, TreeBuilder
 from specframe.plugins import PluginHost, hookimpl
 from specframe.registry import Capabilities, ComponentSpec
 
-EXPECTED = {
-    "corrector": {"identity", "random_gru", "random_markov"},
-    "tree_builder": {"chain", "heap", "heap_sequential", "dartree", "chain_then_heap"},
-    "pruner": {"none", "deferred_topb"},
+EXPECTED = {  # the null stages (identity, chain, none) are the core's built-ins
+    "corrector": {"random_gru", "random_markov"},
+    "tree_builder": {"heap", "heap_sequential", "dartree", "chain_then_heap"},
+    "pruner": {"deferred_topb"},
 }
 INTERFACE = {"corrector": Corrector, "tree_builder": TreeBuilder, "pruner": Pruner}
 

@@ -49,13 +49,18 @@ def contract(*kinds: str, when: Callable[[Capabilities], bool] | None = None) ->
 
 
 def plugin_registry(plugin: str | ModuleType) -> ComponentRegistry:
-    """The components of one plugin: an installed entry point (by name) or a module registered in-process."""
+    """The components of one plugin: an installed entry point (by name), ``"builtin"`` (the core's own
+    stages), or a module registered in-process."""
     if isinstance(plugin, str):
         host = PluginHost(autoload=True, allowlist=[plugin], disabled=(), trace=False)
+        name = plugin
     else:
         host = PluginHost(autoload=False, allowlist=None, disabled=(), trace=False)
-        host.register(plugin, name=plugin.__name__)
-    registry = host.registry
+        name = host.register(plugin, name=plugin.__name__)
+    registry = ComponentRegistry()
+    for rec in host.registry:
+        if rec.plugin == name:
+            registry.add(rec.spec, plugin=rec.plugin, distribution=rec.distribution, version=rec.version)
     if not list(registry):
         raise ValueError(f"plugin {plugin!r} registered no components; is its distribution installed "
                          "(pip install -e .) and is the entry point in the `specframe` group?")

@@ -32,11 +32,11 @@ from typing import Literal
 
 import torch
 
+from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
+from specframe.tree.assembly import RowNodes, tree_from_rows
 from specframe.types import DraftProposal
-from specframe_trees.builders.assembly import RowNodes, tree_from_rows
-from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
 
 
 class HeapConfig(TreeShapeConfig):

@@ -30,8 +30,8 @@ import torch
 
 from specframe.errors import GenerationError
 from specframe.interfaces import Corrector
+from specframe.tree.ops import masked_log_softmax
 from specframe.types import DraftProposal
-from specframe_trees.ops import masked_log_softmax
 
 Normalize = Literal["candidates", "full_vocab"]
 T = TypeVar("T")

@@ -23,12 +23,12 @@ from typing import Literal
 
 import torch
 
+from specframe.builtin.shape import TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
+from specframe.tree.assembly import Level, tree_from_levels
+from specframe.tree.ops import NEG_INF, first_argmax
 from specframe.types import DraftProposal
-from specframe_trees.builders.assembly import Level, tree_from_levels
-from specframe_trees.builders.shape import TreeShapeConfig
-from specframe_trees.ops import NEG_INF, first_argmax
 
 
 class ChainConfig(TreeShapeConfig):

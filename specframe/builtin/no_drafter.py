@@ -6,8 +6,17 @@ and verifier as every speculative configuration: the denominator of a speedup me
 
 from __future__ import annotations
 
+from typing import Literal
+
+from specframe.config.base import ComponentConfig
 from specframe.interfaces import DecodeState, Drafter
 from specframe.types import DraftProposal
+
+
+class NoDraftConfig(ComponentConfig):
+    """No drafting: every round verifies the root alone, i.e. plain autoregressive decoding."""
+
+    type: Literal["none"] = "none"
 
 
 class NoDrafter(Drafter):

@@ -16,8 +16,8 @@ from pydantic import Field
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
+from specframe.tree.proposal_view import clamp_proposal
 from specframe.types import DraftProposal
-from specframe_trees.proposal_view import clamp_proposal
 
 
 class TreeShapeConfig(ComponentConfig):
