@@ -39,6 +39,7 @@ from specframe.interfaces import (
 )
 from specframe.metrics.records import GenerationResult, RoundRecord
 from specframe.plugins import PluginHost, PluginInfo
+from specframe.prompts import user_message
 from specframe.sampling import sample, validate_sampling
 from specframe.tree import DraftTree, check_tree
 from specframe.types import RngStreams, SamplingParams
@@ -137,21 +138,16 @@ class Pipeline:
 
     # ------------------------------------------------------------------------------------ generation
     def encode(self, prompt: Prompt, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
-        """Token ids of a prompt; strings go through the tokenizer (and its chat template)."""
+        """Token ids of a prompt; strings go through the target's ``encode_messages`` (and its chat template)."""
         if isinstance(prompt, torch.Tensor):
             ids = prompt.long().view(1, -1)
         elif isinstance(prompt, str):
-            tok = self.target.tokenizer
-            if tok is None:
+            if self.target.tokenizer is None:
                 raise GenerationError("a text prompt needs a tokenizer, but the target has none",
                                       hint="pass token ids, or load the target from a directory with a tokenizer")
             use_chat = self.config.generation.chat_template if chat is None else chat
-            if use_chat and getattr(tok, "chat_template", None):
-                text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                               add_generation_prompt=True)
-                ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
-            else:
-                ids = torch.tensor([tok(prompt)["input_ids"]])
+            ids = torch.tensor([self.target.encode_messages(user_message(prompt), chat=None if use_chat else False)],
+                               dtype=torch.long)
         else:
             ids = torch.tensor([list(prompt)], dtype=torch.long)
         if ids.numel() == 0:

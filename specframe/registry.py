@@ -47,6 +47,9 @@ class Capabilities:
         requires_q: the verifier needs the draft law the children were sampled from (``child_q``).
         greedy_only: the verifier is exact only at temperature 0.
         exposes_taps: the target adapter can return hidden states of chosen layers.
+        shares_embeddings: the target adapter implements :class:`~specframe.interfaces.SharedEmbeddings`.
+        needs_target_embeddings: the drafter or corrector uses the target's embedding / LM head
+            (:class:`~specframe.interfaces.SharedEmbeddings`).
         produces_tree: the builder may give a node several children (False: it builds chains only).
         chain_only: the verifier handles chains only (one child per node).
         keeps_child_prefix: the pruner keeps, for every node, a prefix of its children in index order, which
@@ -67,6 +70,8 @@ class Capabilities:
     requires_q: bool = False
     greedy_only: bool = False
     exposes_taps: bool = False
+    shares_embeddings: bool = False
+    needs_target_embeddings: bool = False
     produces_tree: bool = True
     chain_only: bool = False
     keeps_child_prefix: bool = False

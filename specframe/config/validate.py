@@ -219,6 +219,11 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
     if drafter.needs_target_hidden and target is not None and not target.exposes_taps:
         problems.append(f"drafter '{config.drafter.type}' conditions on the target's hidden states, but "
                         f"target '{config.target.type}' cannot expose them")
+    for field in ("drafter", "corrector"):
+        needs = caps.get(field)
+        if needs is not None and needs.needs_target_embeddings and target is not None and not target.shares_embeddings:
+            problems.append(f"{field} '{getattr(config, field).type}' shares the target's embedding and LM head, but "
+                            f"target '{config.target.type}' does not offer them (SharedEmbeddings)")
     return problems
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import torch
 
 from specframe.errors import CheckpointError, ConfigError
-from specframe.interfaces import TargetModel
+from specframe.interfaces import SharedEmbeddings, TargetModel
+from specframe.placement import resolve_device, resolve_dtype
 from specframe_example_lmdraft.config import LMDraftConfig
 
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
@@ -28,14 +28,13 @@ def model_directory(path: str) -> Path:
 
 
 def resolve_placement(config: LMDraftConfig, target: TargetModel | None) -> tuple[torch.dtype, torch.device]:
-    """``auto`` dtype and device follow the target (``HFTarget`` exposes both), else float32 on the CPU."""
-    dtype = DTYPES.get(config.dtype) or getattr(target, "dtype", None) or torch.float32
-    if config.device == "auto":
-        return dtype, torch.device(getattr(target, "device", None) or "cpu")
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("drafter.device is 'cuda' but no CUDA device is available",
-                          hint="use device: auto (the target's) or cpu")
-    return dtype, torch.device(config.device)
+    """``auto`` dtype and device follow a target with :class:`~specframe.interfaces.SharedEmbeddings`, else
+    float32 on the CPU."""
+    shared = target if isinstance(target, SharedEmbeddings) else None
+    dtype = resolve_dtype(config.dtype, field="drafter.dtype", follow=shared.dtype if shared else None)
+    device = resolve_device(config.device, field="drafter.device",
+                            follow=shared.device if shared else torch.device("cpu"))
+    return dtype, device
 
 
 def load_draft_model(directory: Path, dtype: torch.dtype, device: torch.device) -> Any:

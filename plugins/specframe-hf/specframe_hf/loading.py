@@ -12,31 +12,10 @@ from typing import Any
 
 import torch
 
-from specframe.errors import CheckpointError, ConfigError
-
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from specframe.errors import CheckpointError
 
 #: Files whose presence means the directory ships a tokenizer.
 TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-def resolve_device(device: str) -> torch.device:
-    """``cpu`` / ``cuda`` / ``auto`` (cuda when available) as a torch device."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("target.device is 'cuda' but no CUDA device is available",
-                          hint="use device: cpu, or device: auto to pick cuda only when present")
-    if device not in ("cpu", "cuda"):
-        raise ConfigError(f"unknown target.device '{device}'", hint="use cpu, cuda or auto")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str) -> torch.dtype:
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        raise ConfigError(f"unknown target.dtype '{dtype}'", hint=f"use one of {', '.join(DTYPES)}") from None
 
 
 def model_directory(path: str) -> Path:

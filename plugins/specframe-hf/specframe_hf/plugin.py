@@ -27,7 +27,7 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
 def specframe_target_adapters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="target", name="hf", config=HFTargetConfig, factory=build_hf_target,
-        capabilities=Capabilities(exposes_taps=True),
+        capabilities=Capabilities(exposes_taps=True, shares_embeddings=True),
         summary="Hugging Face causal LM (Llama, Mistral, Qwen2, Qwen3) with tree attention and KV compaction",
     )
 

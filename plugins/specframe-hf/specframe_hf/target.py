@@ -30,13 +30,14 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from specframe.errors import GenerationError
-from specframe.interfaces import TargetModel
+from specframe.interfaces import SharedEmbeddings, TargetModel
+from specframe.placement import resolve_device, resolve_dtype
+from specframe.prompts import Messages, user_message
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
 from specframe_hf.kv_compaction import compact_tree_entries
-from specframe_hf.loading import load_model, load_tokenizer, model_directory, resolve_device, resolve_dtype
-from specframe_hf.prompts import Messages, encode_prompt
+from specframe_hf.loading import load_model, load_tokenizer, model_directory
 from specframe_hf.taps import LayerTaps
 from specframe_hf.tree_mask import TreeMaskBuffer
 
@@ -52,7 +53,7 @@ def eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(i) for i in ids))
 
 
-class HFTarget(TargetModel):
+class HFTarget(TargetModel, SharedEmbeddings):
     """A transformers ``*ForCausalLM`` driven with tree attention and KV compaction.
 
     Args:
@@ -100,8 +101,8 @@ class HFTarget(TargetModel):
                         taps: Sequence[int] = ()) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded)."""
         directory = model_directory(path)
-        torch_device = resolve_device(device)
-        model = load_model(directory, dtype=resolve_dtype(dtype), device=torch_device, attn=attn)
+        torch_device = resolve_device(device, field="target.device")
+        model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn)
         return cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
 
     # ----------------------------------------------------------------------------------------- state
@@ -212,10 +213,23 @@ class HFTarget(TargetModel):
             self._cache.crop(-self._pending)
         self._pending = 0
 
+    # ------------------------------------------------------------------------------- shared embeddings
+    def input_embeddings(self) -> torch.nn.Module:
+        return self.model.get_input_embeddings()
+
+    def output_embeddings(self) -> torch.nn.Module:
+        return self.model.get_output_embeddings()
+
+    def num_layers(self) -> int | None:
+        config = self.model.config
+        layers = getattr(getattr(config, "text_config", None) or config, "num_hidden_layers", None)
+        return int(layers) if layers is not None else None
+
     # ------------------------------------------------------------------------------------------ text
     def encode(self, prompt: str | Messages, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
-        """Prompt ids through the tokenizer (and its chat template; see :func:`specframe_hf.prompts.encode_prompt`)."""
-        return torch.tensor([encode_prompt(self.tokenizer, prompt, chat=chat)], dtype=torch.long)
+        """Prompt ids of a text or chat messages through :meth:`encode_messages` (the core's encoder)."""
+        messages = user_message(prompt) if isinstance(prompt, str) else prompt
+        return torch.tensor([self.encode_messages(messages, chat=chat)], dtype=torch.long)
 
     def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
         if self.tokenizer is None:

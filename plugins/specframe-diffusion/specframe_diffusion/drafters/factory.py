@@ -10,15 +10,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specframe.errors import CheckpointError, ConfigError
+from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext
+from specframe.placement import resolve_device, resolve_dtype
 from specframe_diffusion.checkpoint.draft_config import DraftFamily
 from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
 from specframe_diffusion.drafters.block_drafter import BlockDiffusionDrafter
 from specframe_diffusion.drafters.configs import DiffusionDrafterConfig
 from specframe_diffusion.target_access import TargetParts, check_fits_target, target_parts
-
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 _FAMILY_HINT = {
     "dflash": "use `drafter: {type: dflash}` for z-lab DFlash checkpoints (no dflash_config.projector_type)",
@@ -28,19 +27,9 @@ _FAMILY_HINT = {
 
 
 def resolve_dtype_device(dtype: str, device: str, parts: TargetParts) -> tuple[torch.dtype, torch.device]:
-    """``auto`` follows the target; an unavailable CUDA device is a config error."""
-    torch_dtype = parts.dtype if dtype == "auto" else DTYPES[dtype]
-    if device == "auto":
-        return torch_dtype, parts.device
-    try:
-        torch_device = torch.device(device)
-    except RuntimeError:
-        raise ConfigError(f"drafter.device '{device}' is not a device name",
-                          hint="use auto, cpu, cuda or cuda:N") from None
-    if torch_device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"drafter.device is '{device}' but no CUDA device is available",
-                          hint="use device: auto (the target's device) or cpu")
-    return torch_dtype, torch_device
+    """``auto`` follows the target (:mod:`specframe.placement`)."""
+    return (resolve_dtype(dtype, field="drafter.dtype", follow=parts.dtype),
+            resolve_device(device, field="drafter.device", follow=parts.device))
 
 
 def _own_embeddings(files: CheckpointFiles, dtype: torch.dtype,

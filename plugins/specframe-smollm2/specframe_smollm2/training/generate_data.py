@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from specframe.prompts import encode_messages, user_message
+
 META = "meta.json"
 
 
@@ -70,13 +72,16 @@ class _TapRecorder:
 
 def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[str], indices: Sequence[int], *,
                    max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
-    """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels."""
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                           add_generation_prompt=True) for p in prompts]
-    tokenizer.padding_side = "left"
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    return generate_batch_ids(model, enc["input_ids"], enc["attention_mask"], indices,
-                              max_new_tokens=max_new_tokens, taps=taps, topk=topk)
+    """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels.
+
+    Prompts are encoded by :func:`specframe.prompts.encode_messages`, the encoder ``run`` and ``bench`` use.
+    """
+    rows = [encode_messages(tokenizer, user_message(p), chat=True) for p in prompts]
+    width = max(len(r) for r in rows)
+    pad = int(tokenizer.pad_token_id)
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)  # [B, Pmax]
+    attn = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)  # [B, Pmax]
+    return generate_batch_ids(model, input_ids, attn, indices, max_new_tokens=max_new_tokens, taps=taps, topk=topk)
 
 
 def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, indices: Sequence[int], *,

@@ -24,6 +24,7 @@ from pydantic import Field
 
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import BuildContext
+from specframe.placement import resolve_dtype
 from specframe_trees.correctors.gru import GRUCorrector
 from specframe_trees.correctors.markov import MarkovCorrector
 from specframe_trees.correctors.residual import Normalize
@@ -31,7 +32,6 @@ from specframe_trees.heads.gru import DominoGRUHead, GRUHeadSizes
 from specframe_trees.heads.markov import MarkovHead, MarkovHeadSizes, MarkovVariant
 
 DTypeName = Literal["float32", "float64", "bfloat16"]
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 
 class RandomGRUConfig(ComponentConfig):
@@ -66,7 +66,7 @@ class RandomMarkovConfig(ComponentConfig):
 def build_random_gru(config: RandomGRUConfig, ctx: BuildContext | None = None) -> GRUCorrector:
     """A `GRUCorrector` over a random head and a random standard-normal embedding table."""
     generator = torch.Generator().manual_seed(config.seed)
-    dtype = DTYPES[config.dtype]
+    dtype = resolve_dtype(config.dtype, field="corrector.dtype")
     sizes = GRUHeadSizes(hidden_size=config.hidden_size, gru_hidden=config.gru_hidden,
                          emb_dim=config.emb_dim, vocab_size=config.vocab_size)
     head = DominoGRUHead(sizes, generator=generator, dtype=dtype)
@@ -81,7 +81,7 @@ def build_random_markov(config: RandomMarkovConfig, ctx: BuildContext | None = N
     generator = torch.Generator().manual_seed(config.seed)
     sizes = MarkovHeadSizes(vocab_size=config.vocab_size, rank=config.rank, hidden_size=config.hidden_size,
                             variant=config.variant)
-    head = MarkovHead(sizes, generator=generator, dtype=DTYPES[config.dtype])
+    head = MarkovHead(sizes, generator=generator, dtype=resolve_dtype(config.dtype, field="corrector.dtype"))
     head.requires_grad_(False)
     return MarkovCorrector(head, pure_prefix_len=config.pure_prefix_len, normalize=config.normalize,
                            name=config.type)
