@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specframe.cli import _emit_json, _host, cli, console, err_console
+from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.errors import ConfigError, GenerationError
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
@@ -35,7 +35,7 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
     return out
 
 
-@cli.command()
+@click.command()
 @click.argument("pipelines", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--dataset", "-d", "dataset_args", multiple=True, metavar="NAME[:N]",
               help="Dataset and sample count (default: the papers' count; N=all for every question). Repeatable.")
@@ -76,7 +76,7 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         note = f" ({ds.note})" if ds.note else ""
         err_console.print(f"{ds.name}: {len(ds)} of {ds.available} from {ds.source}{note}", highlight=False,
                           markup=False)
-    host = _host(ctx)
+    host = host_of(ctx)
     methods = build_methods(pipelines, host=host, overrides=overrides, cli_sweep=parse_cli_sweep(sweeps),
                             baseline_name=None if no_baseline else baseline_name)
     first = next(m for m in methods if not m.baseline)
@@ -106,13 +106,13 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     result = {"output": str(output), "recorded": summary.recorded, "skipped": summary.skipped,
               "methods": [m.name for m in methods], "datasets": [ds.name for ds in datasets]}
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         err_console.print(f"recorded {summary.recorded} turns, skipped {summary.skipped} already done -> {output}\n"
                           f"next: specframe report {output}", highlight=False, markup=False)
 
 
-@cli.command()
+@click.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write report.md, CSVs and plots here.")
@@ -158,7 +158,7 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
             err_console.print(f"wrote {path}", highlight=False, markup=False)
 
 
-@cli.command()
+@click.command()
 @click.option("--data-dir", "data_dirs", multiple=True, type=click.Path(path_type=Path), help=DATA_OPTIONS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def datasets(data_dirs: tuple[Path, ...], as_json: bool) -> None:
@@ -177,7 +177,7 @@ def datasets(data_dirs: tuple[Path, ...], as_json: bool) -> None:
         rows.append({"name": spec.name, "title": spec.title, "paper_n": spec.default_n or "all",
                      "template": spec.template, "found": where})
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     table = Table(title="benchmark datasets")
     for col in ("name", "paper_n", "template", "found"):

@@ -13,9 +13,11 @@ from pathlib import Path
 import click
 
 from specframe.builtin.baseline import ar_baseline
-from specframe.cli import _emit_json, _host, cli, console, err_console
+from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.errors import GenerationError
+from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
+from specframe.metrics.speedup import PairedRun, aggregate_speedup
 
 
 def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
@@ -39,14 +41,13 @@ def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[s
 
 def _summary_line(name: str, results: list[GenerationResult]) -> str:
     rounds = sum(r.num_rounds for r in results)
-    committed = sum(sum(r.accept_lengths()) for r in results)
     tokens = sum(len(r.tokens) for r in results)
     seconds = sum(r.total_ns for r in results) / 1e9
-    tau = committed / rounds if rounds else 0.0
+    tau = tau_pooled([r.accept_lengths() for r in results])
     return f"{name}: tau {tau:.2f} | rounds {rounds} | {tokens} tokens in {seconds:.2f}s | {tokens / seconds:.2f} tok/s"
 
 
-@cli.command()
+@click.command()
 @click.argument("pipeline", type=click.Path(path_type=Path))
 @click.option("--prompt", "prompts", multiple=True, help="A prompt (repeatable).")
 @click.option("--prompts-file", type=click.Path(path_type=Path), help="One prompt per line (or JSONL 'prompt').")
@@ -66,7 +67,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     texts = _read_prompts(prompts, prompts_file)
     if max_new_tokens is not None and max_new_tokens <= 0:
         raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
-    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=_host(ctx))
+    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
                                                                              highlight=False))
     results = []
@@ -83,8 +84,9 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         ar = ar_baseline(pipe, "plain decoding", source=str(pipeline))
         baseline = [ar.generate(text, max_new_tokens, seed=seed) for text in texts]
         same = [b.tokens == r.tokens for b, r in zip(baseline, results, strict=True)]
-        speedup = (sum(b.total_ns for b in baseline) / sum(len(b.tokens) for b in baseline)) / \
-                  (sum(r.total_ns for r in results) / sum(len(r.tokens) for r in results))
+        speedup = aggregate_speedup([PairedRun(tokens=len(r.tokens), seconds=r.total_ns / 1e9,
+                                               base_tokens=len(b.tokens), base_seconds=b.total_ns / 1e9)
+                                     for r, b in zip(results, baseline, strict=True)])
         report["baseline"] = [b.summary() for b in baseline]
         report["speedup"] = speedup
         report["identical_to_ar"] = same
@@ -93,7 +95,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
                      + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
     if as_json:
-        _emit_json(report)
+        emit_json(report)
     else:
         for line in lines:
             err_console.print(line, highlight=False, markup=False)

@@ -1,4 +1,5 @@
-"""Registration of the built-in stages (plugin ``builtin``, always registered by :class:`PluginHost`).
+"""Registration of the built-in stages and the core's commands (plugin ``builtin``, always registered by
+:class:`PluginHost`).
 
 ``STAGE_DEFAULTS`` are the sections a pipeline file may leave out; they name built-in components only.
 """
@@ -6,6 +7,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+
+import click
 
 from specframe.builtin.chain import ChainConfig, build_chain
 from specframe.builtin.identity import IdentityConfig, build_identity
@@ -21,6 +24,13 @@ STAGE_DEFAULTS: dict[str, type[ComponentConfig]] = {
     "tree_builder": ChainConfig,
     "pruner": NoPruneConfig,
 }
+
+
+@hookimpl
+def specframe_register_commands(cli: click.Group) -> None:
+    from specframe.cli import register_core_commands
+
+    register_core_commands(cli)
 
 
 @hookimpl
