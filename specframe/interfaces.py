@@ -113,7 +113,7 @@ class SharedEmbeddings(ABC):
 
     DFlash-style drafters own no token embedding and no LM head; they use the target's (frozen), on the
     target's device and dtype. A target adapter that offers them implements this interface next to
-    :class:`TargetModel` and declares ``Capabilities(shares_embeddings=True)``; components that need them
+    :class:`TargetModel` and declares ``TargetCapabilities(shares_embeddings=True)``; components that need them
     declare ``needs_target_embeddings=True``, and validation checks the pair before anything loads.
     """
 

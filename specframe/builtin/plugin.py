@@ -16,7 +16,7 @@ from specframe.builtin.no_drafter import NoDraftConfig, NoDrafter
 from specframe.builtin.no_pruner import NoPruneConfig, build_no_pruner
 from specframe.config.base import ComponentConfig
 from specframe.plugins import hookimpl
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, PrunerCapabilities, TreeBuilderCapabilities
 
 #: Stage sections used when a pipeline file leaves the stage out (the verifier default ``auto`` is core).
 STAGE_DEFAULTS: dict[str, type[ComponentConfig]] = {
@@ -53,7 +53,7 @@ def specframe_correctors() -> Iterator[ComponentSpec]:
 def specframe_tree_builders() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="tree_builder", name="chain", config=ChainConfig, factory=build_chain,
-        capabilities=Capabilities(produces_tree=False),
+        capabilities=TreeBuilderCapabilities(produces_tree=False),
         summary="one path: the best corrected candidate at each depth",
     )
 
@@ -62,6 +62,6 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
 def specframe_pruners() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="pruner", name="none", config=NoPruneConfig, factory=build_no_pruner,
-        capabilities=Capabilities(keeps_child_prefix=True),
+        capabilities=PrunerCapabilities(keeps_child_prefix=True),
         summary="keep the tree as built",
     )

@@ -11,10 +11,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from specframe import (
-    Capabilities,
     ComponentConfig,
     ComponentSpec,
     PluginHost,
+    VerifierCapabilities,
     hookimpl,
 )
 from specframe.testing.minimal import ArgmaxWalkVerifier
@@ -79,7 +79,8 @@ def make_plugin() -> types.ModuleType:
     @hookimpl
     def specframe_verifiers():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig, summary="greedy walk",
-                            factory=lambda cfg, ctx: ArgmaxWalkVerifier(), capabilities=Capabilities(greedy_only=True))
+                            factory=lambda cfg, ctx: ArgmaxWalkVerifier(),
+                            capabilities=VerifierCapabilities(lossless=True, greedy_only=True))
 
     for name, fn in list(locals().items()):
         if name.startswith("specframe_"):

@@ -22,7 +22,14 @@ from specframe import hookimpl
 from specframe.builtin.chain import ChainBuilder, ChainConfig
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import BuildContext, Pruner, RoundContext, Verifier
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import (
+    ComponentSpec,
+    CorrectorCapabilities,
+    DrafterCapabilities,
+    PrunerCapabilities,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
+)
 from specframe.sampling import sample
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
@@ -106,16 +113,17 @@ def _good_specs() -> dict[str, list[ComponentSpec]]:
     return {
         "target": [ComponentSpec("target", "toy_table", ToyTableConfig, target, summary="exact toy target")],
         "drafter": [ComponentSpec("drafter", "toy_parallel", ToyParallelConfig, drafter,
-                                  Capabilities(emits_logits=True), summary="toy parallel drafter")],
+                                  DrafterCapabilities(emits_logits=True), summary="toy parallel drafter")],
         "corrector": [ComponentSpec("corrector", "toy_path", ToyPathConfig,
                                     lambda cfg, ctx: ToyCorrector(ctx.target.vocab_size, strength=cfg.strength),
-                                    Capabilities(path_dependent=True), summary="path-aware toy corrector")],
+                                    CorrectorCapabilities(path_dependent=True), summary="path-aware toy corrector")],
         "tree_builder": [ComponentSpec("tree_builder", "toy_chain", ToyChainConfig, lambda c, x: ToyChainBuilder(),
-                                       Capabilities(produces_tree=False), summary="greedy corrected chain")],
+                                       TreeBuilderCapabilities(produces_tree=False), summary="greedy corrected chain")],
         "pruner": [ComponentSpec("pruner", "toy_truncate", ToyTruncateConfig, lambda c, x: ToyTruncatePruner(),
-                                 Capabilities(keeps_child_prefix=True), summary="first nodes up to the budget")],
+                                 PrunerCapabilities(keeps_child_prefix=True), summary="first nodes up to the budget")],
         "verifier": [ComponentSpec("verifier", "toy_walk", ToyWalkConfig, lambda c, x: ToyWalkVerifier(),
-                                   Capabilities(supported_regimes=frozenset({"deterministic", "sampled"})),
+                                   VerifierCapabilities(lossless=True,
+                                                        supported_regimes=frozenset({"deterministic", "sampled"})),
                                    summary="WALK verification")],
     }
 

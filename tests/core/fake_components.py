@@ -13,11 +13,12 @@ import torch
 from pydantic import Field, field_validator
 
 from specframe import (
-    Capabilities,
     ComponentConfig,
     ComponentSpec,
     Drafter,
     DraftProposal,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
     hookimpl,
 )
 from specframe.builtin.chain import ChainBuilder, ChainConfig
@@ -105,7 +106,7 @@ def specframe_tree_builders():  # type: ignore[no-untyped-def]
                         factory=lambda cfg, ctx: ChainBuilder(ChainConfig()), summary="first candidates as a chain")
     yield ComponentSpec(kind="tree_builder", name="sampled_spine", config=SampledSpineConfig,
                         factory=lambda cfg, ctx: ChainBuilder(ChainConfig()), summary="sampled chain",
-                        capabilities=Capabilities(draft_regime="sampled"))
+                        capabilities=TreeBuilderCapabilities(draft_regime="sampled"))
 
 
 @hookimpl
@@ -118,7 +119,7 @@ def specframe_pruners():  # type: ignore[no-untyped-def]
 def specframe_verifiers():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig,
                         factory=lambda cfg, ctx: ArgmaxWalkVerifier(), summary="greedy walk",
-                        capabilities=Capabilities(greedy_only=True))
+                        capabilities=VerifierCapabilities(lossless=True, greedy_only=True))
     yield ComponentSpec(kind="verifier", name="lossy", config=LossyConfig,
                         factory=lambda cfg, ctx: ArgmaxWalkVerifier(), summary="a lossy verifier",
-                        capabilities=Capabilities(lossless=False))
+                        capabilities=VerifierCapabilities(lossless=False))

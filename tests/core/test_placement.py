@@ -12,7 +12,7 @@ from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.config import validate_pipeline
 from specframe.errors import ConfigError
 from specframe.placement import resolve_device, resolve_dtype
-from specframe.registry import Capabilities
+from specframe.registry import DrafterCapabilities
 
 from . import fake_components
 
@@ -48,7 +48,7 @@ def _embedding_drafter_plugin() -> types.ModuleType:
     @hookimpl
     def specframe_drafters():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="drafter", name="embed_draft", config=Config, factory=lambda cfg, ctx: None,
-                            capabilities=Capabilities(needs_target_embeddings=True), summary="shares embeddings")
+                            capabilities=DrafterCapabilities(needs_target_embeddings=True), summary="shares embeddings")
 
     mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
     return mod

@@ -23,11 +23,11 @@ import torch
 from pydantic import Field
 
 from specframe import (
-    Capabilities,
     ComponentConfig,
     ComponentSpec,
     DecodeState,
     Drafter,
+    DrafterCapabilities,
     DraftProposal,
     PluginHost,
     hookimpl,
@@ -138,7 +138,7 @@ def make_test_plugin() -> types.ModuleType:
 
     @hookimpl
     def specframe_drafters():  # type: ignore[no-untyped-def]
-        caps = Capabilities(emits_logits=True, emits_features=True)
+        caps = DrafterCapabilities(emits_logits=True, emits_features=True)
         yield ComponentSpec(kind="drafter", name="oracle", config=OracleConfig, capabilities=caps,
                             factory=lambda c, ctx: OracleDrafter(c))
         yield ComponentSpec(kind="drafter", name="miss", config=MissConfig, capabilities=caps,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import specframe
 from specframe.interfaces import BuildContext
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, TargetCapabilities
 from specframe_hf.config import HFTargetConfig, NgramConfig
 from specframe_hf.ngram_drafter import NgramDrafter
 
@@ -27,7 +27,7 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
 def specframe_target_adapters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="target", name="hf", config=HFTargetConfig, factory=build_hf_target,
-        capabilities=Capabilities(exposes_taps=True, shares_embeddings=True),
+        capabilities=TargetCapabilities(exposes_taps=True, shares_embeddings=True),
         summary="Hugging Face causal LM (Llama, Mistral, Qwen2, Qwen3) with tree attention and KV compaction",
     )
 

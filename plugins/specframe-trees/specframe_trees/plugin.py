@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from specframe.plugins import hookimpl
-from specframe.registry import Capabilities, ComponentRegistry, ComponentSpec
+from specframe.registry import ComponentRegistry, ComponentSpec, CorrectorCapabilities
 from specframe_trees.builders.chain_then_heap import ChainThenHeapConfig, build_chain_then_heap
 from specframe_trees.builders.dartree import DARTreeConfig, build_dartree
 from specframe_trees.builders.heap import HeapConfig, build_heap
@@ -29,7 +29,7 @@ from specframe_trees.correctors.random_heads import (
 from specframe_trees.pruners.deferred_topb import DeferredTopBConfig, build_deferred_topb
 from specframe_trees.validation import pipeline_problems
 
-LEARNED_CORRECTOR = Capabilities(stateful=True, needs_features=True, path_dependent=True)
+LEARNED_CORRECTOR = CorrectorCapabilities(stateful=True, needs_features=True, path_dependent=True)
 
 
 @hookimpl

@@ -13,7 +13,7 @@ from specframe.config.validate import validate_pipeline
 from specframe.errors import ConfigError
 from specframe.interfaces import BuildContext, Corrector, Pruner, TreeBuilder
 from specframe.plugins import PluginHost, hookimpl
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapabilities, VerifierCapabilities
 
 EXPECTED = {  # the null stages (identity, chain, none) are the core's built-ins
     "corrector": {"random_gru", "random_markov"},
@@ -39,7 +39,7 @@ def test_capabilities_are_declared(plugin_host: PluginHost) -> None:
     plugin_host.register(trees_plugin, "trees")
     registry = plugin_host.registry
     identity = registry.get("corrector", "identity").spec.capabilities
-    assert identity == Capabilities()
+    assert identity == CorrectorCapabilities()
     for name in ("random_gru", "random_markov"):
         caps = registry.get("corrector", name).spec.capabilities
         assert caps.stateful and caps.needs_features and caps.path_dependent and not caps.needs_logits
@@ -121,13 +121,13 @@ class _FakeStages:
     @hookimpl
     def specframe_drafters():
         yield ComponentSpec(kind="drafter", name="fake", config=_FakeDrafterConfig, factory=lambda c, x: None,
-                            capabilities=Capabilities(emits_features=True))
+                            capabilities=DrafterCapabilities(emits_features=True))
         yield ComponentSpec(kind="drafter", name="fake_logits", config=_FakeLogitsDrafterConfig,
                             factory=lambda c, x: None,
-                            capabilities=Capabilities(emits_features=True, emits_logits=True))
+                            capabilities=DrafterCapabilities(emits_features=True, emits_logits=True))
 
     @staticmethod
     @hookimpl
     def specframe_verifiers():
         yield ComponentSpec(kind="verifier", name="fake_verifier", config=_FakeVerifierConfig,
-                            factory=lambda c, x: None)
+                            factory=lambda c, x: None, capabilities=VerifierCapabilities(lossless=True))

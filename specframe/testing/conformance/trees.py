@@ -14,7 +14,7 @@ import torch
 from specframe.builtin.identity import IdentityCorrector
 from specframe.errors import SpecframeError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
-from specframe.registry import Capabilities
+from specframe.registry import TreeBuilderCapabilities
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import random_proposal, random_tree
@@ -39,7 +39,8 @@ def trees_equal(a: DraftTree, b: DraftTree) -> bool:
             and torch.allclose(a.score.cpu()[v].double(), b.score.cpu()[v].double(), equal_nan=True))
 
 
-def check_built_tree(who: str, tree: DraftTree, p: DraftProposal, caps: Capabilities, vocab_size: int) -> None:
+def check_built_tree(who: str, tree: DraftTree, p: DraftProposal, caps: TreeBuilderCapabilities,
+                     vocab_size: int) -> None:
     """A valid tree rooted at the proposal's root whose nodes are live candidates of their depth."""
     if not isinstance(tree, DraftTree):
         raise fail(who, f"build returned {type(tree).__name__}, expected DraftTree")
