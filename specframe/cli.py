@@ -3,12 +3,15 @@
 :func:`register_core_commands`).
 
 Every command that prints a report takes ``--json`` for machine-readable output. Bad input prints a
-one-screen error (what is wrong, where, how to fix it) and exits with status 2; no traceback.
+one-screen error (what is wrong, where, how to fix it) and exits with status 2; no traceback. A component that
+breaks its contract (:class:`~specframe.errors.ContractError`) is a plugin bug: its traceback and the
+component's name and distribution are printed, exit status 1.
 """
 
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 from rich.markup import escape
@@ -17,7 +20,7 @@ from specframe.cli_bench import bench, datasets, report
 from specframe.cli_core import components, plugins, schema, validate
 from specframe.cli_output import err_console
 from specframe.cli_run import run
-from specframe.errors import SpecframeError
+from specframe.errors import ContractError, SpecframeError
 from specframe.plugins import PluginHost
 
 #: The core's commands, in help order.
@@ -58,6 +61,10 @@ def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> in
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except ContractError as exc:
+        err_console.print(traceback.format_exc(), highlight=False, markup=False)
+        err_console.print(f"[bold red]bug:[/bold red] {escape(exc.render())}", highlight=False)
+        return 1
     return 0
 
 

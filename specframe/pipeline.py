@@ -25,7 +25,7 @@ import torch
 from specframe.config.loader import config_hash, unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import load_pipeline_config, validate_pipeline
-from specframe.errors import ConfigError, GenerationError
+from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import (
     BuildContext,
     Corrector,
@@ -168,7 +168,20 @@ class Pipeline:
         if limit is not None and ids.shape[1] >= limit:
             raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is {limit}",
                                   hint="shorten the prompt")
-        return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+        try:
+            return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+        except ContractError as exc:
+            self._attribute(exc)
+            raise
+
+    def _attribute(self, exc: ContractError) -> None:
+        """Name the component at fault (its registered type and distribution) in a contract violation."""
+        section = getattr(self.config, exc.stage, None) if exc.stage in STAGE_FIELDS else None
+        if section is None or exc.component:
+            return
+        exc.component = section.type
+        if (STAGE_FIELDS[exc.stage], section.type) in self.host.registry:
+            exc.distribution = self.host.registry.get(STAGE_FIELDS[exc.stage], section.type).distribution
 
 
 class _Decode:

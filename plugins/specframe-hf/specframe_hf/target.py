@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
-from specframe.errors import GenerationError
+from specframe.errors import ContractError, GenerationError
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.placement import resolve_device, resolve_dtype
 from specframe.prompts import Messages, user_message
@@ -200,8 +200,8 @@ class HFTarget(TargetModel, SharedEmbeddings):
         path = accepted_nodes[:, :length]  # [B, L]
         if length == 0 or bool((path[:, 0] != 0).any()) or bool((path < 0).any()) \
                 or int(path.max()) >= self._pending:
-            raise GenerationError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree",
-                                  hint="accepted_nodes must start with node 0 and be padded with -1 at the end")
+            raise ContractError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree "
+                                "(it must start with node 0 and be padded with -1 at the end)", stage="verifier")
         with torch.inference_mode():
             compact_tree_entries(self._cache, self._past, path.to(self.device), self._pending)
         self._past += length

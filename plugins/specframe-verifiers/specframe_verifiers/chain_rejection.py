@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from specframe.errors import GenerationError
+from specframe.errors import ContractError
 from specframe.interfaces import RoundContext, Verifier
 from specframe.sampling import inverse_cdf, probs, uniforms
 from specframe.tree import DraftTree
@@ -49,10 +49,8 @@ class ChainRejectionVerifier(Verifier):
         q_all = require_child_q(tree, self.name)  # [B, N, V]
         rank = sibling_rank(tree)  # [B, N]
         if bool((rank >= 1).any()):
-            raise GenerationError(
-                "verifier 'chain_rejection' got a tree in which a node has several children",
-                hint="use verifier 'tree_rejection' for sampled trees, or tree_builder 'sampled_chain'",
-            )
+            raise ContractError("verifier 'chain_rejection' got a tree in which a node has several children, "
+                                "from a tree builder declared produces_tree=False", stage="tree_builder")
         p_all = probs(logits, ctx.sampling)  # [B, N, V]
         dtype = common_dtype(p_all, q_all)
         p_all, q_all = p_all.to(dtype), q_all.to(dtype)

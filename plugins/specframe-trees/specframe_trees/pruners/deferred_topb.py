@@ -26,7 +26,7 @@ import torch
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
-from specframe.errors import GenerationError
+from specframe.errors import ContractError
 from specframe.interfaces import BuildContext, Pruner, RoundContext
 from specframe.tree import DraftTree
 
@@ -83,12 +83,10 @@ class DeferredTopBPruner(Pruner):
         rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)
         if bool(rises.any()):
             b, i = (int(x) for x in rises.nonzero()[0])
-            raise GenerationError(
+            raise ContractError(
                 f"deferred_topb: in row {b}, node {i} ranks above its parent (score + beta * depth "
-                f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); the global top-B would not be "
-                "a valid tree",
-                hint="use a tree builder whose path scores never increase along an edge (log-probs <= 0)",
-            )
+                f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); path scores must never increase "
+                "along an edge (log-probs <= 0), or the global top-B is not a valid tree", stage="tree_builder")
 
 
 def build_deferred_topb(config: DeferredTopBConfig, ctx: BuildContext | None = None) -> DeferredTopBPruner:
