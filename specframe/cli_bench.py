@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from specframe.builtin.baseline import BASELINE_NAME
 from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.errors import ConfigError, GenerationError
 
@@ -51,7 +52,7 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
-@click.option("--baseline-name", default="ar", show_default=True, help="Method name of the AR baseline.")
+@click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
 @click.option("--no-baseline", is_flag=True, help="Do not run the AR baseline (no speedups in reports).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")

@@ -125,6 +125,19 @@ class Pipeline:
     def with_stage(self, field: str, section: dict[str, Any] | None = None, **top_level: Any) -> Pipeline:
         """A pipeline with one stage (or top-level fields) replaced; unchanged stages and the target are reused.
 
+        What it replaces:
+
+        * ``section`` replaces the whole ``field`` section: it is not merged with the old one, so fields it
+          leaves out take their defaults (``{"type": "dartree"}`` drops the old builder's ``width``);
+        * each ``top_level`` keyword replaces that whole top-level field: another stage's section
+          (``corrector={"type": "identity"}``), ``name=``, ``budget=``, ``sampling={...}``, ...;
+        * everything else is kept, and the result is validated again like a file (``verifier: auto`` is
+          resolved again, so it may pick another verifier).
+
+        What it reuses: the target object (always; a ``target=`` keyword does not reload it) and every stage
+        object whose section is unchanged (stages other than the drafter only while the drafter section is
+        unchanged, since their factories may read it).
+
         Example: ``pipe.with_stage("tree_builder", {"type": "dartree", "width": 8})``.
         """
         data = self.config.model_dump(mode="python", exclude_none=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specframe.bench.sweep import SweepPoint, expand_sweep, parse_sweep
-from specframe.builtin.baseline import ar_baseline
+from specframe.builtin.baseline import BASELINE_NAME, ar_baseline
 from specframe.config.loader import config_hash, load_file
 from specframe.config.validate import load_pipeline_config
 from specframe.errors import ConfigError
@@ -63,7 +63,7 @@ def _method_name(base: str, point: SweepPoint) -> str:
 
 def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: Sequence[str] = (),
                   cli_sweep: Mapping[str, list[Any]] | None = None, target: TargetModel | None = None,
-                  baseline_name: str | None = "ar") -> list[Method]:
+                  baseline_name: str | None = BASELINE_NAME) -> list[Method]:
     """Build every (file, sweep point) pipeline on one target, then the baseline (first) unless disabled."""
     if not paths:
         raise ConfigError("no pipeline file given", hint="specframe bench PIPELINE.yaml [MORE.yaml ...]")

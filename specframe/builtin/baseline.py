@@ -15,6 +15,10 @@ from specframe.errors import ConfigError
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
 
+#: Method name of the baseline in bench results. Result files written before it was renamed call it ``ar``
+#: (which is also Domino's corrector); readers find the baseline by the records' ``baseline`` flag, not by name.
+BASELINE_NAME = "autoregressive"
+
 #: Stage sections of the autoregressive baseline.
 BASELINE_STAGES: dict[str, dict[str, Any]] = {
     "drafter": {"type": "none"},

@@ -14,7 +14,7 @@ from .toy_plugin import CharTokenizer, toy_host, write_pipeline
 
 DATA = (Path(__file__).parents[2] / "../shared/data").resolve()
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark data not found at {DATA}")
-METHODS = ["ar", "toy-spec[drafter.depth=1]", "toy-spec[drafter.depth=3]"]
+METHODS = ["autoregressive", "toy-spec[drafter.depth=1]", "toy-spec[drafter.depth=3]"]
 
 
 def bench(tmp_path: Path, *extra: str) -> int:
@@ -52,7 +52,7 @@ def test_records_cover_every_method_question_and_turn(results: Path) -> None:
         assert choice["wall_time"][0] == r["total_ns"] / 1e9 > 0
         assert set(r["stage_ns"]) == {"draft", "build", "prune", "target", "verify", "commit"}
         assert r["plugins"]["specframe"] and r["config_hash"] and r["dataset_source"].startswith(str(DATA))
-    baseline = [r for r in records if r["method"] == "ar"]
+    baseline = [r for r in records if r["method"] == "autoregressive"]
     assert all(r["baseline"] and set(r["accepted"]) == {0} and r["tree_nodes"][0] == 0 for r in baseline)
     deep = [r for r in records if r["method"] == METHODS[2]]
     assert max(max(r["accepted"]) for r in deep) > 1 and max(max(r["tree_nodes"]) for r in deep) == 3

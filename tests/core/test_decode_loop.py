@@ -125,3 +125,28 @@ def test_context_window_limits_tree_depth() -> None:
     result = pipe.generate([1, 2], 50)
     assert result.stop_reason == "context" and len(result.tokens) == 10
     assert result.tokens == plain_greedy(target, [1, 2], 10)
+
+
+def test_with_stage_replaces_whole_sections_and_top_level_fields() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict({**BASE, "tree_builder": {"type": "spine", "width": 2}}, target=target,
+                              host=make_host(target, 0.5))
+    swapped = pipe.with_stage("tree_builder", {"type": "spine"}, budget=2, corrector={"type": "identity"})
+    assert swapped.config.tree_builder.width == 1  # the old section's width is not merged in
+    assert swapped.config.budget == 2 and swapped.config.corrector.type == "identity"
+    assert swapped.config.drafter == pipe.config.drafter and swapped.stages.drafter is pipe.stages.drafter
+    assert swapped.target is pipe.target
+
+
+def test_a_decode_makes_no_plugin_hook_calls() -> None:
+    """Pluggy is used while pipelines are built, never in the decode loop."""
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    host = make_host(target, 0.5)
+    pipe = Pipeline.from_dict(BASE, target=target, host=host)
+    calls: list[str] = []
+    undo = host.pm.add_hookcall_monitoring(lambda name, impls, kwargs: calls.append(name), lambda *args: None)
+    try:
+        result = pipe.generate([1, 2], 12)
+    finally:
+        undo()
+    assert result.num_rounds > 0 and calls == []
