@@ -1,7 +1,8 @@
 """τ, tokens/s and speedup of every SmolLM2 method on GSM8K- and HumanEval-style prompts, and τ versus budget.
 
 Reads the benchmark copies in ``../shared/data`` (or ``--data DIR``): the first ``--n`` GSM8K test questions and
-HumanEval prompts, formatted as in the papers' protocol (algorithms.md §9). Every method runs on the same prompts
+HumanEval prompts, formatted as in the papers' protocol (docs/concepts/benchmark-protocol.md). Every method runs on the
+same prompts
 with one shared target in one process; plain decoding is the speedup denominator. Then the tree methods are swept
 over budgets. Results go to ``--out`` (JSON) and a markdown summary is printed.
 

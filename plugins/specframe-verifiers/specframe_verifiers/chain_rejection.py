@@ -1,4 +1,4 @@
-"""Chain speculative sampling (algorithms.md §8.2; Leviathan et al. 2023, Chen et al. 2023).
+"""Chain speculative sampling (docs/concepts/losslessness.md; Leviathan et al. 2023, Chen et al. 2023).
 
 The tree must be a chain ``root -> d_1 -> ... -> d_n`` whose node ``d_k`` was sampled from the draft law
 ``q_k = tree.child_q[:, parent(d_k)]``. With ``p_k`` the target's processed law at ``parent(d_k)``::

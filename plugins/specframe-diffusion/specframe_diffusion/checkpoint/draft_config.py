@@ -1,6 +1,7 @@
 """`DraftModelConfig`: the fields of a published block-diffusion drafter's ``config.json``, read as published.
 
-Three families share one backbone (algorithms.md §1, §3, §4) and two file layouts:
+Three families share one backbone (docs/concepts/block-drafters.md, docs/concepts/correction-heads.md) and two file
+layouts:
 
 * **z-lab layout** (``z-lab/Qwen3-*-DFlash-b16``, ``Huang2020/Qwen3-*-Domino-b16``, SpecForge / Model-Optimizer
   DSpark exports): a Qwen3 config plus a ``dflash_config`` dict. ``dflash_config.projector_type`` selects the
@@ -44,7 +45,7 @@ PROJECTOR_FAMILIES: dict[str | None, DraftFamily] = {
 
 
 def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
-    """Default taps when a config has no ``target_layer_ids`` (algorithms.md §1.1).
+    """Default taps when a config has no ``target_layer_ids`` (docs/concepts/block-drafters.md).
 
     One draft layer taps the middle target layer; otherwise ``num_draft_layers`` evenly spaced points from 1 to
     ``num_target_layers - 3``, rounded. Example: 36 target layers, 5 draft layers -> ``(1, 9, 17, 25, 33)``.

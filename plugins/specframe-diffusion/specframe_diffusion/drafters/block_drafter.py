@@ -1,6 +1,6 @@
 """`BlockDiffusionDrafter`: one parallel block forward per round, conditioned on the target's hidden states.
 
-Round structure (algorithms.md §1.5, §1.8), per batch row::
+Round structure (docs/concepts/block-drafters.md), per batch row::
 
     begin:    pending = prefill taps of the prompt             # [P, n_taps*H], not yet in the draft cache
     propose:  start = committed tokens (= position of the root / bonus)

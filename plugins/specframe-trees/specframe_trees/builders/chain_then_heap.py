@@ -1,4 +1,4 @@
-"""The `chain_then_heap` builder (Domino-chain + DDTree, algorithms.md §7).
+"""The `chain_then_heap` builder (Domino-chain + DDTree, docs/concepts/tree-construction.md).
 
 1. Roll out the corrected greedy chain once (:func:`~specframe.builtin.chain.greedy_chain`) over all
    L depths, keeping each depth's full corrected row (the corrector conditioned on that one path).

@@ -1,4 +1,4 @@
-"""The `dartree` builder (algorithms.md §5.2–5.3): depth-wise batched expansion with a corrector.
+"""The `dartree` builder (docs/concepts/tree-construction.md): depth-wise batched expansion with a corrector.
 
 At every depth the whole frontier is expanded at once::
 

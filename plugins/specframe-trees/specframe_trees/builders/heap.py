@@ -1,4 +1,5 @@
-"""The `heap` builder (DDTree, algorithms.md §2.2): the B most likely prefixes under per-depth marginals.
+"""The `heap` builder (DDTree, docs/concepts/tree-construction.md): the B most likely prefixes under per-depth
+marginals.
 
 A prefix ``u = (r_1 .. r_d)`` names the ``r_i``-th candidate at each depth ``i`` (candidates are sorted by
 log-prob, so rank 0 is the best) and scores ``σ(u) = Σ_i logq[i][r_i]``. The builder ignores the corrector

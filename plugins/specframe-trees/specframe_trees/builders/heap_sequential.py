@@ -1,6 +1,6 @@
 """The `heap_sequential` builder: best-first search that calls the corrector once per popped node.
 
-This is the "sequential correction + heap" baseline (algorithms.md §7): a DDTree-style heap over the
+This is the "sequential correction + heap" baseline (docs/concepts/tree-construction.md): a DDTree-style heap over the
 *corrected*, path-conditioned scores. Popping a node runs the corrector on that node alone (``M = 1``): one
 ``advance`` for its state and one ``child_logprobs`` for its children, which are then sorted (descending,
 ties -> lower candidate index). The heap holds at most one entry per parent, its next unexpanded child::

@@ -1,4 +1,4 @@
-"""`GRUCorrector`: Domino's GRU head (algorithms.md §3.2–3.4) behind the `Corrector` interface.
+"""`GRUCorrector`: Domino's GRU head (docs/concepts/correction-heads.md) behind the `Corrector` interface.
 
 Per-node state is the GRU hidden state ``s`` (``G`` floats):
 

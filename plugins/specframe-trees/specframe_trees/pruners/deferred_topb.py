@@ -1,4 +1,4 @@
-"""The `deferred_topb` pruner (DARTree, algorithms.md §5.3 and §6): keep the global top-B nodes.
+"""The `deferred_topb` pruner (DARTree; docs/concepts/draft-tree.md, Lemma 1): keep the global top-B nodes.
 
 Every non-root node is ranked by ``s(v) = score(v) + beta * depth(v)`` (``score`` = the builder's path
 score); the B best are kept in one stable sort and the tree is re-indexed with `DraftTree.subtree`.
