@@ -52,14 +52,14 @@ def _plugin_with(kind_hook: str, name: str) -> types.ModuleType:
     return mod
 
 
-def test_in_process_plugin_registered_and_found(plugin_host: PluginHost) -> None:
-    plugin_host.register(fake_components, "fake")
-    registry = plugin_host.registry
+def test_in_process_plugin_registered_and_found(specframe_plugin_host: PluginHost) -> None:
+    specframe_plugin_host.register(fake_components, "fake")
+    registry = specframe_plugin_host.registry
     assert registry.names("drafter") == ["none", "repeat"]  # the built-in `none` and the plugin's own
     assert registry.get("drafter", "none").plugin == BUILTIN_PLUGIN
     rec = registry.get("verifier", "argmax")
     assert rec.plugin == "fake" and rec.spec.capabilities.greedy_only
-    info = {p.name: p for p in plugin_host.plugins()}["fake"]
+    info = {p.name: p for p in specframe_plugin_host.plugins()}["fake"]
     assert set(info.hooks) == set(REGISTRATION_HOOKS.values())
 
 
@@ -88,11 +88,11 @@ def test_loading_is_lazy_and_idempotent(monkeypatch: pytest.MonkeyPatch) -> None
     assert calls == [1]
 
 
-def test_duplicate_component_names_rejected_naming_both_distributions(plugin_host: PluginHost) -> None:
-    plugin_host.register(_plugin_with("specframe_pruners", "topb"), "first", distribution="dist-one")
-    plugin_host.register(_plugin_with("specframe_pruners", "topb"), "second", distribution="dist-two")
+def test_duplicate_component_names_rejected_naming_both_distributions(specframe_plugin_host: PluginHost) -> None:
+    specframe_plugin_host.register(_plugin_with("specframe_pruners", "topb"), "first", distribution="dist-one")
+    specframe_plugin_host.register(_plugin_with("specframe_pruners", "topb"), "second", distribution="dist-two")
     with pytest.raises(PluginError) as exc:
-        plugin_host.registry  # noqa: B018
+        specframe_plugin_host.registry  # noqa: B018
     assert "dist-one" in str(exc.value) and "dist-two" in str(exc.value) and "'topb'" in str(exc.value)
 
 
@@ -121,7 +121,7 @@ def test_allowlist_and_kill_switch_from_environment(monkeypatch: pytest.MonkeyPa
     assert [p.name for p in host.plugins()] == [BUILTIN_PLUGIN, "other"]
 
 
-def test_misspelt_hook_fails_loudly(plugin_host: PluginHost) -> None:
+def test_misspelt_hook_fails_loudly(specframe_plugin_host: PluginHost) -> None:
     mod = types.ModuleType("typo_plugin")
 
     @hookimpl
@@ -130,14 +130,14 @@ def test_misspelt_hook_fails_loudly(plugin_host: PluginHost) -> None:
 
     mod.specframe_drafter = specframe_drafter  # type: ignore[attr-defined]
     with pytest.raises(PluginError) as exc:
-        plugin_host.register(mod, "typo")
+        specframe_plugin_host.register(mod, "typo")
     assert "specframe_drafter" in str(exc.value)
 
 
-def test_wrong_kind_from_registration_hook_rejected(plugin_host: PluginHost) -> None:
-    plugin_host.register(_plugin_with("specframe_drafters", "not_a_drafter"), "wrong")
+def test_wrong_kind_from_registration_hook_rejected(specframe_plugin_host: PluginHost) -> None:
+    specframe_plugin_host.register(_plugin_with("specframe_drafters", "not_a_drafter"), "wrong")
     with pytest.raises(PluginError, match="specframe_pruners"):
-        plugin_host.registry  # noqa: B018
+        specframe_plugin_host.registry  # noqa: B018
 
 
 def test_trace_prints_hook_calls(capsys: pytest.CaptureFixture[str]) -> None:
@@ -148,8 +148,8 @@ def test_trace_prints_hook_calls(capsys: pytest.CaptureFixture[str]) -> None:
     assert "[specframe trace] specframe_drafters" in err
 
 
-def test_first_party_plugins_are_discovered_through_entry_points(installed_host: PluginHost) -> None:
-    dists = {p.distribution for p in installed_host.plugins()}
+def test_first_party_plugins_are_discovered_through_entry_points(specframe_installed_host: PluginHost) -> None:
+    dists = {p.distribution for p in specframe_installed_host.plugins()}
     assert {"specframe-trees", "specframe-verifiers", "specframe-hf"} <= dists
-    for rec in installed_host.registry:
+    for rec in specframe_installed_host.registry:
         assert rec.distribution.startswith("specframe-") or rec.plugin == BUILTIN_PLUGIN, rec

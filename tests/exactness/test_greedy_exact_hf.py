@@ -22,6 +22,11 @@ import pytest
 import torch
 from pydantic import Field
 
+# Plain imports: first-party plugins are required by the suite (the root conftest fails the session without
+# them), so this headline test can never be skipped by a broken install.
+from specframe_hf.target import HFTarget
+from specframe_hf.testing import random_ids, tiny_causal_lm
+
 from specframe import (
     ComponentConfig,
     ComponentSpec,
@@ -33,13 +38,6 @@ from specframe import (
     hookimpl,
 )
 from specframe.pipeline import Pipeline
-
-transformers = pytest.importorskip("transformers")
-specframe_hf = pytest.importorskip("specframe_hf")
-pytest.importorskip("specframe_trees")
-
-from specframe_hf.target import HFTarget  # noqa: E402
-from specframe_hf.testing import random_ids, tiny_causal_lm  # noqa: E402
 
 VOCAB = 512
 MODELS = [("llama", "sdpa"), ("llama", "eager"), ("qwen3", "sdpa"), ("qwen3", "eager")]

@@ -35,9 +35,9 @@ def test_entry_point_registers_every_stage() -> None:
             assert record.spec.summary
 
 
-def test_capabilities_are_declared(plugin_host: PluginHost) -> None:
-    plugin_host.register(trees_plugin, "trees")
-    registry = plugin_host.registry
+def test_capabilities_are_declared(specframe_plugin_host: PluginHost) -> None:
+    specframe_plugin_host.register(trees_plugin, "trees")
+    registry = specframe_plugin_host.registry
     identity = registry.get("corrector", "identity").spec.capabilities
     assert identity == CorrectorCapabilities()
     for name in ("random_gru", "random_markov"):
@@ -55,10 +55,10 @@ def _config(**stages: object) -> types.SimpleNamespace:
 
 
 @pytest.fixture
-def host(plugin_host: PluginHost) -> PluginHost:
-    plugin_host.register(trees_plugin, "trees")
-    plugin_host.register(_FakeStages, "fake")
-    return plugin_host
+def host(specframe_plugin_host: PluginHost) -> PluginHost:
+    specframe_plugin_host.register(trees_plugin, "trees")
+    specframe_plugin_host.register(_FakeStages, "fake")
+    return specframe_plugin_host
 
 
 def test_heap_with_a_path_dependent_corrector_is_rejected(host: PluginHost) -> None:

@@ -131,61 +131,65 @@ class ConformanceSuite:
         check_declaration(conformance_case.spec)
 
     @contract(*STAGE_KINDS)
-    def test_config_round_trip(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        built = self.built(conformance_case, conformance_workdir)
+    def test_config_round_trip(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        built = self.built(conformance_case, specframe_conformance_workdir)
         check_config_round_trip(built.spec, built.config)
 
     # --------------------------------------------------------------------------------------------- stages
     @contract("target")
     def test_target_tree_forward_and_commit(self, conformance_case: ConformanceCase,
-                                            conformance_workdir: Path) -> None:
-        targets.check_target(self.built(conformance_case, conformance_workdir))
+                                            specframe_conformance_workdir: Path) -> None:
+        targets.check_target(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("drafter")
-    def test_drafter_proposals(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        drafters.check_drafter(self.built(conformance_case, conformance_workdir))
+    def test_drafter_proposals(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        drafters.check_drafter(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("drafter")
-    def test_drafter_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        drafters.check_drafter_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_drafter_reproducible(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        drafters.check_drafter_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("corrector")
-    def test_corrector_scores(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        correctors.check_corrector(self.built(conformance_case, conformance_workdir))
+    def test_corrector_scores(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        correctors.check_corrector(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("corrector")
-    def test_corrector_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        correctors.check_corrector_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_corrector_reproducible(self, conformance_case: ConformanceCase,
+                                    specframe_conformance_workdir: Path) -> None:
+        correctors.check_corrector_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("tree_builder")
-    def test_tree_builder_trees(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_tree_builder(self.built(conformance_case, conformance_workdir))
+    def test_tree_builder_trees(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        trees.check_tree_builder(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("tree_builder")
-    def test_tree_builder_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_tree_builder_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_tree_builder_reproducible(self, conformance_case: ConformanceCase,
+                                       specframe_conformance_workdir: Path) -> None:
+        trees.check_tree_builder_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("pruner")
-    def test_pruner_subtrees(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_pruner(self.built(conformance_case, conformance_workdir))
+    def test_pruner_subtrees(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        trees.check_pruner(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("pruner")
-    def test_pruner_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_pruner_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_pruner_reproducible(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        trees.check_pruner_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier")
-    def test_verifier_results(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        verifiers.check_verifier(self.built(conformance_case, conformance_workdir))
+    def test_verifier_results(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        verifiers.check_verifier(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier")
-    def test_verifier_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        verifiers.check_verifier_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_verifier_reproducible(self, conformance_case: ConformanceCase,
+                                   specframe_conformance_workdir: Path) -> None:
+        verifiers.check_verifier_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier", when=lambda caps: caps.lossless or caps.greedy_only)
     def test_verifier_matches_greedy_oracle(self, conformance_case: ConformanceCase,
-                                            conformance_workdir: Path) -> None:
-        verifiers.check_verifier_greedy(self.built(conformance_case, conformance_workdir))
+                                            specframe_conformance_workdir: Path) -> None:
+        verifiers.check_verifier_greedy(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier", when=lambda caps: caps.lossless and not caps.greedy_only)
-    def test_verifier_lossless(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        verifiers.check_verifier_lossless(self.built(conformance_case, conformance_workdir), self.lossless_rows)
+    def test_verifier_lossless(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        built = self.built(conformance_case, specframe_conformance_workdir)
+        verifiers.check_verifier_lossless(built, self.lossless_rows)
