@@ -71,11 +71,6 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
-def register_page(path: str, render: Callable[[], str]) -> None:
-    """Add a generated page (used by modules that generate the catalog and the config reference)."""
-    PAGES[path] = render
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="fail if a generated page is out of date")

@@ -10,8 +10,11 @@ A round of the decode loop calls them in this order::
     result   = verifier.verify(tree, out.logits, round_ctx)         # VerifyResult
     target.commit(tree, result.accepted_nodes); drafter.commit(state, tree, result, out)
 
-The required surface of each interface is one method; optional hooks have no-op defaults. Components are
-built once, when the pipeline is built; nothing here knows about plugins.
+Each stage interface requires one method (``propose``, ``child_logprobs``, ``build``, ``prune``, ``verify``); the
+target adapter requires four (``prefill``, ``forward_tree``, ``commit``, ``cache_len``). Everything else is
+optional with a default: hooks such as ``begin``/``commit``/``advance``, ``TargetModel.encode_messages`` and the
+``SharedEmbeddings`` interface. Components are built once, when the pipeline is built; nothing here knows about
+plugins.
 """
 
 from __future__ import annotations

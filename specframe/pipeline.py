@@ -91,7 +91,11 @@ class Pipeline:
     @classmethod
     def from_config(cls, config: PipelineConfigBase, *, target: TargetModel | None = None,
                     host: PluginHost | None = None, reuse: Pipeline | None = None) -> Pipeline:
-        """Instantiate every stage through the registry's factories (the only place plugins are used)."""
+        """Instantiate every stage through the registry's factories.
+
+        Plugins are used while a pipeline is validated and built (here and in :mod:`specframe.config.validate`),
+        never while it decodes.
+        """
         host = host or PluginHost()
         registry = host.registry
         unresolved = unresolved_variables(config.model_dump(mode="json"))

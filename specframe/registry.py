@@ -174,6 +174,9 @@ class ComponentRegistry:
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], RegisteredComponent] = {}
+        #: The pipeline config model built from these components (:func:`specframe.config.pipeline.
+        #: build_pipeline_model`); reset whenever a component is added.
+        self.pipeline_model: Any = None
 
     def add(self, spec: ComponentSpec, *, plugin: str, distribution: str, version: str) -> None:
         if spec.kind not in STAGE_KINDS:
@@ -208,6 +211,7 @@ class ComponentRegistry:
                 f"must declare `type: Literal['{spec.name}'] = '{spec.name}'`"
             )
         self._items[key] = RegisteredComponent(spec, plugin, distribution, version)
+        self.pipeline_model = None
 
     def names(self, kind: str) -> list[str]:
         return sorted(name for k, name in self._items if k == kind)

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from specframe.builtin.plugin import STAGE_DEFAULTS
 from specframe.config.base import ComponentConfig
 from specframe.registry import ComponentRegistry
-from specframe.types import SamplingParams
 
 #: Stage fields of a pipeline, in round order, with the registry kind each one draws from.
 STAGE_FIELDS: dict[str, str] = {
@@ -48,9 +47,6 @@ class SamplingConfig(StrictModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass (1 = off)."""
 
-    def params(self) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-
 
 class GenerationConfig(StrictModel):
     """Defaults for a generate call; the CLI and API can override each."""
@@ -71,7 +67,7 @@ class MetricsConfig(StrictModel):
     stage_timing: bool = True
     """Record per-stage nanoseconds in every RoundRecord."""
     check_trees: bool = False
-    """Debug mode: run the DraftTree invariant checker on every built and pruned tree."""
+    """Debug mode: run the DraftTree invariant checker on every tree sent to the target (after pruning)."""
 
 
 class PipelineConfigBase(StrictModel):
@@ -111,11 +107,11 @@ def _union(configs: list[type[ComponentConfig]]) -> Any:
 def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase]:
     """Create the ``PipelineConfig`` model whose stage fields are unions of the registered configs.
 
-    The model is cached on the registry, so configs validated against one registry compare equal.
+    The model is cached on the registry (:attr:`ComponentRegistry.pipeline_model`), so configs validated against
+    one registry compare equal.
     """
-    cached = getattr(registry, "_pipeline_model", None)
-    if cached is not None:
-        return cached
+    if registry.pipeline_model is not None:
+        return registry.pipeline_model
     fields: dict[str, Any] = {}
     for field, kind in STAGE_FIELDS.items():
         configs = [r.spec.config for r in registry.of_kind(kind)]
@@ -133,5 +129,5 @@ def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase
         else:
             fields[field] = (annotation, ...)
     model = create_model("PipelineConfig", __base__=PipelineConfigBase, **fields)
-    registry._pipeline_model = model  # type: ignore[attr-defined]
+    registry.pipeline_model = model
     return model

@@ -7,6 +7,8 @@ is a :class:`~specframe.errors.CheckpointError` naming the path.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +37,30 @@ def model_directory(path: str) -> Path:
     return directory
 
 
+@contextmanager
+def without_progress_bars() -> Iterator[None]:
+    """Silence transformers' progress bars ("Loading weights") for the block: loading a local target takes
+    about a second, and commands print only their own output."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
 def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, attn: str) -> Any:
     """``AutoModelForCausalLM`` from ``directory`` (local files only), in eval mode on ``device``."""
     from transformers import AutoModelForCausalLM
 
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            directory, local_files_only=True, dtype=dtype, attn_implementation=attn
-        )
+        with without_progress_bars():
+            model = AutoModelForCausalLM.from_pretrained(
+                directory, local_files_only=True, dtype=dtype, attn_implementation=attn
+            )
     except (OSError, ValueError, KeyError) as exc:
         raise CheckpointError(
             f"could not load a causal LM from '{directory}': {type(exc).__name__}: {exc}",
