@@ -63,3 +63,21 @@ def test_tree_rejection_example() -> None:
 def test_residual_falls_back_to_p_when_p_equals_q() -> None:
     p = torch.tensor([0.25, 0.75])
     assert torch.equal(residual_law(p, p.clone()), p)
+
+
+def test_chain_rejection_is_tree_rejection_on_chains() -> None:
+    """Same decisions and the same random draws, round after round, on sampled chains."""
+    torch.manual_seed(0)
+    rows, depth, vocab = 64, 3, 5
+    chains = [DraftTree.from_lists([1, *torch.randint(vocab, (depth,)).tolist()], [-1, *range(depth)])
+              for _ in range(rows)]
+    tree = DraftTree.stack(chains)
+    child_q = torch.softmax(torch.randn(rows, depth + 1, vocab), dim=-1)  # [B, N, V]
+    tree = DraftTree(**{**tree.__dict__, "child_q": child_q})
+    logits = torch.randn(rows, depth + 1, vocab)  # [B, N, V]
+    chain_ctx, tree_ctx = (RoundContext(budget=depth, sampling=SamplingParams(1.0), rng=RngStreams.from_seed(7))
+                           for _ in range(2))
+    for _ in range(3):  # consecutive rounds share the streams
+        a = ChainRejectionVerifier().verify(tree, logits, chain_ctx)
+        b = TreeRejectionVerifier().verify(tree, logits, tree_ctx)
+        assert torch.equal(a.accepted_nodes, b.accepted_nodes) and torch.equal(a.bonus_token, b.bonus_token)
