@@ -139,7 +139,7 @@ def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> in
     host = host or PluginHost()
     try:
         host.register_commands(cli)
-        from specframe import cli_bench, cli_run  # noqa: F401  (register `run`, `bench`, `report`, `datasets`)
+        from specframe import cli_bench, cli_profile, cli_run  # noqa: F401  (register `run`, `bench`, `report`, `datasets`, `profile`)
 
         cli.main(args=args, obj={"host": host}, standalone_mode=False)
     except SpecframeError as exc:

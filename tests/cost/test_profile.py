@@ -76,3 +76,27 @@ def test_measured_curve_on_a_tiny_model_is_positive_and_leaves_the_target_reset(
     assert target.cache_len == 0
     key = profile_key(target, None)
     assert key["dtype"] == "float32" and key["threads"] >= 1 and "torch" in key["versions"]
+
+
+def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
+    from specframe_hf.target import HFTarget
+    from specframe_hf.testing import tiny_causal_lm
+
+    from specframe.cost.report import break_even_tau, measure_pipeline_profile, profile_rows, write_plot
+    from specframe.pipeline import Pipeline
+
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    target = HFTarget.from_model(tiny_causal_lm("llama", seed=0))
+    data = {"budget": "auto", "auto_budget": {"max_budget": 6}, "drafter": {"type": "ngram"},
+            "tree_builder": {"type": "chain"}, "pruner": {"type": "none"},
+            "generation": {"chat_template": False, "stop_at_eos": False}}
+    pipe = Pipeline.from_dict(data, target=target)
+    profile = measure_pipeline_profile(pipe, [5, 6, 7, 5, 6, 7, 5, 6], reps=1, new_tokens=8)  # type: ignore[arg-type]
+    assert sorted(profile.verify_ms) == [1, 2, 3, 5, 7]  # the grid up to max_budget + 1
+    assert {"draft", "build", "verify", "commit"} <= set(profile.overhead_ms)
+    rows = profile_rows(profile)
+    assert [r["tokens"] for r in rows] == [1, 2, 3, 5, 7]
+    assert rows[0]["break_even_tau"] == pytest.approx(break_even_tau(profile, 1), abs=0.01) and rows[0][
+        "break_even_tau"] >= 1.0
+    write_plot(profile, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 1000

@@ -35,10 +35,11 @@ METHODS: list[tuple[str, str]] = [
     ("Domino-chain + DDTree", "domino-chain-ddtree.yaml"),
     ("DSpark chain", "dspark-chain.yaml"),
     ("DARTree fixed", "dartree-fixed.yaml"),
+    ("DARTree pruned B=16", "dartree-pruned-b16.yaml"),
     ("DARTree pruned", "dartree-pruned.yaml"),
 ]
 DEFAULT_METHOD = "DARTree pruned"
-QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned")
+QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned B=16", "DARTree pruned")
 
 #: Demo prompts of different kinds, written for the demo (not from any benchmark or the training templates).
 PROMPTS: list[tuple[str, str]] = [
@@ -80,6 +81,17 @@ class MethodRun:
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
+
+    def budget_summary(self) -> str:
+        """The verified tree size: a fixed budget's mean, or auto's mean choice and its share of plain rounds."""
+        rounds = [r for res in self.results for r in res.rounds]
+        if not rounds:
+            return "-"
+        drafted = [r for r in rounds if r.drafted]
+        mean = sum(r.nodes for r in drafted) / len(drafted) if drafted else 0.0
+        if all(r.budget is None and r.drafted for r in rounds):
+            return f"{mean:.1f}"
+        return f"auto {mean:.1f}, {100 * (len(rounds) - len(drafted)) / len(rounds):.0f}% plain"
 
     def stage_shares(self) -> dict[str, float]:
         totals = {s: 0 for s in STAGES}
@@ -135,7 +147,7 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
 def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, list[dict[str, Any]]]:
     base = runs[baseline]
     table = Table(title="SmolLM2-135M-Instruct, greedy, same prompts and process", title_justify="left")
-    for col in ("method", "τ", "tok/s", "speedup", "greedy = plain", *STAGES):
+    for col in ("method", "τ", "tok/s", "speedup", "greedy = plain", "verified nodes", *STAGES):
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = []
     for label, run in runs.items():
@@ -144,10 +156,12 @@ def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, lis
         shares = run.stage_shares()
         rows.append({"method": label, "tau": round(run.tau, 3), "tokens_per_s": round(run.tokens_per_s, 3),
                      "speedup": round(speedup, 3), "exact": exact,
+                     "verified_nodes": run.budget_summary(),
                      "stage_share": {k: round(v, 4) for k, v in shares.items()},
                      "per_prompt_tau": [round(r.tau, 3) for r in run.results]})
         table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}", f"{speedup:.2f}x",
-                      "yes" if exact else "[red]NO[/red]", *(f"{100 * shares[s]:.0f}%" for s in STAGES))
+                      "yes" if exact else "[red]NO[/red]", run.budget_summary(),
+                      *(f"{100 * shares[s]:.0f}%" for s in STAGES))
     return table, rows
 
 
@@ -174,7 +188,10 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
     else:
         console.print("every greedy output equals plain decoding's, token for token")
     console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
-                  "than one decode step, so passing 1.0x needs a high τ", style="dim")
+                  "than one decode step, so passing 1.0x needs a high τ. DARTree pruned uses budget: auto: each "
+                  "round it verifies the subtree that pays on this machine's measured verify cost (verified "
+                  "nodes: mean per drafted round, and the share of rounds decoded plainly because drafting did "
+                  "not pay); `specframe profile` prints that cost", style="dim")
     if json_out is not None:
         json_out.write_text(json.dumps(rows, indent=2) + "\n")
     return rows

@@ -67,7 +67,8 @@ def test_dartree_on_the_shipped_pair_is_greedy_exact_with_real_acceptance(monkey
     monkeypatch.setenv("SPECFRAME_CHECKPOINTS", str(CKPTS))
     host = PluginHost()
     plain = Pipeline.from_yaml(EXAMPLES / "plain.yaml", host=host)
-    dartree = Pipeline.from_yaml(EXAMPLES / "dartree-pruned.yaml", target=plain.target, host=host)
+    dartree = Pipeline.from_yaml(EXAMPLES / "dartree-pruned-b16.yaml", target=plain.target, host=host)
+    auto = Pipeline.from_yaml(EXAMPLES / "dartree-pruned.yaml", target=plain.target, host=host)
     prompts = ["Tom has 12 apples and gives 5 to Ana. How many apples does Tom have left? Explain step by step.",
                "Write a Python function that returns the squares of a list of numbers."]
     rounds = committed = 0
@@ -75,6 +76,7 @@ def test_dartree_on_the_shipped_pair_is_greedy_exact_with_real_acceptance(monkey
         ref = plain.generate(prompt, 32)
         out = dartree.generate(prompt, 32)
         assert out.tokens == ref.tokens
+        assert auto.generate(prompt, 32).tokens == ref.tokens  # budget: auto (the demo's default)
         rounds += out.num_rounds
         committed += sum(out.accept_lengths())
     tau = committed / rounds
