@@ -92,6 +92,7 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "total_ns_repeats": list(repeats_ns),
         "accepted": accepted,
         "tree_nodes": [r.nodes for r in result.rounds],
+        "plain_rounds": sum(not r.drafted for r in result.rounds),  # `budget: auto` rounds without a draft
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
