@@ -20,7 +20,7 @@ verified node.
 
 Example (CPU, steep curve): T(1) = 45 ms, T(5) = 75 ms, draft 25 ms; trees accept 1 token on average ->
 drafted rounds make 2 tokens / 110 ms < 1 / 45 ms, so after one round it decodes plainly and probes at rounds
-4, 12, 28, ... (each probe drafts once).
+4, 12, 28, ... (each probe drafts once). A new request probes within ``min_probe_interval`` rounds.
 """
 
 from __future__ import annotations
@@ -80,10 +80,12 @@ class AutoBudget:
 
     # ----------------------------------------------------------------------------------------- choices
     def start_request(self) -> None:
-        """A new request: draft first, with short probes (calibration and the profile are kept)."""
-        self.drafting = True
-        self.probe_interval = self.settings.min_probe_interval
-        self.plain_left = 0
+        """A new request: probe soon, since its text may suit the drafter better than the last one's.
+
+        What was learnt is kept (profile, calibration, drafted-round rate, probe interval), so a drafter that
+        did not pay costs one probe per request, not a fresh series of probes.
+        """
+        self.plain_left = min(self.plain_left, self.settings.min_probe_interval)
 
     def should_draft(self) -> bool:
         return self.drafting or self.plain_left <= 0

@@ -104,3 +104,18 @@ def test_drafting_resumes_when_a_probe_pays() -> None:
     for _ in range(3):  # the drafter became good: 5 tokens per 110 ms beats 1 per 45 ms
         auto.observe_drafted(tree, torch.tensor([0, 1, 2, 3, 4, -1]), 4, {"draft": 30.0, "target": 80.0})
     assert auto.drafting and auto.should_draft()
+
+
+def test_a_new_request_probes_soon_but_keeps_what_was_learnt() -> None:
+    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=2,
+                                                                                max_probe_interval=16))
+    tree = wide_tree(6)
+    nothing = torch.tensor([0, -1, -1, -1, -1, -1])
+    for _ in range(30):  # a request on which drafting never pays: the interval grows to 16
+        if auto.should_draft():
+            auto.observe_drafted(tree, nothing, 0, {"draft": 30.0, "target": 80.0})
+        else:
+            auto.observe_plain({"target": 45.0})
+    assert auto.probe_interval == 16 and not auto.drafting
+    auto.start_request()
+    assert auto.plain_left <= 2 and auto.probe_interval == 16 and auto.draft_rate is not None
