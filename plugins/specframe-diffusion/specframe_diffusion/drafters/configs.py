@@ -28,6 +28,9 @@ class DiffusionDrafterConfig(ComponentConfig):
     dtype: DtypeName = Field("auto", description="compute dtype of the draft backbone; auto = the target's")
     device: str = Field("auto", description="device of the draft backbone (cpu, cuda, cuda:1, ...); "
                                             "auto = the target's")
+    cpu_linear: Literal["auto", "default", "onednn"] = Field(
+        "auto", description="onednn: prepack the draft backbone's linear layers for oneDNN (float32 CPU); "
+                            "auto = as the target (an LM head shared with the target is packed with it)")
 
     @field_validator("checkpoint")
     @classmethod

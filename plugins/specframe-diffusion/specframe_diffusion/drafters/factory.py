@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import BuildContext
 from specframe_diffusion.checkpoint.draft_config import DraftFamily
@@ -69,6 +70,9 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
     check_fits_target(cfg, parts, source=str(files.directory))
     dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
     backbone = files.load_backbone(dtype=dtype, device=device)
+    cpu_linear = getattr(ctx.target, "cpu_linear", "default") if config.cpu_linear == "auto" else config.cpu_linear
+    if resolve_cpu_linear(cpu_linear, backbone) == "onednn":
+        pack_linear_layers(backbone, what=f"{component}'s backbone")
     if cfg.layout == "deepseek":
         embed, head = _own_embeddings(files, dtype, device)
     else:
