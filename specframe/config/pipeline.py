@@ -111,12 +111,12 @@ class PipelineConfigBase(StrictModel):
     generation: GenerationConfig = GenerationConfig()
     metrics: MetricsConfig = MetricsConfig()
 
-    @field_validator("budget")
+    @field_validator("budget", mode="before")
     @classmethod
-    def _budget_positive(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"budget must be a positive number of draft nodes or `auto`, got {v}")
-        return v
+    def _budget_positive_or_auto(cls, v: Any) -> int | str:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            return v
+        raise ValueError(f"budget must be a positive integer (draft nodes per round) or `auto`, got {v!r}")
 
     @property
     def auto(self) -> bool:
