@@ -13,7 +13,9 @@ Worked example: ``V_target = 6``, subset ``{0, 2, 5}`` -> draft ids ``0, 1, 2`` 
 ``d2t = [0, 1, 3]``, ``t2d = [T, F, T, F, F, T]``.
 
 :func:`frequency_ranked` builds a subset from token counts of target-written text: the always-kept ids (EOS and
-the other special tokens) first, then the most frequent tokens (ties to the lower id) up to the size.
+the other special tokens) first, then the most frequent tokens up to the size. Equal counts (in particular tokens
+never seen in a small corpus) go to the lower id: BPE vocabularies number tokens in merge order, so a lower id is
+the more common token of the tokenizer's own training text.
 """
 
 from __future__ import annotations
