@@ -51,12 +51,15 @@ def register(cli: click.Group) -> None:
                   help="FILE.safetensors for one size, else a directory (frNk.safetensors + coverage.json).")
     @click.option("--target", "target", type=click.Path(path_type=Path), default=None,
                   help="Converted target directory (tokenizer and vocabulary size; default: the cache).")
+    @click.option("--heldout", type=int, default=0, show_default=True,
+                  help="Also report the coverage of the last N shards by subsets ranked from the others.")
     def vocab_subset_cmd(sources: tuple[Path, ...], sizes: tuple[int, ...], output: Path,
-                         target: Path | None) -> None:
+                         target: Path | None, heldout: int) -> None:
         """Frequency-ranked draft vocabularies (EAGLE-3 d2t/t2d) from the response tokens of training data."""
         from specframe_smollm2.cache import target_dir, verify_manifest
         from specframe_smollm2.vocab_subset import (
             count_response_tokens,
+            heldout_coverage,
             special_token_ids,
             target_vocab_size,
             write_subsets,
@@ -66,13 +69,17 @@ def register(cli: click.Group) -> None:
         if target is None:
             verify_manifest(model_dir, checksums=False)
         vocab_size = target_vocab_size(model_dir)
-        counts, shards = count_response_tokens(sources, vocab_size)
-        _log(f"{int(counts.sum())} response tokens from {shards} shards; {int((counts > 0).sum())} distinct")
-        summary = write_subsets(counts, sorted(set(sizes)), special_token_ids(model_dir), output,
-                                sources=[str(s) for s in sources])
+        per_shard = count_response_tokens(sources, vocab_size)  # [S, V]
+        counts = per_shard.sum(0)
+        _log(f"{int(counts.sum())} response tokens from {per_shard.shape[0]} shards; "
+             f"{int((counts > 0).sum())} distinct")
+        wanted, always = sorted(set(sizes)), special_token_ids(model_dir)
+        held = heldout_coverage(per_shard, wanted, always, heldout) if heldout else None
+        summary = write_subsets(counts, wanted, always, output, sources=[str(s) for s in sources], heldout=held)
         for size, row in summary.items():
-            click.echo(f"{size:>6} tokens  {row['file']}  covers {100 * float(row['coverage']):.2f}% "
-                       "of the counted response tokens")
+            extra = f", {100 * held[size]:.2f}% of the held-out shards'" if held else ""
+            click.echo(f"{size:>6} tokens  {row['file']}  covers {100 * float(row['coverage']):.2f}% of the "
+                       f"counted response tokens{extra}")
 
     @cli.command("demo")
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")
