@@ -11,11 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-<<<<<<< HEAD
 from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
-=======
 from specframe.draft_vocab import DraftVocab, load_draft_vocab
->>>>>>> vocab
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import BuildContext
 from specframe_diffusion.checkpoint.draft_config import DraftFamily

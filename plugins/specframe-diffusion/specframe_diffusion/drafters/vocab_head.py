@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from specframe.cpu_linear import PackedLinear
 from specframe.draft_vocab import DraftVocab
 
 
@@ -56,6 +56,12 @@ class DraftVocabHead:
             self.weight = weight.detach().index_select(0, ids).contiguous()
             bias = getattr(lm_head, "bias", None)
             self.bias = None if bias is None else bias.detach().index_select(0, ids)
+            sub = nn.Linear(int(weight.shape[1]), len(ids), bias=self.bias is not None, device="meta")
+            sub.weight = nn.Parameter(self.weight, requires_grad=False)
+            if self.bias is not None:
+                sub.bias = nn.Parameter(self.bias, requires_grad=False)
+            # A prepacked full head (cpu_linear: onednn) gets a prepacked subset head, so the two compare fairly.
+            self.sub_head: nn.Module = PackedLinear(sub) if isinstance(lm_head, PackedLinear) else sub
 
     @property
     def size(self) -> int:
@@ -70,7 +76,7 @@ class DraftVocabHead:
             log_probs = torch.log_softmax(logits, dim=-1)
             top_logprobs, top_tokens = torch.topk(log_probs, min(top_k, logits.shape[-1]), dim=-1)  # [B, L, K]
             return DraftScores(top_tokens, top_logprobs, logits)
-        sub_logits = F.linear(x, self.weight, self.bias).float()  # [B, L, V_d]
+        sub_logits = self.sub_head(x).float()  # [B, L, V_d]
         log_probs = torch.log_softmax(sub_logits, dim=-1)
         top_logprobs, top_draft = torch.topk(log_probs, min(top_k, sub_logits.shape[-1]), dim=-1)  # [B, L, K]
         tokens = self.target_ids[top_draft]  # [B, L, K] target ids
