@@ -19,12 +19,14 @@ from rich.markup import escape
 from specframe.cli_bench import bench, datasets, report
 from specframe.cli_core import components, plugins, schema, validate
 from specframe.cli_output import err_console
+from specframe.cli_profile import profile
 from specframe.cli_run import run
 from specframe.errors import ContractError, SpecframeError
 from specframe.plugins import PluginHost
 
 #: The core's commands, in help order.
-CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validate, run, bench, report, datasets)
+CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validate, run, bench, report, datasets,
+                                             profile)
 
 
 def register_core_commands(cli: click.Group) -> None:

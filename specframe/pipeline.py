@@ -25,6 +25,8 @@ import torch
 from specframe.config.loader import config_hash, unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import load_pipeline_config, validate_pipeline
+from specframe.cost.auto_budget import AutoBudget
+from specframe.cost.setup import build_auto_budget, save_learned_profile
 from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import (
     BuildContext,
@@ -42,7 +44,7 @@ from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
 from specframe.sampling import sample, validate_sampling
 from specframe.tree import DraftTree, check_tree
-from specframe.types import RngStreams, SamplingParams
+from specframe.types import RngStreams, SamplingParams, TargetOutput, VerifyResult
 
 Prompt = str | Sequence[int] | torch.Tensor
 
@@ -71,6 +73,7 @@ class Pipeline:
         self.config_hash = config_hash(config.model_dump(mode="json"))
         self.sampling = SamplingParams(**config.sampling.model_dump())
         validate_sampling(self.sampling)
+        self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
 
     # -------------------------------------------------------------------------------------- building
     @classmethod
@@ -185,6 +188,8 @@ class Pipeline:
         if limit is not None and ids.shape[1] >= limit:
             raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is {limit}",
                                   hint="shorten the prompt")
+        if self.config.auto and self.auto_budget is None:
+            self.auto_budget = build_auto_budget(self, ids)
         try:
             return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
         except ContractError as exc:
@@ -256,6 +261,7 @@ class _Decode:
     def run(self) -> GenerationResult:
         pipe, st = self.pipe, self.pipe.stages
         target, timing = pipe.target, pipe.config.metrics.stage_timing
+        auto = pipe.auto_budget
         check = pipe.config.metrics.check_trees
         rng = RngStreams.from_seed(self.seed)
         clock = time.perf_counter_ns
@@ -269,23 +275,33 @@ class _Decode:
             state = DecodeState(tokens=torch.cat([self.ids, first.view(1, 1).to(self.ids.device)], dim=1),
                                 prompt_len=self.ids.shape[1], sampling=pipe.sampling, rng=rng)
             st.drafter.begin(state, prefill)
-            ctx = RoundContext(budget=pipe.config.budget, sampling=pipe.sampling, rng=rng)
+            ctx = RoundContext(budget=pipe.config.max_budget, sampling=pipe.sampling, rng=rng)
+            if auto is not None:
+                auto.start_request()
             rounds: list[RoundRecord] = []
             text, hit = self._text_and_stream()
             reason = "stop_string" if hit else self._stop_reason()
             while reason is None:
+                drafted = auto is None or auto.should_draft()
+                chosen: int | None = None
                 t0 = clock()
-                proposal = st.drafter.propose(state)
-                t1 = clock()
-                tree = st.tree_builder.build(proposal, st.corrector, ctx)
-                t2 = clock()
-                tree = _fit_context(st.pruner.prune(tree, ctx), proposal.depth, target, state)
-                t3 = clock()
+                if drafted:
+                    proposal = st.drafter.propose(state)
+                    t1 = clock()
+                    tree = st.tree_builder.build(proposal, st.corrector, ctx)
+                    t2 = clock()
+                    tree = _fit_context(st.pruner.prune(tree, ctx), proposal.depth, target, state)
+                    if auto is not None:
+                        tree, chosen = auto.choose(tree)
+                    t3 = clock()
+                else:  # budget: auto decided that drafting does not pay this round: the root alone
+                    tree = DraftTree.root_only(state.root)
+                    t1 = t2 = t3 = t0
                 if check:
                     _check(tree)
                 out = target.forward_tree(tree)
                 t4 = clock()
-                result = st.verifier.verify(tree, out.logits, ctx)
+                result = st.verifier.verify(tree, out.logits, ctx) if drafted else _plain_step(out, pipe, rng)
                 t5 = clock()
                 target.commit(tree, result.accepted_nodes)
                 emitted = result.emitted_tokens(tree.tokens.cpu())[0]
@@ -294,15 +310,33 @@ class _Decode:
                     [state.tokens, torch.tensor([emitted], dtype=torch.long, device=state.tokens.device)], dim=1)
                 st.drafter.commit(state, tree, result, out)
                 t6 = clock()
-                stage_ns = ({"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3,
-                             "verify": t5 - t4, "commit": t6 - t5} if timing else {})
+                stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3,
+                            "verify": t5 - t4, "commit": t6 - t5}
+                if auto is not None:
+                    stage_ms = {k: v / 1e6 for k, v in stage_ns.items()}
+                    if drafted:
+                        auto.observe_drafted(tree, result.accepted_nodes[0], int(result.num_accepted[0]), stage_ms)
+                    else:
+                        auto.observe_plain(stage_ms)
                 rounds.append(RoundRecord(nodes=int(tree.num_nodes[0]) - 1, depth=tree.max_depth,
                                           accepted=int(result.num_accepted[0]), committed=len(committed),
-                                          stage_ns=stage_ns))
+                                          stage_ns=stage_ns if timing else {}, drafted=drafted,
+                                          budget=chosen))
                 text, hit = self._text_and_stream()
                 reason = "stop_string" if hit else self._stop_reason()
+        if auto is not None:
+            save_learned_profile(pipe)
         return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,
                                 prefill_ns=prefill_ns, total_ns=clock() - t_start, stop_reason=reason)
+
+
+def _plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyResult:
+    """The verdict of a root-only round: no draft to accept, the bonus drawn from the target's own law."""
+    logits = out.logits[:, 0]  # [B, V]
+    b = logits.shape[0]
+    bonus = sample(logits, pipe.sampling, rng.target)  # [B]
+    return VerifyResult(accepted_nodes=torch.zeros(b, 1, dtype=torch.long, device=logits.device),
+                        num_accepted=torch.zeros(b, dtype=torch.long, device=logits.device), bonus_token=bonus)
 
 
 def _fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, state: DecodeState) -> DraftTree:

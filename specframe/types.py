@@ -69,7 +69,8 @@ class DraftProposal:
 
     Depth ``d`` (1-based) is the ``d``-th token after the root; it is stored at index ``d - 1`` ("slot").
     ``logprobs`` are the drafter's base (uncorrected) log-probabilities of the candidates, normalised over
-    the full vocabulary, sorted descending along K. ``-inf`` marks a candidate that must never be used
+    the full vocabulary (or over a reduced draft vocabulary, :mod:`specframe.draft_vocab`, whose complement then
+    has ``-inf`` in ``logits``), sorted descending along K. ``-inf`` marks a candidate that must never be used
     (for example a masked vocabulary entry or padding when the vocabulary is smaller than K).
     """
 

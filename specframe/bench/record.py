@@ -12,7 +12,10 @@ specframe fields:
 * request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
   repeat whose time is the median), ``total_ns_repeats`` (all repeats);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``tree_depth``,
-  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds).
+  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds);
+* machine — ``machine_load`` (optional; absent in files written before it existed): the load average and the CPU
+  seconds other processes used while the turn's repeats ran, and whether that was contention
+  (:class:`specframe.metrics.machine_load.MachineLoad`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 from specframe.datasets.base import Sample
 from specframe.metrics.acceptance import accept_histogram
+from specframe.metrics.machine_load import MachineLoad
 from specframe.metrics.records import GenerationResult
 
 SCHEMA_VERSION = 1
@@ -52,7 +56,8 @@ class RunInfo:
 
 
 def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationResult,
-                 repeats_ns: Sequence[int], dataset_source: str) -> dict[str, Any]:
+                 repeats_ns: Sequence[int], dataset_source: str,
+                 machine_load: MachineLoad | None = None) -> dict[str, Any]:
     """The JSON-ready record of one timed turn (``result`` is the median-time repeat)."""
     accepted = [r.accepted for r in result.rounds]
     wall = result.total_ns / 1e9
@@ -92,7 +97,9 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "total_ns_repeats": list(repeats_ns),
         "accepted": accepted,
         "tree_nodes": [r.nodes for r in result.rounds],
+        "plain_rounds": sum(not r.drafted for r in result.rounds),  # `budget: auto` rounds without a draft
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
+        **({"machine_load": machine_load.to_dict()} if machine_load is not None else {}),
     }

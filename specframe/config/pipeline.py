@@ -70,6 +70,19 @@ class MetricsConfig(StrictModel):
     """Debug mode: run the DraftTree invariant checker on every tree sent to the target (after pruning)."""
 
 
+class AutoBudgetConfig(StrictModel):
+    """How `budget: auto` decides, per round, whether to draft and how many nodes to verify."""
+
+    max_budget: int = Field(32, ge=1, le=4096)
+    """Upper bound on verified draft nodes (builders and pruners work to this budget)."""
+    profile: Optional[str] = None  # noqa: UP045
+    """Cost-profile JSON to start from (default: the cache, measured on first use)."""
+    min_probe_interval: int = Field(4, ge=1, le=10_000)
+    """Plain rounds before the first probe after drafting stopped paying."""
+    max_probe_interval: int = Field(64, ge=1, le=10_000)
+    """Longest run of plain rounds between probes (the interval doubles after each probe that does not pay)."""
+
+
 class PipelineConfigBase(StrictModel):
     """Fields every pipeline has, besides the stages."""
 
@@ -78,12 +91,31 @@ class PipelineConfigBase(StrictModel):
     seed: int = 0
     """Seed of the per-request random streams (draft, accept, residual, target)."""
     sampling: SamplingConfig = SamplingConfig()
-    budget: int = Field(64, ge=1)
-    """Verification budget B: draft-tree nodes per round, root excluded."""
+    budget: Union[int, Literal["auto"]] = Field(64)  # noqa: UP007
+    """Verification budget B: draft-tree nodes per round, root excluded; `auto` chooses per round from the
+    measured cost of a verify (see `auto_budget`)."""
+    auto_budget: AutoBudgetConfig = AutoBudgetConfig()
     allow_lossy: bool = False
     """Permit a verifier that is not lossless for these settings (outputs then differ from the target's)."""
     generation: GenerationConfig = GenerationConfig()
     metrics: MetricsConfig = MetricsConfig()
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget_positive_or_auto(cls, v: Any) -> int | str:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            return v
+        raise ValueError(f"budget must be a positive integer (draft nodes per round) or `auto`, got {v!r}")
+
+    @property
+    def auto(self) -> bool:
+        """Whether the verification size is chosen per round (`budget: auto`)."""
+        return self.budget == "auto"
+
+    @property
+    def max_budget(self) -> int:
+        """The budget builders and pruners work to: the fixed budget, or auto's upper bound."""
+        return self.auto_budget.max_budget if self.budget == "auto" else int(self.budget)
 
     @field_validator("name")
     @classmethod

@@ -215,6 +215,15 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
     if builder.needs_logits and not drafter.emits_logits:
         problems.append(f"tree_builder '{b_name}' needs full draft logits, which drafter "
                         f"'{config.drafter.type}' does not emit")
+    if getattr(config, "auto", False):
+        for field in ("tree_builder", "pruner"):
+            own = getattr(getattr(config, field, None), "budget", None)
+            if own is not None:
+                problems.append(
+                    f"budget: auto chooses the verified size each round, but {field} "
+                    f"'{getattr(config, field).type}' fixes its own size ({field}.budget: {own}), which the "
+                    f"verifier '{v_name}' would then always get; remove {field}.budget and set the upper bound "
+                    "with auto_budget.max_budget")
     target = caps.get("target")
     if drafter.needs_target_hidden and target is not None and not target.exposes_taps:
         problems.append(f"drafter '{config.drafter.type}' conditions on the target's hidden states, but "

@@ -28,6 +28,8 @@ class RoundRecord:
     accepted: int  # draft tokens accepted (bonus excluded)
     committed: int  # tokens this round added to the output (after EOS / length trimming)
     stage_ns: dict[str, int] = field(default_factory=dict)  # nanoseconds per stage
+    drafted: bool = True  # False: `budget: auto` decoded this round plainly (no draft, the root alone)
+    budget: int | None = None  # nodes `budget: auto` chose to verify (None: a fixed budget)
 
     @property
     def round_ns(self) -> int:

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
 from specframe.report.plots import sweep_plots
-from specframe.report.summary import Summary
+from specframe.report.summary import ALL, Summary
 from specframe.report.tables import (
+    CONTENDED_MARK,
     SpeedupKind,
     TauKind,
     depth_rows,
@@ -58,6 +60,7 @@ class Report:
             f"Cells: speedup× / τ. Speedup: {SPEEDUP_TEXT[self.speedup]}; {TAU_TEXT[self.tau]}. "
             f"Baseline: {base}. Average = mean of the dataset cells.", "",
             markdown(main_table(s, self.speedup, self.tau)), "",
+            *self._contention_note(),
             f"## Paired speedup ({self.confidence:.0%} bootstrap CI over prompts)", "",
             markdown(paired_table(s)), "",
             "## Acceptance per depth (all datasets pooled)", "",
@@ -69,6 +72,17 @@ class Report:
             markdown(stage_table(s, self.speedup)), "",
         ]
         return "\n".join(parts)
+
+    def _contention_note(self) -> list[str]:
+        """The footnote of the contention mark, when any cell carries it."""
+        counts = {m: c.contended for (m, ds), c in self.summary.cells.items() if ds == ALL and c.contended}
+        if not counts:
+            return []
+        listed = ", ".join(f"{m} ({n})" for m, n in counts.items())
+        return [f"{CONTENDED_MARK} measured under contention: other processes kept more than "
+                f"{CONTENDED_OTHER_CPUS:g} of a core busy while some of the records behind the cell ran "
+                f"(records per method, baseline partners included: {listed}; `machine_load` in the result "
+                "file). Treat these speeds as lower bounds and rerun on a quiet machine.", ""]
 
     def write(self, out_dir: Path, *, formats: tuple[str, ...] = ("md", "csv"), plots: bool = True) -> list[Path]:
         """Write the chosen formats (and sweep plots) into ``out_dir``; return the paths written."""

@@ -59,6 +59,14 @@ def test_records_cover_every_method_question_and_turn(results: Path) -> None:
     assert max(max(r["accepted"]) for r in deep) > 1 and max(max(r["tree_nodes"]) for r in deep) == 3
 
 
+def test_records_carry_the_machine_load_of_their_measurement(results: Path) -> None:
+    for r in read_results(results):
+        load = r["machine_load"]
+        assert set(load) == {"loadavg_before", "loadavg_after", "other_cpu_s", "wall_s", "cpus", "contended"}
+        assert load["wall_s"] >= round(r["total_ns"] / 1e9, 4) - 1e-4 and load["cpus"] >= 1
+        assert load["contended"] in (True, False, None)
+
+
 def test_greedy_outputs_equal_the_baseline_token_for_token(results: Path) -> None:
     by_key = {(r["dataset"], str(r["question_id"]), r["turn"]): r for r in read_results(results) if r["baseline"]}
     for r in read_results(results):

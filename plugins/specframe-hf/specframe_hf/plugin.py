@@ -20,7 +20,7 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
     from specframe_hf.target import HFTarget
 
     return HFTarget.from_pretrained(config.model, dtype=config.dtype, device=config.device, attn=config.attn,
-                                    taps=config.taps)
+                                    taps=config.taps, cpu_linear=config.cpu_linear)
 
 
 @specframe.hookimpl

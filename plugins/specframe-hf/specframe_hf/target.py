@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
+from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
 from specframe.errors import ContractError, GenerationError
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.placement import resolve_device, resolve_dtype
@@ -69,7 +70,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self.model = model.eval()
         self.source = source
         self.model_type: str = model.config.model_type
-        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
+        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])  # PackedLinear keeps .weight
         check_tokenizer_fits(tokenizer, self.vocab_size, source)
         self.tokenizer = tokenizer
         self.eos_token_ids = eos_token_ids(model, tokenizer)
@@ -82,6 +83,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self._mask = TreeMaskBuffer(self.dtype, self.device)
         self._taps = LayerTaps(model.model.layers, self.model_type)
         self._taps.set(taps)
+        self.cpu_linear = "default"  # "onednn" when the linear layers are prepacked (specframe.cpu_linear)
         self._cache: DynamicCache | None = None
         self._past = 0  # committed positions
         self._pending = 0  # uncommitted tree entries appended by the last forward_tree
@@ -98,12 +100,20 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
-                        taps: Sequence[int] = ()) -> HFTarget:
-        """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded)."""
+                        taps: Sequence[int] = (), cpu_linear: str = "default") -> HFTarget:
+        """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
+
+        ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`).
+        """
         directory = model_directory(path)
         torch_device = resolve_device(device, field="target.device")
         model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn)
-        return cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
+        cpu_linear = resolve_cpu_linear(cpu_linear, model)
+        if cpu_linear == "onednn":
+            pack_linear_layers(model, what=f"the target '{directory}'")
+        target = cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
+        target.cpu_linear = cpu_linear
+        return target
 
     # ----------------------------------------------------------------------------------------- state
     @property

@@ -1,4 +1,5 @@
-"""CLI commands: ``specframe setup-target``, ``specframe train RECIPE.yaml`` and ``specframe demo``.
+"""CLI commands: ``specframe setup-target``, ``specframe train RECIPE.yaml``, ``specframe vocab-subset`` and
+``specframe demo``.
 
 Errors are :class:`~specframe.errors.SpecframeError` subclasses; the core CLI prints them without a traceback.
 """
@@ -40,6 +41,45 @@ def register(cli: click.Group) -> None:
         from specframe_smollm2.training.run import run_recipe
 
         run_recipe(recipe, parse_overrides(overrides), progress=not no_progress, log=_log, data_only=data_only)
+
+    @cli.command("vocab-subset")
+    @click.option("--from", "sources", multiple=True, required=True, type=click.Path(path_type=Path),
+                  help="Directory of target-written data shards (repeatable), e.g. data-cache/smollm2-vocab.")
+    @click.option("--size", "sizes", multiple=True, required=True, type=int,
+                  help="Draft vocabulary size (repeatable), e.g. --size 16384.")
+    @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+                  help="FILE.safetensors for one size, else a directory (frNk.safetensors + coverage.json).")
+    @click.option("--target", "target", type=click.Path(path_type=Path), default=None,
+                  help="Converted target directory (tokenizer and vocabulary size; default: the cache).")
+    @click.option("--heldout", type=int, default=0, show_default=True,
+                  help="Also report the coverage of the last N shards by subsets ranked from the others.")
+    def vocab_subset_cmd(sources: tuple[Path, ...], sizes: tuple[int, ...], output: Path,
+                         target: Path | None, heldout: int) -> None:
+        """Frequency-ranked draft vocabularies (EAGLE-3 d2t/t2d) from the response tokens of training data."""
+        from specframe_smollm2.cache import target_dir, verify_manifest
+        from specframe_smollm2.vocab_subset import (
+            count_response_tokens,
+            heldout_coverage,
+            special_token_ids,
+            target_vocab_size,
+            write_subsets,
+        )
+
+        model_dir = target or target_dir()
+        if target is None:
+            verify_manifest(model_dir, checksums=False)
+        vocab_size = target_vocab_size(model_dir)
+        per_shard = count_response_tokens(sources, vocab_size)  # [S, V]
+        counts = per_shard.sum(0)
+        _log(f"{int(counts.sum())} response tokens from {per_shard.shape[0]} shards; "
+             f"{int((counts > 0).sum())} distinct")
+        wanted, always = sorted(set(sizes)), special_token_ids(model_dir)
+        held = heldout_coverage(per_shard, wanted, always, heldout) if heldout else None
+        summary = write_subsets(counts, wanted, always, output, sources=[str(s) for s in sources], heldout=held)
+        for size, row in summary.items():
+            extra = f", {100 * held[size]:.2f}% of the held-out shards'" if held else ""
+            click.echo(f"{size:>6} tokens  {row['file']}  covers {100 * float(row['coverage']):.2f}% of the "
+                       f"counted response tokens{extra}")
 
     @cli.command("demo")
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")

@@ -3,7 +3,9 @@
 Steps: make sure the target is converted (``setup-target``); load it once; run plain decoding first (the speedup
 denominator, measured in the same process), then each method's pipeline file from ``examples/smollm2`` on the same
 prompts; stream the default pipeline's text (DARTree pruned) last; print one table with τ, tokens/s, speedup over
-plain decoding, whether every greedy output equals plain decoding's, and each stage's share of round time.
+plain decoding, whether every greedy output equals plain decoding's, and each stage's share of round time. Each
+request's machine load is sampled (:mod:`specframe.metrics.machine_load`); when other processes loaded the machine
+during a method's requests, the demo says so under the table, since its speeds then mean little.
 
 Example output row::
 
@@ -23,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specframe.errors import CheckpointError
+from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS, LoadWindow, MachineLoad
 from specframe.metrics.records import STAGES, GenerationResult
 
 #: Methods in table order: (label, pipeline file under examples/smollm2).
@@ -35,10 +38,11 @@ METHODS: list[tuple[str, str]] = [
     ("Domino-chain + DDTree", "domino-chain-ddtree.yaml"),
     ("DSpark chain", "dspark-chain.yaml"),
     ("DARTree fixed", "dartree-fixed.yaml"),
+    ("DARTree pruned B=16", "dartree-pruned-b16.yaml"),
     ("DARTree pruned", "dartree-pruned.yaml"),
 ]
 DEFAULT_METHOD = "DARTree pruned"
-QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned")
+QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned B=16", "DARTree pruned")
 
 #: Demo prompts of different kinds, written for the demo (not from any benchmark or the training templates).
 PROMPTS: list[tuple[str, str]] = [
@@ -63,6 +67,11 @@ def repo_root() -> Path:
 class MethodRun:
     label: str
     results: list[GenerationResult] = field(default_factory=list)
+    loads: list[MachineLoad] = field(default_factory=list)  # one per request
+
+    @property
+    def machine_load(self) -> MachineLoad | None:
+        return MachineLoad.merge(self.loads)
 
     @property
     def tokens(self) -> int:
@@ -80,6 +89,17 @@ class MethodRun:
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
+
+    def budget_summary(self) -> str:
+        """The verified tree size: a fixed budget's mean, or auto's mean choice and its share of plain rounds."""
+        rounds = [r for res in self.results for r in res.rounds]
+        if not rounds:
+            return "-"
+        drafted = [r for r in rounds if r.drafted]
+        mean = sum(r.nodes for r in drafted) / len(drafted) if drafted else 0.0
+        if all(r.budget is None and r.drafted for r in rounds):
+            return f"{mean:.1f}"
+        return f"auto {mean:.1f}, {100 * (len(rounds) - len(drafted)) / len(rounds):.0f}% plain"
 
     def stage_shares(self) -> dict[str, float]:
         totals = {s: 0 for s in STAGES}
@@ -123,7 +143,10 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
                 console.print(f"\n[bold]{kind}>[/bold] {text}\n", highlight=False)
             stream = (lambda piece: console.print(piece, end="", markup=False, highlight=False)) if streaming \
                 else None
-            run.results.append(pipe.generate(text, max_new_tokens, stream=stream))
+            with LoadWindow() as window:
+                run.results.append(pipe.generate(text, max_new_tokens, stream=stream))
+            if window.load is not None:
+                run.loads.append(window.load)
             if streaming:
                 console.print()
         if not streaming:
@@ -135,7 +158,7 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
 def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, list[dict[str, Any]]]:
     base = runs[baseline]
     table = Table(title="SmolLM2-135M-Instruct, greedy, same prompts and process", title_justify="left")
-    for col in ("method", "τ", "tok/s", "speedup", "greedy = plain", *STAGES):
+    for col in ("method", "τ", "tok/s", "speedup", "greedy = plain", "verified nodes", *STAGES):
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = []
     for label, run in runs.items():
@@ -144,11 +167,27 @@ def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, lis
         shares = run.stage_shares()
         rows.append({"method": label, "tau": round(run.tau, 3), "tokens_per_s": round(run.tokens_per_s, 3),
                      "speedup": round(speedup, 3), "exact": exact,
+                     "verified_nodes": run.budget_summary(),
                      "stage_share": {k: round(v, 4) for k, v in shares.items()},
-                     "per_prompt_tau": [round(r.tau, 3) for r in run.results]})
+                     "per_prompt_tau": [round(r.tau, 3) for r in run.results],
+                     "machine_load": None if run.machine_load is None else run.machine_load.to_dict()})
         table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}", f"{speedup:.2f}x",
-                      "yes" if exact else "[red]NO[/red]", *(f"{100 * shares[s]:.0f}%" for s in STAGES))
+                      "yes" if exact else "[red]NO[/red]", run.budget_summary(),
+                      *(f"{100 * shares[s]:.0f}%" for s in STAGES))
     return table, rows
+
+
+def contention_warning(runs: dict[str, MethodRun]) -> str | None:
+    """A warning naming the methods measured while other processes loaded the machine, or None."""
+    hit = {label: load for label, run in runs.items()
+           if (load := run.machine_load) is not None and load.contended}
+    if not hit:
+        return None
+    detail = ", ".join(f"{label} ({load.other_cpus:.2f} cores)" if load.other_cpus is not None else label
+                       for label, load in hit.items())
+    return (f"warning: other processes kept more than {CONTENDED_OTHER_CPUS:g} of a core busy while these methods "
+            f"ran: {detail}; their tokens/s and speedups are not reliable. Rerun on a quiet machine "
+            "(check `uptime` first).")
 
 
 def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out: Path | None = None) -> list[dict]:
@@ -173,8 +212,14 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
         console.print(f"[red]outputs differ from plain decoding for: {', '.join(inexact)}[/red]")
     else:
         console.print("every greedy output equals plain decoding's, token for token")
+    warning = contention_warning(runs)
+    if warning:
+        console.print(warning, style="bold yellow", highlight=False)
     console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
-                  "than one decode step, so passing 1.0x needs a high τ", style="dim")
+                  "than one decode step, so passing 1.0x needs a high τ. DARTree pruned uses budget: auto: each "
+                  "round it verifies the subtree that pays on this machine's measured verify cost (verified "
+                  "nodes: mean per drafted round, and the share of rounds decoded plainly because drafting did "
+                  "not pay); `specframe profile` prints that cost", style="dim")
     if json_out is not None:
         json_out.write_text(json.dumps(rows, indent=2) + "\n")
     return rows

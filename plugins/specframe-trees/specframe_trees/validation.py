@@ -48,7 +48,8 @@ def pipeline_problems(config: Any, registry: ComponentRegistry) -> Iterator[str]
 
     if builder == "dartree" and pruner == "none":
         tree_builder = config.tree_builder
-        budget = tree_builder.budget if tree_builder.budget is not None else getattr(config, "budget", None)
+        pipeline_budget = getattr(config, "max_budget", getattr(config, "budget", None))
+        budget = tree_builder.budget if tree_builder.budget is not None else pipeline_budget
         depth = tree_builder.max_depth
         too_wide = depth is None or tree_builder.width * depth > (budget or 0)
         if tree_builder.mode == "pruned" and budget is not None and too_wide:

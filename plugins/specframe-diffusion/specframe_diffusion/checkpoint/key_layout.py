@@ -29,6 +29,10 @@ Group = Literal["backbone", "domino_head", "markov_head", "confidence", "embeddi
 #: Keys some writers add that carry no information (RoPE tables are recomputed); accepted and ignored.
 IGNORED_SUFFIXES: tuple[str, ...] = ("rotary_emb.inv_freq",)
 
+#: The optional EAGLE-3 reduced-vocabulary mapping (:mod:`specframe.draft_vocab`); its shapes depend on the
+#: subset, so it is checked by :meth:`~specframe_diffusion.checkpoint.loader.CheckpointFiles.draft_vocab`.
+VOCAB_MAP_KEYS: tuple[str, ...] = ("d2t", "t2d")
+
 
 @dataclass(frozen=True)
 class TensorSlot:

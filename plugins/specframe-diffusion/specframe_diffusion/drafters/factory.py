@@ -2,7 +2,8 @@
 
 Steps: open and validate the checkpoint; check that it is the family the config asks for; check that it fits the
 target (width, vocabulary, taps, mask token); load the backbone in the chosen dtype/device; pick the embedding and
-LM head (the target's, or the DeepSeek checkpoint's own copies); ask the target for the drafter's taps.
+LM head (the target's, or the DeepSeek checkpoint's own copies); pick the draft vocabulary (``draft_vocab:``, else the
+checkpoint's own ``d2t`` / ``t2d``, else the full one); ask the target for the drafter's taps.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
+from specframe.draft_vocab import DraftVocab, load_draft_vocab
 from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext
 from specframe.placement import resolve_device, resolve_dtype
@@ -44,6 +47,16 @@ def _own_embeddings(files: CheckpointFiles, dtype: torch.dtype,
     return embed, head
 
 
+def resolve_draft_vocab(setting: str | None, files: CheckpointFiles, target_vocab_size: int) -> DraftVocab | None:
+    """The pipeline's ``draft_vocab`` file, ``full``, or the checkpoint's own mapping; checked against the target."""
+    if setting == "full":
+        return None
+    vocab = load_draft_vocab(setting) if setting is not None else files.draft_vocab()
+    if vocab is not None:
+        vocab.check_target(target_vocab_size)
+    return vocab
+
+
 def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
                         family: DraftFamily) -> BlockDiffusionDrafter:
     component = f"drafter '{config.type}'"
@@ -58,10 +71,15 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
     check_fits_target(cfg, parts, source=str(files.directory))
     dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
     backbone = files.load_backbone(dtype=dtype, device=device)
+    cpu_linear = getattr(ctx.target, "cpu_linear", "default") if config.cpu_linear == "auto" else config.cpu_linear
+    if resolve_cpu_linear(cpu_linear, backbone) == "onednn":
+        pack_linear_layers(backbone, what=f"{component}'s backbone")
     if cfg.layout == "deepseek":
         embed, head = _own_embeddings(files, dtype, device)
     else:
         embed, head = parts.embed_tokens, parts.lm_head
+    draft_vocab = resolve_draft_vocab(config.draft_vocab, files, parts.vocab_size)
     if ctx.target is not None:
         ctx.target.set_taps(tuple(cfg.target_layer_ids))
-    return BlockDiffusionDrafter(backbone, cfg, embed, head, top_k=config.top_k, name=config.type)
+    return BlockDiffusionDrafter(backbone, cfg, embed, head, top_k=config.top_k, name=config.type,
+                                 draft_vocab=draft_vocab)

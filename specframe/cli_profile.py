@@ -1,0 +1,52 @@
+"""``specframe profile``: the measured cost of a round on this device (the numbers `budget: auto` decides with)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from specframe.cli_output import console, err_console, host_of
+
+
+@click.command()
+@click.argument("pipeline", type=click.Path(path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
+@click.option("--prompt", default="Explain step by step how to compute the area of a circle of radius 3.",
+              show_default=True, help="Prompt whose cache the forwards run on.")
+@click.option("--reps", type=click.IntRange(1, 100), default=5, show_default=True, help="Timed runs per size.")
+@click.option("--out-dir", "-o", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write profile.json and profile.png here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the profile as JSON.")
+@click.pass_context
+def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prompt: str, reps: int,
+            out_dir: Path | None, as_json: bool) -> None:
+    """Measure PIPELINE's verify curve and stage costs, cache them for `budget: auto`, print a table."""
+    from specframe.cost.report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
+    from specframe.pipeline import Pipeline
+
+    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
+    measured = measure_pipeline_profile(pipe, prompt, reps=reps)
+    cached = save_to_cache(measured)
+    rows = profile_rows(measured)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "profile.json").write_text(json.dumps({**measured.to_json(), "rows": rows}, indent=2) + "\n",
+                                              encoding="utf-8")
+        write_plot(measured, out_dir / "profile.png")
+    if as_json:
+        click.echo(json.dumps({**measured.to_json(), "rows": rows, "cache": str(cached)}, indent=2))
+        return
+    table = Table(title=f"{pipe.config.name}: {measured.key['device']}, {measured.key['dtype']}, "
+                        f"{measured.key['threads']} threads")
+    for column in ("tokens per forward", "target ms", "ms per token", "τ to break even"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(str(r["tokens"]), f"{r['verify_ms']:.1f}", f"{r['ms_per_token']:.1f}",
+                      f"{r['break_even_tau']:.2f}")
+    console.print(table)
+    stages = ", ".join(f"{k} {v:.1f} ms" for k, v in measured.overhead_ms.items())
+    err_console.print(f"per-round stages (median): {stages}", markup=False, highlight=False)
+    err_console.print(f"cached for budget: auto in {cached}", markup=False, highlight=False)

@@ -1,0 +1,85 @@
+"""`specframe profile`: measure a pipeline's round costs where it runs, print them, write JSON and a plot.
+
+Steps: build the pipeline; measure the target's verify curve on the prompt (`measure_verify_curve`); decode
+the prompt once with the pipeline at its (maximum) budget to time the draft, build, prune, verify and commit
+stages (medians over rounds); store the profile in the cache that `budget: auto` reads; print a table with,
+for every verify size, the acceptance length τ a drafted round needs just to break even with plain decoding:
+
+    τ_even(n) = (draft + build + prune + T(n) + verify + commit) / T(1)
+
+Example row (CPU, SmolLM2-135M): ``n = 9: T = 99 ms, 11.0 ms per token, τ to break even 3.1``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specframe.cost.measure import measure_verify_curve, profile_path, save_profile
+from specframe.cost.profile import DEFAULT_GRID, CostProfile
+from specframe.cost.setup import pipeline_profile_key
+
+if TYPE_CHECKING:
+    from specframe.pipeline import Pipeline
+
+ROUND_STAGES = ("draft", "build", "prune", "verify", "commit")
+
+
+def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48) -> CostProfile:
+    """The verify curve up to the pipeline's maximum budget and the median per-round stage overheads."""
+    ids = pipe.encode(prompt)
+    top = pipe.config.max_budget + 1
+    grid = sorted({n for n in DEFAULT_GRID if n <= top} | {top})
+    curve = measure_verify_curve(pipe.target, ids, grid=grid, reps=reps)
+    fixed = pipe if not pipe.config.auto else pipe.with_stage("budget", None, budget=pipe.config.max_budget)
+    result = fixed.generate(prompt, new_tokens)
+    overhead: dict[str, float] = {}
+    for stage in ROUND_STAGES:
+        values = [r.stage_ns.get(stage, 0) / 1e6 for r in result.rounds]
+        if values:
+            overhead[stage] = statistics.median(values)
+    return CostProfile(key=pipeline_profile_key(pipe), verify_ms=curve, overhead_ms=overhead)
+
+
+def break_even_tau(profile: CostProfile, tokens: int) -> float:
+    """τ a drafted round verifying ``tokens`` tokens needs to match plain decoding's tokens per second."""
+    drafted = sum(profile.overhead(s) for s in ROUND_STAGES) + profile.verify_cost(tokens)
+    plain = profile.verify_cost(1) + profile.overhead("plain")
+    return drafted / plain if plain > 0 else float("inf")
+
+
+def profile_rows(profile: CostProfile) -> list[dict[str, Any]]:
+    return [{"tokens": n, "verify_ms": round(ms, 2), "ms_per_token": round(ms / n, 2),
+             "break_even_tau": round(break_even_tau(profile, n), 2)} for n, ms in profile.verify_ms.items()]
+
+
+def write_plot(profile: CostProfile, path: Path) -> None:
+    """Verify time against tokens per forward, and the break-even τ, as one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    rows = profile_rows(profile)
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([r["tokens"] for r in rows], [r["verify_ms"] for r in rows], marker="o", label="target forward (ms)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens per forward (root + verified nodes)")
+    ax.set_ylabel("ms")
+    twin = ax.twinx()
+    twin.plot([r["tokens"] for r in rows], [r["break_even_tau"] for r in rows], marker="s", color="tab:red",
+              label="τ to break even")
+    twin.set_ylabel("τ to break even with plain decoding")
+    ax.set_title(f"{profile.key.get('device', '?')}, {profile.key.get('dtype', '?')}, "
+                 f"{profile.key.get('threads', '?')} threads", fontsize=9)
+    fig.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def save_to_cache(profile: CostProfile) -> Path:
+    path = profile_path(profile.key)
+    save_profile(profile, path)
+    return path
