@@ -6,30 +6,22 @@ process; the summary then gives the speedup and whether the greedy outputs are i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from specframe.cli import _emit_json, _host, cli, console, err_console
 from specframe.errors import GenerationError
+from specframe.files.prompts import read_prompts_file
+from specframe.files.read import check_strings
 from specframe.metrics.records import GenerationResult
 
 
 def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
     out = list(prompts)
+    check_strings(out, where="--prompt", error=GenerationError)
     if prompts_file is not None:
-        if not prompts_file.exists():
-            raise GenerationError(f"prompts file not found: {prompts_file}",
-                                  hint="give a text file with one prompt per line, or a JSONL file with a "
-                                       "'prompt' field")
-        for line in prompts_file.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            if prompts_file.suffix == ".jsonl":
-                out.append(json.loads(line)["prompt"])
-            else:
-                out.append(line)
+        out += read_prompts_file(prompts_file)
     if not out:
         raise GenerationError("no prompt given", hint='use --prompt "..." or --prompts-file FILE')
     return out

@@ -20,6 +20,7 @@ import yaml
 
 from specframe.config.pipeline import STAGE_FIELDS
 from specframe.errors import ConfigError
+from specframe.files import MiB, parse_yaml, read_text
 
 Provenance = dict[tuple[str, ...], str]
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -34,32 +35,30 @@ def _node_lines(node: yaml.Node, path: tuple[str, ...], where: str, out: Provena
             _node_lines(value_node, key, where, out)
 
 
+#: Largest pipeline file accepted (real ones are a few hundred bytes).
+MAX_PIPELINE_BYTES = MiB
+
+
 def read_yaml(path: Path) -> tuple[dict[str, Any], Provenance]:
     """Parse one YAML mapping and map each key path to ``file:line``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"pipeline file not found: {path}", hint="check the path; relative paths in "
-                          "`extends:` are resolved against the file that contains them") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"malformed YAML: {problem}", where=where,
-                          hint="check indentation and quoting around this line") from None
+    text = read_text(path, what="pipeline file", max_bytes=MAX_PIPELINE_BYTES,
+                     hint="check the path; relative paths in `extends:` are resolved against the file that "
+                          "contains them")
+    data, node = parse_yaml(text, source=str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"a pipeline file must be a YAML mapping, found {type(data).__name__}", where=str(path))
+        raise ConfigError(f"a pipeline file must be a YAML mapping, found {_yaml_kind(data)}", where=str(path),
+                          hint="write `key: value` lines, e.g. `drafter: {type: ngram}`")
     lines: Provenance = {}
     if node is not None:
         _node_lines(node, (), str(path), lines)
     return data, lines
+
+
+def _yaml_kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__)
 
 
 def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -117,8 +116,10 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
     if not keys:
         raise ConfigError(f"override '{override}' has an empty key path")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = parse_yaml(raw, source=f"--set {override}")[0] if raw.strip() else ""
+    except ConfigError as exc:
+        if "malformed YAML" not in exc.message:
+            raise
         value = raw
     out = copy.deepcopy(data)
     node = out
