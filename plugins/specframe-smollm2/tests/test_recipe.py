@@ -55,7 +55,7 @@ def test_bad_values_are_explained(tmp_path, extra, text) -> None:
     (BASE + "name: u\n", r"duplicate key 'name' \(lines 2 and 5\)"),
     (BASE + "optim: {steps: 3, steps: 4}\n", "duplicate key 'steps'"),
     ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcd", "bcde")), "expands to more"),
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcd", "bcde", strict=True)), "expands to more"),
     (BASE + 'target: "\\ud800"\n', "surrogate"),
 ])
 def test_hostile_recipe_files_are_refused(tmp_path, text, message) -> None:
