@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from specframe.config.bounds import SizeWarning
 from specframe.config.pipeline import build_pipeline_model
 from specframe.errors import SpecframeError
+from specframe.files import write_text
 from specframe.plugins import REGISTRATION_HOOKS, PluginHost
 
-console = Console()
-err_console = Console(stderr=True)
+# No emoji codes (":-1:" in a dataset argument would print as an emoji); user text is passed with markup=False or
+# through rich.markup.escape.
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 def _host(ctx: click.Context) -> PluginHost:
@@ -108,8 +113,8 @@ def schema(ctx: click.Context, output: Path | None, as_json: bool) -> None:
     if output is None:
         click.echo(text)
     else:
-        output.write_text(text + "\n", encoding="utf-8")
-        err_console.print(f"wrote {output}")
+        write_text(output, text + "\n", what="schema file")
+        err_console.print(f"wrote {output}", highlight=False, markup=False)
 
 
 @cli.command()
@@ -129,7 +134,7 @@ def validate(ctx: click.Context, pipelines: tuple[Path, ...], overrides: tuple[s
         dump = config.model_dump(mode="json")
         results.append({"file": str(path), "valid": True, "config_hash": config_hash(dump), "config": dump})
         if not as_json:
-            console.print(f"[green]ok[/green] {path}  ({config.name}, hash {config_hash(dump)})")
+            console.print(f"[green]ok[/green] {escape(str(path))}  ({escape(config.name)}, hash {config_hash(dump)})")
     if as_json:
         _emit_json(results)
 
@@ -137,6 +142,17 @@ def validate(ctx: click.Context, pipelines: tuple[Path, ...], overrides: tuple[s
 def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
     """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
     host = host or PluginHost()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SizeWarning)
+        warnings.showwarning = _show_warning
+        return _run(args, host)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    err_console.print(f"warning: {message}", highlight=False, markup=False)
+
+
+def _run(args: list[str] | None, host: PluginHost) -> int:
     try:
         host.register_commands(cli)
         from specframe import cli_bench, cli_run  # noqa: F401  (register `run`, `bench`, `report`, `datasets`)

@@ -18,7 +18,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specframe.cli import _emit_json, _host, cli, console, err_console
-from specframe.errors import ConfigError, GenerationError
+from specframe.config.bounds import check_max_new_tokens
+from specframe.errors import ConfigError
+from specframe.files import check_output_file
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
 
@@ -67,8 +69,9 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
 
     if not dataset_args:
         raise ConfigError("no dataset chosen", hint=f"add --dataset NAME[:N]; available: {', '.join(DATASETS)}")
-    if max_new_tokens is not None and max_new_tokens <= 0:
-        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
+    if max_new_tokens is not None:
+        check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
+    check_output_file(output, what="result file")  # before loading models: a device or directory fails at once
     files = _data_files(data_files)
     requests = [parse_dataset_arg(arg) for arg in dataset_args]
     datasets = [load_dataset(name, n, path=files.get(name), data_dirs=data_dirs) for name, n in requests]
@@ -85,7 +88,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev) for m in methods}
     with ResultStore(output) as store:
         if store.repaired_bytes:
-            err_console.print(f"{output}: removed a partial last line ({store.repaired_bytes} bytes) left by a crash")
+            err_console.print(f"{output}: removed a partial last line ({store.repaired_bytes} bytes) left by a crash",
+                              highlight=False, markup=False)
         for m in methods:
             store.check_consistent(m.name, infos[m.name].consistency_fields())
         runner = BenchRunner(methods, store, max_new_tokens=max_new, infos=infos, warmup=warmup, repeats=repeats,
@@ -94,8 +98,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         err_console.print(f"{len(methods)} methods ({', '.join(m.name for m in methods)}); {total} turns to run, "
                           f"{len(store)} already in {output}", highlight=False, markup=False)
         show = err_console.is_terminal if show_progress is None else show_progress
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn())
+        columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, disable=not show) as progress:
             task = progress.add_task("bench", total=total)
 

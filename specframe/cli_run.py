@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from specframe.cli import _emit_json, _host, cli, console, err_console
+from specframe.config.bounds import check_max_new_tokens
 from specframe.errors import GenerationError
 from specframe.files.prompts import read_prompts_file
 from specframe.files.read import check_strings
@@ -54,15 +56,15 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     from specframe.pipeline import Pipeline
 
     texts = _read_prompts(prompts, prompts_file)
-    if max_new_tokens is not None and max_new_tokens <= 0:
-        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
+    if max_new_tokens is not None:
+        check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=_host(ctx))
     stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
                                                                              highlight=False))
     results = []
     for text in texts:
         if stream is not None:
-            console.rule(f"[bold]{pipe.config.name}[/bold]")
+            console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
         results.append(pipe.generate(text, max_new_tokens, seed=seed, stream=stream))
         if stream is not None:
             console.print()

@@ -143,8 +143,8 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
 def expand_env(value: Any) -> Any:
     """Replace ``${VAR}`` and ``${VAR:-default}`` in strings with environment values.
 
-    Unset variables without a default stay as written; they are reported when the component that needs the
-    value is built, so example files with placeholders still validate.
+    Unset variables without a default stay as written here; validation then refuses them, naming the field
+    (:func:`specframe.config.validate.check_variables`), exactly as running the pipeline would.
     """
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from specframe.config.bounds import bound_budget
+from specframe.config.loader import unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase, build_pipeline_model
 from specframe.errors import ConfigError, did_you_mean
 from specframe.registry import ComponentRegistry
@@ -122,13 +124,24 @@ def validate_pipeline(data: dict[str, Any], host: PluginHost, *, provenance: Pro
     if config.target is None and not has_target_object:  # type: ignore[attr-defined]
         raise ConfigError("missing required stage 'target'", where=source,
                           hint="add e.g. `target: {type: hf, model: /path/to/model}`")
+    check_variables(config, provenance, source)
     config = resolve_auto_verifier(config, registry, provenance, source)
     problems = cross_stage_problems(config, registry, has_target_object=has_target_object)
     problems += host.validate_pipeline(config)
     if problems:
         raise ConfigError("contradictory stages:\n  " + "\n  ".join(problems), where=source,
                           hint="change one of the stages named above (or set allow_lossy: true where it says so)")
-    return config
+    return bound_budget(config, where=_where(provenance, ("budget",), source))
+
+
+def check_variables(config: PipelineConfigBase, provenance: Provenance, source: str) -> None:
+    """Refuse a ``${VAR}`` left unexpanded (the variable is unset and has no ``:-default``), as running would."""
+    unresolved = unresolved_variables(config.model_dump(mode="json"))
+    if unresolved:
+        field, var = unresolved[0]
+        raise ConfigError(f"{field} uses ${{{var}}} but the environment variable {var} is not set",
+                          where=_where(provenance, tuple(field.split(".")), source),
+                          hint=f"export {var}=... before using this pipeline, or write ${{{var}:-default}}")
 
 
 def _improve_stage_hints(err: ConfigError, data: dict[str, Any], registry: ComponentRegistry) -> ConfigError:

@@ -44,7 +44,10 @@ def describe_os_error(exc: OSError) -> str:
 
 def read_bytes(path: str | Path, *, what: str, max_bytes: int, error: ErrorClass = ConfigError,
                hint: str = "") -> bytes:
-    """The bytes of a user-given file (decompressed when it ends in ``.gz``), at most ``max_bytes``."""
+    """The bytes of a user-given file (decompressed when it ends in ``.gz``), at most ``max_bytes``.
+
+    ``hint`` is shown when the file is missing or unreadable.
+    """
     path = Path(path)
     try:
         info = path.stat()
@@ -56,9 +59,11 @@ def read_bytes(path: str | Path, *, what: str, max_bytes: int, error: ErrorClass
     except OSError as exc:
         raise error(f"cannot read {what} {path}: {describe_os_error(exc)}", hint=hint) from None
     if stat.S_ISDIR(info.st_mode):
-        raise error(f"{what} {path} is a directory, not a file", hint=hint or "give the path of a file inside it")
-    too_big = error(f"{what} {path} is larger than {_size(max_bytes)}",
-                    hint=hint or "this is not the kind of file expected here; check the path")
+        raise error(f"{what} {path} is a directory, not a file", hint="give the path of a file")
+    if not (stat.S_ISREG(info.st_mode) or stat.S_ISFIFO(info.st_mode)):
+        raise error(f"{what} {path} is a device or socket, not a file", hint="give the path of a file")
+    too_big = error(f"{what} {path} is larger than {_size(max_bytes)}, far more than such a file holds",
+                    hint="check the path: this does not look like the file expected here")
     if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes and not path.name.endswith(".gz"):
         raise too_big
     try:

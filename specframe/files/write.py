@@ -54,12 +54,18 @@ def _first_existing(path: Path) -> Path:
     return Path(".")
 
 
-def ensure_dir(path: str | Path, *, what: str) -> Path:
-    """Create directory ``path`` (and its parents) or raise an :class:`OutputError` saying why not."""
+def ensure_dir(path: str | Path, *, what: str, for_file: Path | None = None) -> Path:
+    """Create directory ``path`` (and its parents) or raise an :class:`OutputError` saying why not.
+
+    ``for_file``: the file this directory is created for (named in errors instead of the directory).
+    """
     path = Path(path)
     existing = _first_existing(path)
     if not existing.is_dir():
-        kind = "the directory itself" if existing == path else f"its parent {existing}"
+        if for_file is not None:
+            raise OutputError(f"cannot write {what} {for_file}: {existing} is a file, not a directory",
+                              hint="choose a path whose parent directories are directories")
+        kind = "it" if existing == path else f"its parent {existing}"
         raise OutputError(f"cannot create {what} {path}: {kind} is a file, not a directory",
                           hint="choose a directory path that does not run through a file")
     try:
@@ -83,7 +89,7 @@ def check_output_file(path: str | Path, *, what: str) -> Path:
         if not stat.S_ISREG(mode):
             raise OutputError(f"{what} {path} is not a regular file (a device, pipe or socket)",
                               hint="write to a regular file, then copy or redirect it")
-    ensure_dir(path.parent, what=f"the directory of {what}")
+    ensure_dir(path.parent, what=what, for_file=path)
     return path
 
 

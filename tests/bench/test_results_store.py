@@ -109,7 +109,7 @@ def test_load_result_files_merges_and_warns_on_duplicates(tmp_path: Path) -> Non
 
 
 def test_unwritable_path_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ResultsFileError, match="cannot open result file"):
+    with pytest.raises(ResultsFileError, match="is a directory"):
         ResultStore(tmp_path).open()  # a directory
 
 

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specframe.errors import CheckpointError
+from specframe.files import write_text
 from specframe.metrics.records import STAGES, GenerationResult
 
 #: Methods in table order: (label, pipeline file under examples/smollm2).
@@ -154,7 +155,7 @@ def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, lis
 def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out: Path | None = None) -> list[dict]:
     from specframe_smollm2.convert import convert_target
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
     convert_target(log=lambda m: console.print(f"[dim]{m}[/dim]"))
     _check_checkpoints(repo_root())
     methods = [m for m in METHODS if not quick or m[0] in QUICK_METHODS]
@@ -176,5 +177,5 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
     console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
                   "than one decode step, so passing 1.0x needs a high τ", style="dim")
     if json_out is not None:
-        json_out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_text(json_out, json.dumps(rows, indent=2) + "\n", what="--json-out file")
     return rows

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import MAX_CANDIDATES, StageShape
 
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 
@@ -23,11 +24,16 @@ class DiffusionDrafterConfig(ComponentConfig):
     """Fields shared by every block-diffusion drafter."""
 
     checkpoint: str = Field(description="local directory with the drafter's config.json and *.safetensors")
-    top_k: int = Field(64, ge=1, description="candidates kept per depth (top-K of the full-vocabulary "
-                                             "log-softmax; capped by the vocabulary size)")
+    top_k: int = Field(64, ge=1, le=MAX_CANDIDATES,
+                       description="candidates kept per depth (top-K of the full-vocabulary log-softmax; capped by "
+                                   "the vocabulary size)")
     dtype: DtypeName = Field("auto", description="compute dtype of the draft backbone; auto = the target's")
     device: str = Field("auto", description="device of the draft backbone (cpu, cuda, cuda:1, ...); "
                                             "auto = the target's")
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        """``top_k`` candidates per depth; the depth comes from the checkpoint (unknown before loading)."""
+        return StageShape(candidates=self.top_k)
 
     @field_validator("checkpoint")
     @classmethod
