@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specframe.cli import _emit_json, _host, cli, console, err_console
-from specframe.config.bounds import check_max_new_tokens
+from specframe.config.bounds import MAX_DRAFT_DEPTH, check_max_new_tokens
 from specframe.errors import ConfigError
 from specframe.files import check_output_file
 
@@ -48,9 +48,9 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--data-file", "data_files", multiple=True, metavar="NAME=PATH", help="File of one dataset.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field in every pipeline.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=[V1,V2]", help="Add a sweep key (repeatable).")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--warmup", type=click.IntRange(min=0, max=1000), default=1, show_default=True,
               help="Untimed runs of the first prompt per method.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
 @click.option("--baseline-name", default="ar", show_default=True, help="Method name of the AR baseline.")
@@ -125,10 +125,12 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
               help="Speedup definition in the main table.")
 @click.option("--tau", type=click.Choice(["per_response", "pooled"]), default="per_response", show_default=True)
 @click.option("--baseline", default=None, help="Baseline method (default: the records marked as baseline).")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, help="Bootstrap resamples.")
+@click.option("--bootstrap", type=click.IntRange(min=100, max=100_000), default=2000, show_default=True,
+              help="Bootstrap resamples.")
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="Depth columns shown.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--max-depth", type=click.IntRange(min=1, max=MAX_DRAFT_DEPTH), default=16, show_default=True,
+              help="Depth columns shown.")
 @click.option("--plots/--no-plots", default=True, help="Sweep plots (need matplotlib) when --out-dir is given.")
 @click.option("--json", "as_json", is_flag=True, help="Print the long-format summary rows as JSON.")
 def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedup: str, tau: str,
@@ -141,8 +143,9 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
 
     chosen = tuple(f.strip() for f in formats.split(",") if f.strip())
     unknown = [f for f in chosen if f not in ("md", "csv")]
-    if unknown:
-        raise ConfigError(f"--format: unknown format {', '.join(unknown)}", hint="use md, csv or md,csv")
+    if unknown or not chosen:
+        raise ConfigError(f"--format {formats!r}: unknown or no format {', '.join(unknown)}",
+                          hint="use md, csv or md,csv")
     records, warnings = load_result_files(results)
     for warning in warnings:
         err_console.print(f"warning: {warning}", highlight=False, markup=False)

@@ -21,6 +21,7 @@ import yaml
 from specframe.config.pipeline import STAGE_FIELDS
 from specframe.errors import ConfigError
 from specframe.files import MiB, parse_yaml, read_text
+from specframe.files.read import check_strings
 
 Provenance = dict[tuple[str, ...], str]
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -75,13 +76,24 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Provenance]:
-    """Load a pipeline file and, recursively, the files it ``extends:``."""
+#: Most ``extends:`` loads behind one pipeline file (a file extended twice counts twice).
+MAX_EXTENDS_LOADS = 64
+
+
+def load_file(path: str | Path, _stack: tuple[Path, ...] = (),
+              _loads: list[int] | None = None) -> tuple[dict[str, Any], Provenance]:
+    """Load a pipeline file and, recursively, the files it ``extends:`` (at most :data:`MAX_EXTENDS_LOADS`)."""
     path = Path(path)
     resolved = path.resolve()
     if resolved in _stack:
         chain = " -> ".join(str(p) for p in (*_stack, resolved))
         raise ConfigError(f"`extends:` cycle: {chain}", hint="remove one of the `extends:` lines in this chain")
+    loads = [0] if _loads is None else _loads
+    loads[0] += 1
+    if loads[0] > MAX_EXTENDS_LOADS:
+        raise ConfigError(f"`extends:` loads more than {MAX_EXTENDS_LOADS} files behind {_stack[0]}",
+                          where=str(path), hint="a base file extended from several places is loaded each time; "
+                                                "simplify the `extends:` graph")
     data, lines = read_yaml(path)
     parents = data.pop("extends", None)
     if parents is None:
@@ -99,7 +111,7 @@ def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str
             raise ConfigError(f"`extends:` names a missing file: {parent_path}",
                               where=lines.get(("extends",), str(path)),
                               hint="paths are relative to the file that contains `extends:`")
-        pdata, plines = load_file(parent_path, (*_stack, resolved))
+        pdata, plines = load_file(parent_path, (*_stack, resolved), loads)
         merged = _merge(merged, pdata)
         provenance.update(plines)
     provenance.update(lines)
@@ -108,6 +120,7 @@ def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str
 
 def apply_override(data: dict[str, Any], override: str, provenance: Provenance) -> dict[str, Any]:
     """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, booleans)."""
+    check_strings(override, where=f"--set {override!r}")
     if "=" not in override:
         raise ConfigError(f"override '{override}' is not of the form key.path=value",
                           hint="example: --set tree_builder.width=8")

@@ -138,9 +138,9 @@ def check_strings(value: Any, *, where: str, error: ErrorClass = ConfigError) ->
         item = stack.pop()
         if isinstance(item, str):
             if SURROGATE.search(item):
-                raise error(f"the string {_preview(item)} holds a lone UTF-16 surrogate (such as \\ud800), "
-                            "which is not a character", where=where,
-                            hint="write the character itself, or a valid surrogate pair")
+                raise error(f"the string {_preview(item)} holds a lone UTF-16 surrogate (such as \\ud800, or a "
+                            "byte that is not UTF-8 in a command-line argument), which is not a character",
+                            where=where, hint="write the character itself, or a valid surrogate pair")
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())

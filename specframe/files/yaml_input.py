@@ -106,7 +106,10 @@ def _yaml_error(exc: yaml.YAMLError, source: str, error: ErrorClass) -> Exceptio
 
 def parse_yaml(text: str, *, source: str, error: ErrorClass = ConfigError) -> tuple[Any, yaml.Node | None]:
     """The constructed document and its node graph (None for an empty document); see the module docstring."""
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)  # checks the characters at once
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, source, error) from None
     try:
         try:
             node = loader.get_single_node()

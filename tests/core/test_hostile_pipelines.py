@@ -153,3 +153,71 @@ def test_user_text_is_printed_without_markup_or_emoji(tmp_path: Path, capsys: py
     assert run_cli(["bench", str(path), "-d", "gsm8k:-1"], host=PluginHost()) == 2
     err = capsys.readouterr().err
     assert "gsm8k:-1:" in err and "\N{THUMBS DOWN SIGN}" not in err
+
+
+def test_extends_graphs_that_load_exponentially_many_files_are_refused(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "f30.yaml").write_text(GOOD)
+    for i in range(30):  # each file extends the next one twice: 2 ** 30 loads without a limit
+        (tmp_path / f"f{i}.yaml").write_text(f"extends: [f{i + 1}.yaml, f{i + 1}.yaml]\n")
+    start = time.perf_counter()
+    assert run_cli(["validate", str(tmp_path / "f0.yaml")], host=PluginHost()) == 2
+    assert "loads more than 64 files" in " ".join(capsys.readouterr().err.split())
+    assert time.perf_counter() - start < 10
+
+
+def test_an_override_with_bytes_that_are_not_utf8_is_refused(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(GOOD)
+    assert run_cli(["validate", str(path), "--set", "name=caf\udce9"], host=PluginHost()) == 2  # argv byte 0xe9
+    assert "not UTF-8 in a command-line argument" in " ".join(capsys.readouterr().err.split())
+
+
+def test_control_characters_in_a_pipeline_file_are_malformed_yaml(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = validate(tmp_path, GOOD + "x: \x07\n", capsys)
+    assert code == 2 and "malformed YAML" in err and "special characters are not allowed" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "--sweep", "budget=[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]", "--sweep",
+      "seed=[" + ", ".join(map(str, range(100))) + "]"], "the sweep has 1100 points"),
+    (["bench", "--max-new-tokens", "100000000000"], "--max-new-tokens must be an integer from 1 to"),
+    (["bench", "--repeats", "1000000000"], "not in the range"),
+    (["bench", "--warmup", "1000000000"], "not in the range"),
+])
+def test_bench_arguments_that_would_run_forever_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            args: list[str], message: str) -> None:
+    from tests.bench.toy_plugin import toy_host, write_pipeline
+
+    data = Path(__file__).resolve().parents[2] / "../shared/data"
+    if not data.is_dir():
+        pytest.skip("benchmark data not found")
+    pipeline = write_pipeline(tmp_path / "toy.yaml")
+    start = time.perf_counter()
+    code = run_cli([args[0], str(pipeline), "-d", "gsm8k:1", "--data-dir", str(data), "-o", str(tmp_path / "r.jsonl"),
+                    *args[1:]], host=toy_host())
+    captured = capsys.readouterr()
+    assert code == 2 and message in " ".join((captured.err + captured.out).split())
+    assert time.perf_counter() - start < 30 and not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seed", "-1"], "not in the range"),
+    (["--bootstrap", "1000000000000"], "not in the range"),
+    (["--max-depth", "1000000000"], "not in the range"),
+    (["--format", ","], "unknown or no format"),
+])
+def test_report_arguments_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                      message: str) -> None:
+    from specframe.bench.results import ResultStore
+    from tests.bench.test_report import fixture_records
+
+    results = tmp_path / "r.jsonl"
+    with ResultStore(results) as store:
+        for record in fixture_records():
+            store.append(record)
+    code = run_cli(["report", str(results), *args], host=PluginHost())
+    captured = capsys.readouterr()
+    assert code == 2 and message in captured.err and "Traceback" not in captured.err
