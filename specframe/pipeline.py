@@ -162,6 +162,9 @@ class Pipeline:
         gen = self.config.generation
         max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens))
         stops = tuple(gen.stop if stop is None else stop)
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise GenerationError(f"stop strings must be non-empty strings, got {list(stops)!r}",
+                                  hint="an empty stop string matches at once and would end every output empty")
         ids = self.encode(prompt, chat=chat)
         limit = self.target.max_length
         if limit is not None and ids.shape[1] >= limit:
