@@ -65,7 +65,8 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     for col in ("plugin", "distribution", "version", "hooks", "components"):
         table.add_column(col)
     for d in rows:
-        table.add_row(d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]), "\n".join(d["components"]))
+        table.add_row(*(escape(str(v)) for v in (d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]),
+                                                  "\n".join(d["components"]))))
     console.print(table)
 
 
@@ -98,7 +99,8 @@ def components(ctx: click.Context, as_json: bool, kind: str | None) -> None:
             caps = item["capabilities"]
             shown = ", ".join(f"{c}={v}" for c, v in caps.items() if v not in (False, [], ["deterministic"])
                               and not (c in ("lossless", "draft_regime") and v in (True, "deterministic")))
-            table.add_row(item["name"], item["summary"], item["distribution"], shown or default)
+            table.add_row(*(escape(str(v)) for v in (item["name"], item["summary"], item["distribution"],
+                                                      shown or default)))
         console.print(table)
 
 

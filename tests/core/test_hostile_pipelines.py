@@ -221,3 +221,26 @@ def test_report_arguments_are_bounded(tmp_path: Path, capsys: pytest.CaptureFixt
     code = run_cli(["report", str(results), *args], host=PluginHost())
     captured = capsys.readouterr()
     assert code == 2 and message in captured.err and "Traceback" not in captured.err
+
+
+def test_plugin_text_in_tables_is_shown_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    import types
+    from typing import Literal
+
+    from specframe import ComponentConfig, ComponentSpec, hookimpl
+
+    class OddConfig(ComponentConfig):
+        type: Literal["odd"] = "odd"
+
+    mod = types.ModuleType("odd_plugin")
+
+    @hookimpl
+    def specframe_drafters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="drafter", name="odd", config=OddConfig, summary="[bold]tags[/bold] :-1:",
+                            factory=lambda cfg, ctx: None)
+
+    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
+    host = PluginHost(autoload=False)
+    host.register(mod, "odd")
+    assert run_cli(["components", "--kind", "drafter"], host=host) == 0
+    assert "[bold]tags[/bold] :-1:" in capsys.readouterr().out

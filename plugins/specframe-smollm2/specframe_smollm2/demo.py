@@ -156,7 +156,7 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
     from specframe_smollm2.convert import convert_target
 
     console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
-    convert_target(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    convert_target(log=lambda m: console.print(m, style="dim", markup=False, highlight=False))
     _check_checkpoints(repo_root())
     methods = [m for m in METHODS if not quick or m[0] in QUICK_METHODS]
     # The default pipeline runs last, so the demo ends with its streamed text and then the table.
