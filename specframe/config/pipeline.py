@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import Field, create_model, field_validator
 
-from specframe.config.base import ComponentConfig
+from specframe.config.base import ComponentConfig, StrictConfigModel
 from specframe.config.bounds import MAX_NEW_TOKENS
 from specframe.registry import ComponentRegistry
 from specframe.types import SamplingParams
@@ -35,8 +35,8 @@ STAGE_DEFAULTS: dict[str, str] = {
 }
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+class StrictModel(StrictConfigModel):
+    """Sections of a pipeline besides the stages (the checks of :class:`StrictConfigModel`)."""
 
 
 class AutoVerifierConfig(ComponentConfig):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from specframe.config.base import BOOLEAN_NUMBER
 from specframe.config.bounds import bound_budget
 from specframe.config.loader import unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase, build_pipeline_model
@@ -64,6 +65,8 @@ def _translate(exc: ValidationError, data: dict[str, Any], model: type[PipelineC
     first_where = source
     for i, err in enumerate(exc.errors()):
         loc = [str(x) for x in err["loc"]]
+        if err["type"] == BOOLEAN_NUMBER:  # raised for the whole section; name the field
+            loc.append(str(err["ctx"]["field"]))
         # Discriminated unions insert the tag (``tree_builder.dartree.width``); drop it.
         if len(loc) >= 2 and loc[0] in STAGE_FIELDS and isinstance(data.get(loc[0]), dict) \
                 and data[loc[0]].get("type") == loc[1]:

@@ -103,6 +103,9 @@ def test_an_alias_bomb_in_set_is_refused(tmp_path: Path, capsys: pytest.CaptureF
     ("tree_builder={type: sampled_tree, branching: [1000, 1000, 1000]}", "more than 4096 nodes"),
     ("corrector={type: random_gru, vocab_size: 1000000000000}", "corrector.vocab_size"),
     ("corrector={type: random_markov, seed: 100000000000000000000000}", "corrector.seed"),
+    ("budget=true", "budget: got the boolean true"),
+    ("sampling.temperature=yes", "sampling.temperature: got the boolean true"),
+    ("drafter.num_speculative_tokens=true", "drafter.num_speculative_tokens: got the boolean true"),
 ])
 def test_validate_refuses_what_would_fail_or_explode_at_run_time(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                  override: str, message: str) -> None:
