@@ -7,9 +7,14 @@ an error naming the file, the line and the field; it never reaches a table as a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from specframe.config.bounds import MAX_DRAFT_DEPTH, MAX_TREE_NODES
+
+#: A count or duration: a non-negative integer.
+Count = Annotated[int, Field(ge=0)]
 
 
 class _Strict(BaseModel):
@@ -20,8 +25,8 @@ class ChoiceSchema(_Strict):
     """``choices[0]`` of a record (Spec-Bench's answer format; one turn per line)."""
 
     turns: list[str] = Field(min_length=1)
-    new_tokens: list[int] = Field(min_length=1)
-    accept_lengths: list[int]
+    new_tokens: list[Count] = Field(min_length=1)
+    accept_lengths: list[Count]
 
 
 class RecordSchema(_Strict):
@@ -40,12 +45,22 @@ class RecordSchema(_Strict):
     temperature: float = Field(ge=0)
     seed: int
     max_new_tokens: int = Field(ge=1)
-    tokens: list[int]
+    tokens: list[Count]
     prefill_ns: int = Field(ge=0)
-    total_ns: int = Field(ge=0)
-    accepted: list[int]
-    tree_nodes: list[int]
-    stage_ns: dict[str, int]
+    total_ns: int = Field(gt=0)
+    accepted: list[Annotated[int, Field(ge=0, le=MAX_DRAFT_DEPTH)]]
+    tree_nodes: list[Annotated[int, Field(ge=0, le=MAX_TREE_NODES)]]
+    stage_ns: dict[str, Count]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RecordSchema:
+        rounds = len(self.accepted)
+        if len(self.tree_nodes) != rounds or len(self.choices[0].accept_lengths) != rounds:
+            raise ValueError(f"accepted, tree_nodes and choices[0].accept_lengths must have one entry per round, "
+                             f"got {rounds}, {len(self.tree_nodes)} and {len(self.choices[0].accept_lengths)}")
+        if self.prefill_ns > self.total_ns:
+            raise ValueError(f"prefill_ns ({self.prefill_ns}) is more than total_ns ({self.total_ns})")
+        return self
 
 
 def record_problem(record: Any) -> str | None:
@@ -57,6 +72,8 @@ def record_problem(record: Any) -> str | None:
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"]) or "(record)"
+        if not err["loc"]:
+            return err["msg"].removeprefix("Value error, ")
         if err["type"] == "missing":
             return f"field '{field}' is missing"
         return f"field '{field}' is {err.get('input')!r}: {err['msg'].lower()}"

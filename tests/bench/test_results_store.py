@@ -145,6 +145,11 @@ def test_a_complete_record_followed_by_a_foreign_last_line_is_refused(tmp_path: 
     ("choices", None, "choices"),
     ("accepted", [1, "x"], "accepted.1"),
     ("stage_ns", {"draft": -1.5}, "stage_ns.draft"),
+    ("total_ns", 0, "total_ns"),
+    ("prefill_ns", 10**15, "prefill_ns"),
+    ("accepted", [-5, 3], "accepted.0"),
+    ("accepted", [10**9, 0], "accepted.0"),
+    ("accepted", [1, 1, 1], "one entry per round"),
 ])
 def test_records_with_wrong_types_are_errors_naming_file_and_line(tmp_path: Path, field: str, value: object,
                                                                   message: str) -> None:
