@@ -16,7 +16,7 @@ entries of ``default_rng(0).permutation(1319)``; asking for 200 of AIME25's 30 g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,13 +80,27 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def require_fields(records: Sequence[dict[str, Any]], fields: Sequence[str], path: str) -> None:
-    """Raise a DatasetError naming the first record that lacks one of ``fields``."""
+#: A field's JSON type: ``str``, ``int`` (booleans excluded), or a tuple of them.
+FieldType = type | tuple[type, ...]
+
+
+def require_fields(records: Sequence[dict[str, Any]], fields: Mapping[str, FieldType], path: str) -> None:
+    """Raise a DatasetError naming the first record that lacks one of ``fields`` or holds a wrong type there.
+
+    Example: ``require_fields(records, {"question": str}, "test.jsonl")``.
+    """
+    names = ", ".join(fields)
     for i, record in enumerate(records):
         missing = [f for f in fields if f not in record]
         if missing:
             raise DatasetError(f"record {i} of {path} has no field {', '.join(repr(m) for m in missing)}",
-                               hint=f"expected fields {', '.join(fields)}; is this the right file?")
+                               hint=f"expected fields {names}; is this the right file?")
+        for name, kind in fields.items():
+            value = record[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                wanted = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+                raise DatasetError(f"record {i} of {path}: field '{name}' is {value!r:.60}, not a {wanted}",
+                                   hint=f"expected fields {names}; is this the right file?")
 
 
 def select_samples(samples: Sequence[Sample], n: int | None, seed: int = 0) -> tuple[Sample, ...]:
