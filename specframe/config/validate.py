@@ -1,7 +1,10 @@
-"""Validating a pipeline mapping: stage types, field schemas, then cross-stage checks from capabilities.
+"""Validating a pipeline mapping: stage types, field schemas, unset ``${VAR}``, then cross-stage checks from
+capabilities, and finally the budget bound (:func:`specframe.config.bounds.bound_budget`).
 
 Each failure becomes one :class:`~specframe.errors.ConfigError` that names the file and line (or the
-``--set`` override) of the offending value and says how to fix it.
+``--set`` override) of the offending value and says how to fix it. Whatever building and running the pipeline
+would refuse because of a config value is refused here, so ``specframe validate`` passing means ``run`` will
+not fail on the file's values (missing model files are still found only when the stages are built).
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import os
 import re
 import stat
 import zlib
@@ -179,12 +178,3 @@ def json_lines(text: str, *, source: str, error: ErrorClass = ConfigError,
         if line.strip():
             yield lineno, parse_json(line, where=f"{source}:{lineno}", error=error, hint=hint)
 
-
-def is_regular_or_absent(path: Path) -> bool:
-    """True if ``path`` does not exist or is a regular file (symlinks followed)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False

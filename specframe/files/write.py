@@ -81,9 +81,12 @@ def check_output_file(path: str | Path, *, what: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{what} {path} is a directory", hint="give a file path (e.g. DIR/results.jsonl)")
-    if os.path.lexists(path) or path.exists():
+    if os.path.lexists(path):
         try:
             mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise OutputError(f"{what} {path} is a symbolic link to a missing file",
+                              hint="remove the link or give another path") from None
         except OSError as exc:
             raise OutputError(f"cannot use {what} {path}: {_reason(exc)}", hint="give a regular file path") from None
         if not stat.S_ISREG(mode):
