@@ -45,6 +45,7 @@ from specframe_trees.builders import (
 from specframe_trees.correctors import RandomGRUConfig, build_random_gru
 from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner
 
+from specframe.files import write_text
 from specframe.interfaces import Corrector, RoundContext
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, RngStreams, SamplingParams
@@ -194,7 +195,7 @@ def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_text(out, json.dumps(result, indent=2), what="benchmark results")
     print(f"wrote {out}")
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 import traceback
+import warnings
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -21,6 +23,7 @@ from specframe.cli_core import components, plugins, schema, validate
 from specframe.cli_output import err_console
 from specframe.cli_profile import profile
 from specframe.cli_run import run
+from specframe.config.bounds import SizeWarning
 from specframe.errors import ContractError, SpecframeError
 from specframe.plugins import PluginHost
 
@@ -50,6 +53,17 @@ def make_cli(host: PluginHost) -> click.Group:
 def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
     """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
     host = host or PluginHost()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SizeWarning)
+        warnings.showwarning = _show_warning
+        return _run(args, host)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    err_console.print(f"warning: {message}", highlight=False, markup=False)
+
+
+def _run(args: list[str] | None, host: PluginHost) -> int:
     try:
         make_cli(host).main(args=args, prog_name="specframe", obj={"host": host}, standalone_mode=False)
     except SpecframeError as exc:

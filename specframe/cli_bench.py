@@ -19,7 +19,9 @@ from rich.table import Table
 
 from specframe.builtin.baseline import BASELINE_NAME
 from specframe.cli_output import console, emit_json, err_console, host_of
-from specframe.errors import ConfigError, GenerationError
+from specframe.config.bounds import MAX_DRAFT_DEPTH, check_max_new_tokens
+from specframe.errors import ConfigError
+from specframe.files import check_output_file
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
 
@@ -47,9 +49,9 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--data-file", "data_files", multiple=True, metavar="NAME=PATH", help="File of one dataset.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field in every pipeline.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=[V1,V2]", help="Add a sweep key (repeatable).")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--warmup", type=click.IntRange(min=0, max=1000), default=1, show_default=True,
               help="Untimed runs of the first prompt per method.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
@@ -68,8 +70,9 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
 
     if not dataset_args:
         raise ConfigError("no dataset chosen", hint=f"add --dataset NAME[:N]; available: {', '.join(DATASETS)}")
-    if max_new_tokens is not None and max_new_tokens <= 0:
-        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
+    if max_new_tokens is not None:
+        check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
+    check_output_file(output, what="result file")  # before loading models: a device or directory fails at once
     files = _data_files(data_files)
     requests = [parse_dataset_arg(arg) for arg in dataset_args]
     datasets = [load_dataset(name, n, path=files.get(name), data_dirs=data_dirs) for name, n in requests]
@@ -86,7 +89,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev) for m in methods}
     with ResultStore(output) as store:
         if store.repaired_bytes:
-            err_console.print(f"{output}: removed a partial last line ({store.repaired_bytes} bytes) left by a crash")
+            err_console.print(f"{output}: removed a partial last line ({store.repaired_bytes} bytes) left by a crash",
+                              highlight=False, markup=False)
         for m in methods:
             store.check_consistent(m.name, infos[m.name].consistency_fields())
         runner = BenchRunner(methods, store, max_new_tokens=max_new, infos=infos, warmup=warmup, repeats=repeats,
@@ -95,8 +99,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         err_console.print(f"{len(methods)} methods ({', '.join(m.name for m in methods)}); {total} turns to run, "
                           f"{len(store)} already in {output}", highlight=False, markup=False)
         show = err_console.is_terminal if show_progress is None else show_progress
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn())
+        columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, disable=not show) as progress:
             task = progress.add_task("bench", total=total)
 
@@ -122,10 +126,12 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
               help="Speedup definition in the main table.")
 @click.option("--tau", type=click.Choice(["per_response", "pooled"]), default="per_response", show_default=True)
 @click.option("--baseline", default=None, help="Baseline method (default: the records marked as baseline).")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, help="Bootstrap resamples.")
+@click.option("--bootstrap", type=click.IntRange(min=100, max=100_000), default=2000, show_default=True,
+              help="Bootstrap resamples.")
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="Depth columns shown.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--max-depth", type=click.IntRange(min=1, max=MAX_DRAFT_DEPTH), default=16, show_default=True,
+              help="Depth columns shown.")
 @click.option("--plots/--no-plots", default=True, help="Sweep plots (need matplotlib) when --out-dir is given.")
 @click.option("--json", "as_json", is_flag=True, help="Print the long-format summary rows as JSON.")
 def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedup: str, tau: str,
@@ -138,8 +144,9 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
 
     chosen = tuple(f.strip() for f in formats.split(",") if f.strip())
     unknown = [f for f in chosen if f not in ("md", "csv")]
-    if unknown:
-        raise ConfigError(f"--format: unknown format {', '.join(unknown)}", hint="use md, csv or md,csv")
+    if unknown or not chosen:
+        raise ConfigError(f"--format {formats!r}: unknown or no format {', '.join(unknown)}",
+                          hint="use md, csv or md,csv")
     records, warnings = load_result_files(results)
     for warning in warnings:
         err_console.print(f"warning: {warning}", highlight=False, markup=False)

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.config.pipeline import build_pipeline_model
+from specframe.files import write_text
 from specframe.plugins import REGISTRATION_HOOKS
 
 
@@ -34,7 +36,8 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     for col in ("plugin", "distribution", "version", "hooks", "components"):
         table.add_column(col)
     for d in rows:
-        table.add_row(d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]), "\n".join(d["components"]))
+        table.add_row(*(escape(str(v)) for v in (d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]),
+                                                  "\n".join(d["components"]))))
     console.print(table)
 
 
@@ -67,7 +70,8 @@ def components(ctx: click.Context, as_json: bool, kind: str | None) -> None:
             caps = item["capabilities"]
             shown = ", ".join(f"{c}={v}" for c, v in caps.items() if v not in (False, [], ["deterministic"])
                               and not (c in ("lossless", "draft_regime") and v in (True, "deterministic")))
-            table.add_row(item["name"], item["summary"], item["distribution"], shown or default)
+            table.add_row(*(escape(str(v)) for v in (item["name"], item["summary"], item["distribution"],
+                                                      shown or default)))
         console.print(table)
 
 
@@ -81,8 +85,8 @@ def schema(ctx: click.Context, output: Path | None) -> None:
     if output is None:
         click.echo(text)
     else:
-        output.write_text(text + "\n", encoding="utf-8")
-        err_console.print(f"wrote {output}")
+        write_text(output, text + "\n", what="schema file")
+        err_console.print(f"wrote {output}", highlight=False, markup=False)
 
 
 @click.command()
@@ -102,6 +106,6 @@ def validate(ctx: click.Context, pipelines: tuple[Path, ...], overrides: tuple[s
         dump = config.model_dump(mode="json")
         results.append({"file": str(path), "valid": True, "config_hash": config_hash(dump), "config": dump})
         if not as_json:
-            console.print(f"[green]ok[/green] {path}  ({config.name}, hash {config_hash(dump)})")
+            console.print(f"[green]ok[/green] {escape(str(path))}  ({escape(config.name)}, hash {config_hash(dump)})")
     if as_json:
         emit_json(results)

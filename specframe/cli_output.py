@@ -10,10 +10,12 @@ from rich.console import Console
 
 from specframe.plugins import PluginHost
 
+# No emoji codes (":-1:" in a dataset argument would print as an emoji); user text is passed with markup=False or
+# through rich.markup.escape.
 #: Command output (stdout).
-console = Console()
+console = Console(emoji=False)
 #: Progress, summaries and errors (stderr).
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, emoji=False)
 
 
 def host_of(ctx: click.Context) -> PluginHost:

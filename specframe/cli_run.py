@@ -7,14 +7,17 @@ the summary then gives the speedup and whether the greedy outputs are identical.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
 from specframe.builtin.baseline import ar_baseline
 from specframe.cli_output import console, emit_json, err_console, host_of
+from specframe.config.bounds import check_max_new_tokens
 from specframe.errors import GenerationError
+from specframe.files.prompts import read_prompts_file
+from specframe.files.read import check_strings
 from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
@@ -22,18 +25,9 @@ from specframe.metrics.speedup import PairedRun, aggregate_speedup
 
 def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
     out = list(prompts)
+    check_strings(out, where="--prompt", error=GenerationError)
     if prompts_file is not None:
-        if not prompts_file.exists():
-            raise GenerationError(f"prompts file not found: {prompts_file}",
-                                  hint="give a text file with one prompt per line, or a JSONL file with a "
-                                       "'prompt' field")
-        for line in prompts_file.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            if prompts_file.suffix == ".jsonl":
-                out.append(json.loads(line)["prompt"])
-            else:
-                out.append(line)
+        out += read_prompts_file(prompts_file)
     if not out:
         raise GenerationError("no prompt given", hint='use --prompt "..." or --prompts-file FILE')
     return out
@@ -65,15 +59,15 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     from specframe.pipeline import Pipeline
 
     texts = _read_prompts(prompts, prompts_file)
-    if max_new_tokens is not None and max_new_tokens <= 0:
-        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
+    if max_new_tokens is not None:
+        check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
                                                                              highlight=False))
     results = []
     for text in texts:
         if stream is not None:
-            console.rule(f"[bold]{pipe.config.name}[/bold]")
+            console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
         results.append(pipe.generate(text, max_new_tokens, seed=seed, stream=stream))
         if stream is not None:
             console.print()

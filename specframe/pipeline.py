@@ -22,9 +22,10 @@ from typing import Any
 
 import torch
 
-from specframe.config.loader import config_hash, unresolved_variables
+from specframe.config.bounds import check_max_new_tokens
+from specframe.config.loader import config_hash
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
-from specframe.config.validate import load_pipeline_config, validate_pipeline
+from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.setup import build_auto_budget, save_learned_profile
 from specframe.errors import ConfigError, ContractError, GenerationError
@@ -101,11 +102,7 @@ class Pipeline:
         """
         host = host or PluginHost()
         registry = host.registry
-        unresolved = unresolved_variables(config.model_dump(mode="json"))
-        if unresolved:
-            field, var = unresolved[0]
-            raise ConfigError(f"{field} uses ${{{var}}} but the environment variable {var} is not set",
-                              hint=f"export {var}=/path/to/... before running this pipeline")
+        check_variables(config, {}, "<pipeline>")
         ctx = BuildContext(pipeline=config)
         if target is None:
             if config.target is None:  # type: ignore[attr-defined]
@@ -179,10 +176,11 @@ class Pipeline:
                  stop: Sequence[str] | None = None) -> GenerationResult:
         """Decode one request; the output law equals the target's own (exactly, at temperature 0)."""
         gen = self.config.generation
-        max_new = gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
-        if max_new <= 0:
-            raise GenerationError(f"max_new_tokens must be positive, got {max_new}")
+        max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens))
         stops = tuple(gen.stop if stop is None else stop)
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise GenerationError(f"stop strings must be non-empty strings, got {list(stops)!r}",
+                                  hint="an empty stop string matches at once and would end every output empty")
         ids = self.encode(prompt, chat=chat)
         limit = self.target.max_length
         if limit is not None and ids.shape[1] >= limit:

@@ -31,6 +31,9 @@ from specframe.metrics.machine_load import MachineLoad
 from specframe.metrics.records import GenerationResult
 
 SCHEMA_VERSION = 1
+#: How every serialised record starts (``json.dumps`` of :func:`build_record`, whose first key is
+#: ``question_id``); a last line cut by a crash is recognised by it.
+RECORD_PREFIX = b'{"question_id": '
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import StageShape
 from specframe.interfaces import DecodeState, Drafter
 from specframe.types import DraftProposal
 
@@ -17,6 +18,9 @@ class NoDraftConfig(ComponentConfig):
     """No drafting: every round verifies the root alone, i.e. plain autoregressive decoding."""
 
     type: Literal["none"] = "none"
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        return StageShape(depth=0, candidates=0, nodes=0)
 
 
 class NoDrafter(Drafter):

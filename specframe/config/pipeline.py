@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import Field, create_model, field_validator
 
 from specframe.builtin.plugin import STAGE_DEFAULTS
-from specframe.config.base import ComponentConfig
+from specframe.config.base import ComponentConfig, StrictConfigModel
+from specframe.config.bounds import MAX_NEW_TOKENS
 from specframe.registry import ComponentRegistry
 
 #: Stage fields of a pipeline, in round order, with the registry kind each one draws from.
@@ -26,8 +27,8 @@ STAGE_FIELDS: dict[str, str] = {
 }
 
 
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class StrictModel(StrictConfigModel):
+    """Sections of a pipeline besides the stages (the checks of :class:`StrictConfigModel`)."""
 
 
 class AutoVerifierConfig(ComponentConfig):
@@ -51,14 +52,22 @@ class SamplingConfig(StrictModel):
 class GenerationConfig(StrictModel):
     """Defaults for a generate call; the CLI and API can override each."""
 
-    max_new_tokens: int = Field(256, ge=1)
+    max_new_tokens: int = Field(256, ge=1, le=MAX_NEW_TOKENS)
     """Upper bound on generated tokens (the prefill token included)."""
     stop: tuple[str, ...] = ()
-    """Stop strings: generation ends when the text contains one (it is cut there)."""
+    """Stop strings: generation ends when the text contains one (it is cut there); none may be empty."""
     chat_template: bool = True
     """Wrap string prompts in the tokenizer's chat template when it has one."""
     stop_at_eos: bool = True
     """End at the target's end-of-sequence token."""
+
+    @field_validator("stop")
+    @classmethod
+    def _stops_not_empty(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if any(s == "" for s in v):
+            raise ValueError("a stop string is empty; it would match at once and end every output empty "
+                             "(remove it, or give the text that should end generation)")
+        return v
 
 
 class MetricsConfig(StrictModel):

@@ -11,11 +11,13 @@ Example::
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specframe.files import ensure_dir, write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
 from specframe.report.plots import sweep_plots
 from specframe.report.summary import ALL, Summary
@@ -86,12 +88,10 @@ class Report:
 
     def write(self, out_dir: Path, *, formats: tuple[str, ...] = ("md", "csv"), plots: bool = True) -> list[Path]:
         """Write the chosen formats (and sweep plots) into ``out_dir``; return the paths written."""
-        out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(out_dir, what="report directory")
         written = []
         if "md" in formats:
-            path = out_dir / "report.md"
-            path.write_text(self.markdown(), encoding="utf-8")
-            written.append(path)
+            written.append(write_text(out_dir / "report.md", self.markdown(), what="report"))
         if "csv" in formats:
             for name, rows in (("summary", summary_rows(self.summary)), ("depth", depth_rows(self.summary)),
                                ("stages", stage_rows(self.summary))):
@@ -102,10 +102,10 @@ class Report:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        if rows:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
-    return path
+    buffer = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+    return write_text(path, buffer.getvalue(), what="CSV table")

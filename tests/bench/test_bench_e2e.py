@@ -116,6 +116,16 @@ def test_resume_skips_finished_turns_and_rebuilds_a_crash_cut_record(results: Pa
     assert results.read_bytes().count(b"\n") == len(before)
 
 
+def test_bench_refuses_an_output_that_is_not_a_result_file_and_leaves_it_untouched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "res.jsonl"
+    notes.write_bytes(b"my notes, one line and no newline")
+    assert bench(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"{notes}:1" in err and "not a valid result record" in err and "Traceback" not in err
+    assert notes.read_bytes() == b"my notes, one line and no newline"
+
+
 def test_resume_with_other_settings_is_refused(results: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert bench(tmp_path, "--max-new-tokens", "8") == 2

@@ -61,5 +61,5 @@ def test_a_contract_violation_names_the_component_and_its_distribution() -> None
 def test_bad_user_input_stays_a_one_screen_error() -> None:
     target = HFTarget.from_model(tiny_causal_lm("llama", vocab_size=32))
     pipe = Pipeline.from_dict({"drafter": {"type": "none"}}, target=target)
-    with pytest.raises(SpecframeError, match="max_new_tokens must be positive"):
+    with pytest.raises(SpecframeError, match="max_new_tokens must be an integer from 1"):
         pipe.generate([1, 2, 3], 0)

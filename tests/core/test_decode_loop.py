@@ -118,6 +118,19 @@ def test_bad_generation_arguments(bad: int) -> None:
         pipe.generate([1, 2, 3, 4], 3)
 
 
+@pytest.mark.parametrize("max_new, stop, message", [
+    (10**12, None, "max_new_tokens must be an integer from 1 to"),
+    (3, [""], "stop strings must be non-empty"),
+    (3, ["x", ""], "stop strings must be non-empty"),
+])
+def test_generate_refuses_sizes_and_stops_that_cannot_work(max_new: int, stop: list[str] | None,
+                                                           message: str) -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.5))
+    with pytest.raises(GenerationError, match=message):
+        pipe.generate([1], max_new, stop=stop)
+
+
 def test_context_window_limits_tree_depth() -> None:
     target = ToyTarget.random(vocab_size=7, seed=3)
     target.max_length = 12

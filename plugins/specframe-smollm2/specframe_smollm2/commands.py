@@ -104,16 +104,21 @@ def register(cli: click.Group) -> None:
 
 def parse_overrides(items: tuple[str, ...]) -> dict:
     """``a.b=c`` strings -> a nested dict; values are parsed as YAML scalars."""
-    import yaml
+    from specframe.files import parse_yaml
 
     out: dict = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set optim.steps=500")
         key, value = item.split("=", 1)
-        node = out
         parts = key.strip().split(".")
+        if not all(parts):
+            raise ConfigError(f"--set {item!r}: the key {key!r} is not a dotted field path", hint="e.g. optim.steps")
+        node = out
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(value)
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: '{part}' was set to a value by another --set",
+                                  hint="set either a section's fields or the section itself")
+        node[parts[-1]] = parse_yaml(value, source=f"--set {item}")[0]
     return out

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specframe.errors import CheckpointError
+from specframe.files import write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS, LoadWindow, MachineLoad
 from specframe.metrics.records import STAGES, GenerationResult
 
@@ -193,8 +194,8 @@ def contention_warning(runs: dict[str, MethodRun]) -> str | None:
 def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out: Path | None = None) -> list[dict]:
     from specframe_smollm2.convert import convert_target
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    convert_target(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
+    convert_target(log=lambda m: console.print(m, style="dim", markup=False, highlight=False))
     _check_checkpoints(repo_root())
     methods = [m for m in METHODS if not quick or m[0] in QUICK_METHODS]
     # The default pipeline runs last, so the demo ends with its streamed text and then the table.
@@ -221,5 +222,5 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
                   "nodes: mean per drafted round, and the share of rounds decoded plainly because drafting did "
                   "not pay); `specframe profile` prints that cost", style="dim")
     if json_out is not None:
-        json_out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_text(json_out, json.dumps(rows, indent=2) + "\n", what="--json-out file")
     return rows

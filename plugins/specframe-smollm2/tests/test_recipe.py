@@ -46,8 +46,32 @@ def test_unknown_field_is_named(tmp_path, extra, field) -> None:
     ("kind: ar_head\n", "needs `base:`"),
 ])
 def test_bad_values_are_explained(tmp_path, extra, text) -> None:
+    base = BASE.replace("kind: drafter\n", "") if extra.startswith("kind:") else BASE
     with pytest.raises(ConfigError, match=text):
-        load_recipe(_write(tmp_path, BASE + extra))
+        load_recipe(_write(tmp_path, base + extra))
+
+
+@pytest.mark.parametrize("text, message", [
+    (BASE + "name: u\n", r"duplicate key 'name' \(lines 2 and 5\)"),
+    (BASE + "optim: {steps: 3, steps: 4}\n", "duplicate key 'steps'"),
+    ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcd", "bcde", strict=True)), "expands to more"),
+    (BASE + 'target: "\\ud800"\n', "surrogate"),
+])
+def test_hostile_recipe_files_are_refused(tmp_path, text, message) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_recipe(_write(tmp_path, text))
+
+
+def test_recipe_file_encoding_and_kind_are_checked(tmp_path) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_bytes(BASE.encode("utf-16"))
+    with pytest.raises(ConfigError, match="UTF-16"):
+        load_recipe(path)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_recipe(tmp_path)
+    with pytest.raises(ConfigError, match="--set"):
+        parse_overrides(("optim.steps=[1",))
 
 
 def test_overrides_merge_into_sections(tmp_path) -> None:

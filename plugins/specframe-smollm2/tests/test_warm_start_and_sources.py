@@ -104,7 +104,7 @@ def test_prompt_file_problems_are_explained(tmp_path, template, id_range, messag
     with pytest.raises(ConfigError, match=message):
         file_prompts(PromptFile(path=str(src), template=template, id_range=id_range,
                                 id_field="name" if "integer" in message else "id"))
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="not found"):
         file_prompts(PromptFile(path=str(tmp_path / "missing.jsonl"), template="{text}"))
 
 

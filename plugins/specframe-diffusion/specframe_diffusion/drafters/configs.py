@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import MAX_CANDIDATES, StageShape
 
 DtypeName = Literal["auto", "float32", "bfloat16", "float16"]
 
@@ -29,8 +30,9 @@ class DiffusionDrafterConfig(ComponentConfig):
     """Fields shared by every block-diffusion drafter."""
 
     checkpoint: str = Field(description="local directory with the drafter's config.json and *.safetensors")
-    top_k: int = Field(64, ge=1, description="candidates kept per depth (top-K of the draft-vocabulary "
-                                             "log-softmax; capped by the vocabulary size)")
+    top_k: int = Field(64, ge=1, le=MAX_CANDIDATES,
+                       description="candidates kept per depth (top-K of the draft-vocabulary log-softmax; capped "
+                                   "by the vocabulary size)")
     draft_vocab: str | None = Field(
         None, description="reduced draft vocabulary: a safetensors file with the EAGLE-3 d2t/t2d mapping; "
                           "`full` = the whole vocabulary even if the checkpoint carries a mapping; default: the "
@@ -41,6 +43,10 @@ class DiffusionDrafterConfig(ComponentConfig):
     cpu_linear: Literal["auto", "default", "onednn"] = Field(
         "auto", description="onednn: prepack the draft backbone's linear layers for oneDNN (float32 CPU); "
                             "auto = as the target (an LM head shared with the target is packed with it)")
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        """``top_k`` candidates per depth; the depth comes from the checkpoint (unknown before loading)."""
+        return StageShape(candidates=self.top_k)
 
     @field_validator("checkpoint")
     @classmethod

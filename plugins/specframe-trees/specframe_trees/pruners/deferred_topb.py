@@ -26,6 +26,7 @@ import torch
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import MAX_TREE_NODES
 from specframe.errors import ContractError
 from specframe.interfaces import BuildContext, Pruner, RoundContext
 from specframe.tree import DraftTree
@@ -35,7 +36,8 @@ class DeferredTopBConfig(ComponentConfig):
     """Global top-B by path score + beta * depth, after the builder over-expanded."""
 
     type: Literal["deferred_topb"] = "deferred_topb"
-    budget: int | None = Field(None, ge=1, description="B: nodes kept (root excluded); None: the pipeline's")
+    budget: int | None = Field(None, ge=1, le=MAX_TREE_NODES,
+                               description="B: nodes kept (root excluded); None: the pipeline's")
     beta: float = Field(-0.2, description="per-depth bonus, must be <= 0 (DARTree: -0.2)")
 
     @field_validator("beta")
