@@ -21,11 +21,7 @@ from types import TracebackType
 from typing import IO, Any
 
 from specframe.errors import SpecframeError
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from specframe.locking import lock_exclusive
 
 RecordKey = tuple[str, str, str, int]
 KEY_FIELDS = ("method", "dataset", "question_id", "turn")
@@ -107,13 +103,8 @@ class ResultStore:
         except OSError as exc:
             raise ResultsFileError(f"cannot open result file {self.path}: {exc.strerror}",
                                    hint="give a writable file path with --output") from None
-        if fcntl is not None:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                handle.close()
-                raise ResultsFileError(f"{self.path} is being written by another process",
-                                       hint="wait for that run, or write to another file with --output") from None
+        lock_exclusive(handle, self.path, error=ResultsFileError,
+                       hint="wait for that run, or write to another file with --output")
         handle.seek(0)
         data = handle.read()
         records, good, needs_newline = _scan(data, self.path)

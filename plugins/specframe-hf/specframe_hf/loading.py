@@ -1,8 +1,11 @@
 """Loading a causal LM and its tokenizer from a local directory, strictly offline.
 
-``target.model`` must name a directory written by ``save_pretrained`` (config.json + weights). Nothing is
-downloaded: every ``from_pretrained`` call passes ``local_files_only=True``, and a missing directory or file
-is a :class:`~specframe.errors.CheckpointError` naming the path.
+``target.model`` must name a directory written by ``save_pretrained`` (config.json + safetensors weights).
+Nothing is downloaded: every ``from_pretrained`` call passes ``local_files_only=True``. Before ``transformers``
+sees the directory, :func:`specframe.tensor_files.check_model_directory` checks config.json, the shard index
+(no file outside the directory) and every safetensors header, and refuses pickle-only weights; the model is
+then loaded with ``use_safetensors=True``, so nothing is ever unpickled. A missing, broken or mismatched file
+(a tokenizer whose ids do not fit the model) is a :class:`~specframe.errors.CheckpointError` naming the path.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from typing import Any
 import torch
 
 from specframe.errors import CheckpointError, ConfigError
+from specframe.tensor_files import check_model_directory
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+#: A model's own tokenizer fills at least this share of its embedding table (padding adds a few percent).
+MIN_VOCAB_FILL = 0.75
 
 #: Files whose presence means the directory ships a tokenizer.
 TOKENIZER_FILES: tuple[str, ...] = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
@@ -56,20 +63,46 @@ def model_directory(path: str) -> Path:
     return directory
 
 
-def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, attn: str) -> Any:
-    """``AutoModelForCausalLM`` from ``directory`` (local files only), in eval mode on ``device``."""
+def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, attn: str | None = None,
+               role: str = "target.model") -> Any:
+    """``AutoModelForCausalLM`` from ``directory`` (local files, safetensors only), in eval mode on ``device``."""
     from transformers import AutoModelForCausalLM
 
+    check_model_directory(directory, role=role)
+    kwargs = {} if attn is None else {"attn_implementation": attn}
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            directory, local_files_only=True, dtype=dtype, attn_implementation=attn
-        )
-    except (OSError, ValueError, KeyError) as exc:
+        model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, use_safetensors=True,
+                                                     dtype=dtype, **kwargs)
+    except Exception as exc:  # transformers raises many types for a directory it cannot use
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         raise CheckpointError(
-            f"could not load a causal LM from '{directory}': {type(exc).__name__}: {exc}",
-            hint="the directory needs config.json and model weights (*.safetensors or pytorch_model.bin)",
+            f"could not load a causal LM from {role} '{directory}': {type(exc).__name__}: {first}",
+            hint="the directory needs the config.json and safetensors weights that save_pretrained wrote",
         ) from None
     return model.to(device).eval()
+
+
+def check_tokenizer_matches(tokenizer: Any, model: Any, directory: Path) -> None:
+    """A tokenizer loaded next to a model must be that model's: ids that fill most of the embedding table
+    (real models pad it by a few percent at most) and an end-of-sequence token the model's config knows."""
+    if tokenizer is None:
+        return
+    rows = int(model.get_input_embeddings().weight.shape[0])
+    size = len(tokenizer)
+    if size < MIN_VOCAB_FILL * rows:
+        raise CheckpointError(f"the tokenizer in '{directory}' has {size} tokens but the model's embedding table "
+                              f"has {rows} rows: the tokenizer belongs to another model",
+                              hint="put the tokenizer saved with this model next to its weights")
+    known: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        eos = getattr(source, "eos_token_id", None) if source is not None else None
+        known.update([eos] if isinstance(eos, int) else list(eos or []))
+    tok_eos = getattr(tokenizer, "eos_token_id", None)
+    if known and isinstance(tok_eos, int) and tok_eos not in known:
+        raise CheckpointError(f"the tokenizer in '{directory}' ends sequences with id {tok_eos} "
+                              f"({tokenizer.eos_token!r}) but the model's config says {sorted(known)}: the "
+                              f"tokenizer belongs to another model",
+                              hint="put the tokenizer saved with this model next to its weights")
 
 
 def load_tokenizer(directory: Path) -> Any:
@@ -80,7 +113,7 @@ def load_tokenizer(directory: Path) -> Any:
 
     try:
         return AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
+    except Exception as exc:  # a broken tokenizer file surfaces as many exception types
         raise CheckpointError(
             f"could not load the tokenizer in '{directory}': {type(exc).__name__}: {exc}",
             hint="re-save it with tokenizer.save_pretrained(directory), or remove the broken tokenizer files",

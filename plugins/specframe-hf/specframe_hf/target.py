@@ -35,7 +35,14 @@ from specframe.tree import DraftTree
 from specframe.types import TargetOutput
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
 from specframe_hf.kv_compaction import compact_tree_entries
-from specframe_hf.loading import load_model, load_tokenizer, model_directory, resolve_device, resolve_dtype
+from specframe_hf.loading import (
+    check_tokenizer_matches,
+    load_model,
+    load_tokenizer,
+    model_directory,
+    resolve_device,
+    resolve_dtype,
+)
 from specframe_hf.prompts import Messages, encode_prompt
 from specframe_hf.taps import LayerTaps
 from specframe_hf.tree_mask import TreeMaskBuffer
@@ -102,7 +109,9 @@ class HFTarget(TargetModel):
         directory = model_directory(path)
         torch_device = resolve_device(device)
         model = load_model(directory, dtype=resolve_dtype(dtype), device=torch_device, attn=attn)
-        return cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
+        tokenizer = load_tokenizer(directory)
+        check_tokenizer_matches(tokenizer, model, directory)
+        return cls(model, tokenizer, taps=taps, source=f"'{directory}'")
 
     # ----------------------------------------------------------------------------------------- state
     @property

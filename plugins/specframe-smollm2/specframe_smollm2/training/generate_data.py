@@ -6,8 +6,9 @@ For each batch of prompts (chat template, **left padding**) one ``model.generate
   decode step ``[B, 1, H]``), so the taps come from the generation itself, not from a second pass;
 * a logits processor records the target's top-k log-probabilities at every step (soft labels for distillation).
 
-Each batch becomes one shard file ``shard-00012.pt`` written atomically (temporary file + ``os.replace``); an
-existing shard is skipped, so an interrupted generation resumes where it stopped. Per sequence a shard holds::
+Each batch becomes one shard file ``shard-00012.pt`` written atomically
+(:func:`specframe.tensor_files.save_tensor_file`); an existing shard is skipped, so an interrupted generation
+resumes where it stopped. Per sequence a shard holds::
 
     ids        [L] int32     prompt + response (through the first EOS), left padding removed
     prompt_len int           P: the response starts at position P
@@ -20,13 +21,14 @@ existing shard is skipped, so an interrupted generation resumes where it stopped
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from specframe.tensor_files import read_json_object, save_tensor_file
 
 META = "meta.json"
 
@@ -120,13 +122,13 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
                      log: Callable[[str], None] = print, progress: bool = True,
                      max_shards: int | None = None) -> list[Path]:
     """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths."""
+    from specframe_hf.loading import load_model, load_tokenizer, model_directory
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out_dir.mkdir(parents=True, exist_ok=True)
     meta_path = out_dir / META
     if meta_path.exists():
-        old = json.loads(meta_path.read_text())
+        old = read_json_object(meta_path, what="data settings")
         if old != meta:
             from specframe.errors import ConfigError
 
@@ -141,17 +143,16 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
     todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists()]
     if not todo:
         return paths
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
+    directory = model_directory(str(model_dir))
+    tokenizer = load_tokenizer(directory)
+    model = load_model(directory, dtype=torch.float32, device=torch.device("cpu"), role="target")
     t0, tokens = time.perf_counter(), 0
     bar = tqdm(todo, desc="generating data", disable=not progress, unit="batch")
     for i in bar:
         batch = batches[i]
         shard = generate_batch(model, tokenizer, [prompts[j] for j in batch], batch, max_new_tokens=max_new_tokens,
                                taps=taps, topk=topk)
-        tmp = paths[i].with_suffix(".tmp")
-        torch.save(shard, tmp)
-        os.replace(tmp, paths[i])
+        save_tensor_file(shard, paths[i])
         tokens += sum(len(t) for t in shard["topk_ids"])
         rate = tokens / (time.perf_counter() - t0)
         bar.set_postfix(tokens=tokens, tok_s=f"{rate:.0f}")
