@@ -68,12 +68,22 @@ def parse_overrides(items: tuple[str, ...]) -> dict:
 
     out: dict = {}
     for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set optim.steps=500")
-        key, value = item.split("=", 1)
-        node = out
+        key, eq, value = item.partition("=")
         parts = key.strip().split(".")
-        for part in parts[:-1]:
+        if not eq or not all(p.strip() for p in parts):
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE with a dotted field path",
+                              hint="e.g. --set optim.steps=500")
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML ({problem})",
+                              hint="quote strings with YAML syntax, e.g. --set name='\"a: b\"'") from None
+        node = out
+        for i, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(value)
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: {'.'.join(parts[:i + 1])} was already set to a value",
+                                  hint="set either the section or fields inside it, not both")
+        node[parts[-1]] = parsed
     return out

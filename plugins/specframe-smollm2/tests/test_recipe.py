@@ -75,3 +75,48 @@ def test_extends_merges_sections_and_refuses_cycles(tmp_path) -> None:
     child.write_text("extends: nowhere.yaml\n")
     with pytest.raises(ConfigError, match="names no file"):
         load_recipe(child)
+
+
+@pytest.mark.parametrize("item, text", [
+    ("optim.steps=[1,", "not valid YAML"),
+    ("name='unterminated", "not valid YAML"),
+    ("optim.steps", "not KEY=VALUE"),
+    ("=5", "not KEY=VALUE"),
+    ("optim..steps=5", "not KEY=VALUE"),
+])
+def test_malformed_set_is_one_screen(tmp_path, capsys, item, text) -> None:
+    path = _write(tmp_path, BASE)
+    assert run_cli(["train", str(path), "--set", item], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert text in err and "Traceback" not in err
+
+
+def test_set_of_a_field_inside_a_value_is_refused() -> None:
+    with pytest.raises(ConfigError, match="already set to a value"):
+        parse_overrides(("optim=3", "optim.steps=5"))
+
+
+@pytest.mark.parametrize("base, text", [
+    ("kind: drafter\noptim: {steps: [1,\n", "not valid YAML"),
+    (b"kind: drafter\nname: \xff\xfe\n", "cannot read recipe file"),
+    ("- a\n- b\n", "must hold a mapping"),
+])
+def test_malformed_extends_base_names_the_base(tmp_path, capsys, base, text) -> None:
+    base_path = tmp_path / "base.yaml"
+    if isinstance(base, bytes):
+        base_path.write_bytes(base)
+    else:
+        base_path.write_text(base)
+    child = tmp_path / "child.yaml"
+    child.write_text("extends: base.yaml\nname: child\n")
+    with pytest.raises(ConfigError, match=text) as info:
+        load_recipe(child)
+    assert "base.yaml" in info.value.render()
+    assert run_cli(["train", str(child)], host=PluginHost()) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_extends_must_be_one_path(tmp_path) -> None:
+    child = _write(tmp_path, "extends: [a.yaml, b.yaml]\n" + BASE)
+    with pytest.raises(ConfigError, match="must be one recipe path"):
+        load_recipe(child)

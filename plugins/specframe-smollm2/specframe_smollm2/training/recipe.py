@@ -22,7 +22,7 @@ recipes share their drafter's data section. Unknown fields anywhere are errors t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -133,18 +133,36 @@ def _deep_update(base: dict, extra: dict) -> None:
             base[key] = value
 
 
+def _read_yaml(path: Path) -> Any:
+    """A recipe file's YAML; unreadable, undecodable or malformed files are errors naming the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read recipe file {path}: {exc}", hint="give a UTF-8 YAML file") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"not valid YAML: {problem}", where=where, hint="fix the YAML syntax") from None
+
+
 def _resolve_extends(path: Path, data: dict, seen: tuple[Path, ...]) -> dict:
     """``extends: other.yaml`` (relative to ``path``): the other recipe's fields, deep-updated with this one's."""
     parent = data.pop("extends", None)
     if parent is None:
         return data
+    if not isinstance(parent, str) or not parent.strip():
+        raise ConfigError(f"{path}: `extends:` must be one recipe path, found {parent!r}",
+                          hint="e.g. extends: drafter.yaml (relative to this file)")
     base_path = (path.parent / str(parent)).resolve()
     if base_path in seen:
         raise ConfigError(f"{path}: `extends: {parent}` makes a cycle", hint="remove one of the extends lines")
     if not base_path.is_file():
         raise ConfigError(f"{path}: `extends: {parent}` names no file ({base_path})",
                           hint="give a recipe path relative to this file")
-    base = yaml.safe_load(base_path.read_text(encoding="utf-8"))
+    base = _read_yaml(base_path)
     if not isinstance(base, dict):
         raise ConfigError(f"{base_path} must hold a mapping of recipe fields", hint="start with `kind: drafter`")
     merged = _resolve_extends(base_path, base, (*seen, base_path))
@@ -157,10 +175,7 @@ def load_recipe(path: str | Path, overrides: dict | None = None) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"recipe file {path} does not exist", hint="give the path of a RECIPE.yaml")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}", hint="fix the YAML syntax") from None
+    data = _read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of recipe fields", hint="start with `kind: drafter`")
     data = _resolve_extends(path, data, seen=(path.resolve(),))
