@@ -45,22 +45,26 @@ def cli(ctx: click.Context) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def plugins(ctx: click.Context, as_json: bool) -> None:
-    """Installed plugins: distribution, version, hooks implemented and components supplied."""
+    """Installed plugins: distribution, version, hooks, components supplied; skipped and broken ones too."""
     host = _host(ctx)
     registry = host.registry
     rows = []
     for info in host.plugins():
         d = info.as_dict()
+        d["status"] = "loaded"
         d["components"] = [f"{r.spec.kind}:{r.spec.name}" for r in registry if r.plugin == info.name]
         rows.append(d)
+    rows += [{**u.as_dict(), "hooks": [], "components": []} for u in host.unloaded]
     if as_json:
         _emit_json(rows)
         return
     table = Table(title="specframe plugins")
-    for col in ("plugin", "distribution", "version", "hooks", "components"):
+    for col in ("plugin", "distribution", "version", "status", "hooks", "components"):
         table.add_column(col)
     for d in rows:
-        table.add_row(d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]), "\n".join(d["components"]))
+        status = d["status"] if d["status"] == "loaded" else f"{d['status']}: {d['reason']}"
+        table.add_row(*(escape(str(v)) for v in (d["name"], d["distribution"], d["version"], status,
+                                                  "\n".join(d["hooks"]), "\n".join(d["components"]))))
     console.print(table)
 
 
@@ -136,7 +140,7 @@ def validate(ctx: click.Context, pipelines: tuple[Path, ...], overrides: tuple[s
 
 def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
     """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
-    host = host or PluginHost()
+    host = host or PluginHost(skip_broken=True)  # a broken plugin is a warning; `plugins` lists it
     try:
         host.register_commands(cli)
         from specframe import cli_bench, cli_run  # noqa: F401  (register `run`, `bench`, `report`, `datasets`)
