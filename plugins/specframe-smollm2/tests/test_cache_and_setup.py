@@ -69,3 +69,46 @@ def test_corrupted_cache_fails_the_pipeline_build(monkeypatch, tmp_path) -> None
     data = {"target": {"type": "smollm2"}, "drafter": {"type": "none"}, "budget": 1}
     with pytest.raises(CheckpointError, match="corrupted"):
         Pipeline.from_dict(data, host=PluginHost())
+
+
+def _edit_manifest(d: Path, edit) -> None:
+    manifest = json.loads((d / MANIFEST).read_text())
+    edit(manifest["files"])
+    (d / MANIFEST).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda files: files.update({"../outside.bin": {"bytes": 4, "sha256": "0" * 64}}),
+    lambda files: files.update({"config.json": "not an entry"}),
+])
+def test_hostile_manifest_entries_are_refused(tmp_path, edit) -> None:
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    (tmp_path / "outside.bin").write_bytes(b"1234")
+    _edit_manifest(d, edit)
+    with pytest.raises(CheckpointError, match="not a file entry inside"):
+        verify_manifest(d)
+
+
+def test_undecodable_manifest_is_named(tmp_path) -> None:
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    (d / MANIFEST).write_bytes(b"\xff\xfe{")
+    with pytest.raises(CheckpointError, match="cannot read"):
+        verify_manifest(d)
+
+
+@pytest.mark.parametrize("kind", ["file", "foreign_dir"])
+def test_setup_target_force_never_deletes_a_foreign_path(tmp_path, capsys, kind) -> None:
+    from specframe.cli import run_cli
+
+    victim = tmp_path / "precious"
+    if kind == "file":
+        victim.write_text("keep me")
+    else:
+        victim.mkdir()
+        (victim / "thesis.tex").write_text("keep me")
+    assert run_cli(["setup-target", "--force", "--path", str(victim)], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert "not a specframe target conversion" in err and "Traceback" not in err
+    assert (victim.read_text() if kind == "file" else (victim / "thesis.tex").read_text()) == "keep me"
