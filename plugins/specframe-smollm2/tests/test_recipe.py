@@ -120,3 +120,15 @@ def test_extends_must_be_one_path(tmp_path) -> None:
     child = _write(tmp_path, "extends: [a.yaml, b.yaml]\n" + BASE)
     with pytest.raises(ConfigError, match="must be one recipe path"):
         load_recipe(child)
+
+
+@pytest.mark.parametrize("field", ["output", "work_dir", "data.dir"])
+def test_a_file_where_the_run_writes_a_directory_is_named(tmp_path, capsys, field) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("keep me")
+    path = _write(tmp_path, BASE + (f"data: {{dir: '{blocker}'}}\n" if field == "data.dir" else ""))
+    args = ["train", str(path)] + ([] if field == "data.dir" else ["--set", f"{field}={blocker}"])
+    assert run_cli(args, host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert field in err and "not a directory" in err and "Traceback" not in err
+    assert blocker.read_text() == "keep me"
