@@ -126,7 +126,9 @@ def test_extends_must_be_one_path(tmp_path) -> None:
 def test_a_file_where_the_run_writes_a_directory_is_named(tmp_path, capsys, field) -> None:
     blocker = tmp_path / "blocker"
     blocker.write_text("keep me")
-    path = _write(tmp_path, BASE + (f"data: {{dir: '{blocker}'}}\n" if field == "data.dir" else ""))
+    # No target and no data, so a run that got past the check would stop at once instead of generating data.
+    text = BASE + f"target: '{tmp_path / 'no-target'}'\ndata: {{dir: '{tmp_path / 'no-data'}'}}\n"
+    path = _write(tmp_path, text.replace(str(tmp_path / "no-data"), str(blocker)) if field == "data.dir" else text)
     args = ["train", str(path)] + ([] if field == "data.dir" else ["--set", f"{field}={blocker}"])
     assert run_cli(args, host=PluginHost()) == 2
     err = capsys.readouterr().err
