@@ -140,3 +140,18 @@ def test_corrupt_data_shard_is_named(tmp_path, tiny_data, damage) -> None:
     with pytest.raises(CheckpointError, match="data shard") as info:
         load_sequences(data)
     assert str(shard) in _one_screen(info.value) and not marker.exists()
+
+
+def test_a_second_data_generation_into_one_directory_is_refused(tmp_path) -> None:
+    from specframe_smollm2.training.generate_data import generate_dataset
+
+    out = tmp_path / "data"
+    out.mkdir()
+    held = hold_lock(out / ".lock")
+    try:
+        with pytest.raises(SpecframeError, match="another run is generating data"):
+            generate_dataset(tmp_path / "no-model", out, ["p"], {"m": 1}, batch_size=1, max_new_tokens=1,
+                             taps=(0,), topk=1)
+    finally:
+        held.close()
+    assert not (out / "meta.json").exists()

@@ -28,7 +28,9 @@ from typing import Any
 
 import torch
 
-from specframe.tensor_files import read_json_object, save_tensor_file
+from specframe.errors import ConfigError
+from specframe.locking import hold_lock
+from specframe.tensor_files import read_json_object, replace_file, save_tensor_file
 
 META = "meta.json"
 
@@ -121,21 +123,39 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None] = print, progress: bool = True,
                      max_shards: int | None = None) -> list[Path]:
-    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths."""
+    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths.
+
+    The directory is locked while this runs, so two runs never generate into one directory at once."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the data directory {out_dir}: {exc.strerror}", where="data.dir",
+                          hint="give a writable directory") from None
+    lock = hold_lock(out_dir / ".lock", message=f"another run is generating data in {out_dir}",
+                     hint="wait for it to finish (its shards are then reused), or give this recipe another data.dir")
+    try:
+        return _generate_locked(model_dir, out_dir, prompts, meta, batch_size=batch_size,
+                                max_new_tokens=max_new_tokens, taps=taps, topk=topk, log=log, progress=progress,
+                                max_shards=max_shards)
+    finally:
+        lock.close()
+
+
+def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
+                     batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
+                     log: Callable[[str], None], progress: bool, max_shards: int | None) -> list[Path]:
     from specframe_hf.loading import load_model, load_tokenizer, model_directory
     from tqdm import tqdm
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     meta_path = out_dir / META
     if meta_path.exists():
         old = read_json_object(meta_path, what="data settings")
         if old != meta:
-            from specframe.errors import ConfigError
-
             raise ConfigError(f"{out_dir} holds data generated with other settings",
                               hint="use another data.dir, or delete the directory to regenerate")
     else:
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+        text = json.dumps(meta, indent=2) + "\n"
+        replace_file(meta_path, lambda handle: handle.write(text.encode()))
     # Batches keep the (random) prompt order, so any prefix of the shards is a fair sample of every kind.
     order = list(range(len(prompts)))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
