@@ -259,11 +259,15 @@ class PluginHost:
 
     def _unavailable_note(self) -> str:
         """For 'unknown component' errors: the installed plugins that were skipped or broken, and why."""
-        if not self.unloaded:
+        by_reason: dict[str, list[str]] = {}
+        for u in self.unloaded:
+            reason = u.reason if u.status == "skipped" else f"broken ({u.reason})"
+            by_reason.setdefault(reason, []).append(f"{u.name} ({u.distribution})")
+        if not by_reason:
             return ""
-        parts = [f"{u.name} ({u.distribution}): {u.reason}" for u in self.unloaded]
-        return ("installed plugins that supply nothing here, one of which may provide it: " + "; ".join(parts)
-                + " (adjust SPECFRAME_LOAD_PLUGINS / SPECFRAME_DISABLED_PLUGINS, or fix the broken plugin)")
+        parts = [f"{reason}: {', '.join(names)}" for reason, names in by_reason.items()]
+        return ("it may come from an installed plugin that was not loaded: " + "; ".join(parts)
+                + " (allow it in SPECFRAME_LOAD_PLUGINS / remove it from SPECFRAME_DISABLED_PLUGINS, or fix it)")
 
     def _call_each(self, hook_name: str, *, strict: bool = False, lists: bool = True,
                    **kwargs: Any) -> list[tuple[str, Any]]:

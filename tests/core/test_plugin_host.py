@@ -228,7 +228,7 @@ def test_missing_component_names_the_plugin_the_allowlist_excluded(monkeypatch: 
                 "verifier": {"type": "auto"}, "corrector": {"type": "marginal"}}
     with pytest.raises(ConfigError, match="unknown pruner type 'other_pruner'") as info:
         Pipeline.from_dict(pipeline, target=ToyTarget.random(vocab_size=5), host=host)
-    assert "other (specframe-other): not in SPECFRAME_LOAD_PLUGINS" in info.value.hint
+    assert "not in SPECFRAME_LOAD_PLUGINS: other (specframe-other)" in info.value.hint
     with pytest.raises(ConfigError) as info:
         host.registry.get("pruner", "other_pruner")
     assert "not in SPECFRAME_LOAD_PLUGINS" in info.value.hint

@@ -49,6 +49,9 @@ def resolve_dtype(dtype: str) -> torch.dtype:
 def model_directory(path: str) -> Path:
     """The checked model directory: it exists and holds a config.json."""
     directory = Path(path).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"target.model '{directory}' is a file, not a model directory",
+                              hint="give the directory that save_pretrained wrote (config.json + weights)")
     if not directory.is_dir():
         raise CheckpointError(
             f"target.model directory '{directory}' does not exist",

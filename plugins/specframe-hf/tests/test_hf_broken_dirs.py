@@ -130,3 +130,8 @@ def test_cli_run_on_a_broken_target_is_one_screen(target_dir: Path, tmp_path: Pa
     assert run_cli(["run", str(pipeline), "--prompt", "w1 w2"]) == 2
     err = capsys.readouterr().err.replace("\n", "")  # rich wraps long lines
     assert "model.safetensors" in err and "Traceback" not in err
+
+
+def test_a_file_given_as_the_model_directory(tmp_path: Path) -> None:
+    (tmp_path / "model.bin").write_bytes(b"x")
+    _load_fails(tmp_path / "model.bin", "is a file, not a model directory")
