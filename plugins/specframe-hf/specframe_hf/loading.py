@@ -115,9 +115,19 @@ def load_tokenizer(directory: Path) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except Exception as exc:  # a broken tokenizer file surfaces as many exception types
         raise CheckpointError(
-            f"could not load the tokenizer in '{directory}': {type(exc).__name__}: {exc}",
+            f"could not load the tokenizer in '{directory}': {type(exc).__name__}: {str(exc).strip()[:300]}",
             hint="re-save it with tokenizer.save_pretrained(directory), or remove the broken tokenizer files",
         ) from None
+    if getattr(tokenizer, "chat_template", None):
+        try:  # a broken template would otherwise fail at the first prompt, deep inside a decode
+            tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                          add_generation_prompt=True)
+        except Exception as exc:  # jinja2 syntax and runtime errors
+            raise CheckpointError(f"the chat template of the tokenizer in '{directory}' does not render: "
+                                  f"{type(exc).__name__}: {str(exc).strip()[:300]}",
+                                  hint="fix chat_template.jinja (or chat_template in tokenizer_config.json), "
+                                       "or remove it to prompt without a template") from None
+    return tokenizer

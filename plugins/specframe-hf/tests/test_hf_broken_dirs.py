@@ -135,3 +135,10 @@ def test_cli_run_on_a_broken_target_is_one_screen(target_dir: Path, tmp_path: Pa
 def test_a_file_given_as_the_model_directory(tmp_path: Path) -> None:
     (tmp_path / "model.bin").write_bytes(b"x")
     _load_fails(tmp_path / "model.bin", "is a file, not a model directory")
+
+
+def test_broken_chat_template_is_named_at_load(target_dir: Path) -> None:
+    tokenizer = tiny_tokenizer([f"w{i}" for i in range(50)])
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }"  # unclosed expression
+    tokenizer.save_pretrained(target_dir)
+    _load_fails(target_dir, "chat template .* does not render")
