@@ -232,3 +232,31 @@ def test_missing_component_names_the_plugin_the_allowlist_excluded(monkeypatch: 
     with pytest.raises(ConfigError) as info:
         host.registry.get("pruner", "other_pruner")
     assert "not in SPECFRAME_LOAD_PLUGINS" in info.value.hint
+
+
+def test_raising_validation_and_command_hooks_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specframe.pipeline import Pipeline
+    from specframe.testing.toy import ToyTarget
+
+    mod = types.ModuleType("grumpy_plugin")
+
+    @hookimpl
+    def specframe_validate_pipeline(config, registry):  # type: ignore[no-untyped-def]
+        raise KeyError("drafter")
+
+    @hookimpl
+    def specframe_register_commands(cli):  # type: ignore[no-untyped-def]
+        raise SystemExit(1)
+
+    mod.specframe_validate_pipeline = specframe_validate_pipeline  # type: ignore[attr-defined]
+    mod.specframe_register_commands = specframe_register_commands  # type: ignore[attr-defined]
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components), _EntryPoint("grumpy", "specframe-grumpy", mod)]
+    _fake_entry_points(monkeypatch, eps)
+    host = PluginHost(autoload=True, allowlist=None, disabled=(), skip_broken=True)
+    host.register_commands(object())  # a broken command hook is listed, not fatal
+    assert [(u.name, u.status) for u in host.unloaded] == [("grumpy", "broken")]
+    assert "specframe_register_commands" in host.unloaded[0].reason
+    pipeline = {"drafter": {"type": "repeat"}, "tree_builder": {"type": "spine"}, "pruner": {"type": "keep_all"},
+                "verifier": {"type": "auto"}, "corrector": {"type": "marginal"}}
+    with pytest.raises(PluginError, match=r"specframe-grumpy.*specframe_validate_pipeline hook: KeyError"):
+        Pipeline.from_dict(pipeline, target=ToyTarget.random(vocab_size=5), host=host)
