@@ -104,6 +104,8 @@ def convert_target(directory: Path | None = None, *, force: bool = False,
     try:
         t0 = time.perf_counter()
         source = _convert_into(tmp, log)
+        for path in tmp.rglob("*"):  # some writers create private (0600) files; the cache is an ordinary one
+            path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
         write_manifest(tmp, source)
         verify_manifest(tmp)
         if final.exists():
