@@ -48,13 +48,17 @@ def plugins(ctx: click.Context, as_json: bool) -> None:
     """Installed plugins: distribution, version, hooks, components supplied; skipped and broken ones too."""
     host = _host(ctx)
     registry = host.registry
+    unloaded = {u.name: u for u in host.unloaded}
     rows = []
     for info in host.plugins():
         d = info.as_dict()
-        d["status"] = "loaded"
+        broken = unloaded.pop(info.name, None)  # imported, but one of its hooks raised
+        d["status"] = "loaded" if broken is None else broken.status
+        if broken is not None:
+            d["reason"] = broken.reason
         d["components"] = [f"{r.spec.kind}:{r.spec.name}" for r in registry if r.plugin == info.name]
         rows.append(d)
-    rows += [{**u.as_dict(), "hooks": [], "components": []} for u in host.unloaded]
+    rows += [{**u.as_dict(), "hooks": [], "components": []} for u in unloaded.values()]
     if as_json:
         _emit_json(rows)
         return

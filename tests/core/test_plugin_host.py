@@ -173,7 +173,8 @@ class _ExitingEntryPoint(_EntryPoint):
 
 
 @pytest.mark.parametrize("exc", [RuntimeError("database offline"), SystemExit(4)])
-def test_registration_hook_that_raises_is_named(monkeypatch: pytest.MonkeyPatch, exc: BaseException) -> None:
+def test_registration_hook_that_raises_is_named(monkeypatch: pytest.MonkeyPatch, capsys,
+                                                exc: BaseException) -> None:
     eps = [_EntryPoint("fake", "specframe-fake", fake_components),
            _EntryPoint("bad", "specframe-bad", _raising_plugin(exc), "0.4")]
     _fake_entry_points(monkeypatch, eps)
@@ -185,6 +186,14 @@ def test_registration_hook_that_raises_is_named(monkeypatch: pytest.MonkeyPatch,
     host = PluginHost(autoload=True, allowlist=None, disabled=(), skip_broken=True)
     assert ("pruner", "keep_all") in host.registry  # the other plugin's components are still there
     assert [(u.name, u.status) for u in host.unloaded] == [("bad", "broken")]
+    from specframe.cli import run_cli
+
+    monkeypatch.delenv("SPECFRAME_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("SPECFRAME_DISABLED_PLUGINS", raising=False)
+    monkeypatch.delenv("SPECFRAME_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    assert run_cli(["plugins", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["status"]) for r in rows] == [("bad", "broken"), ("fake", "loaded")]
 
 
 def test_plugin_calling_sys_exit_on_import_is_caught_and_listed(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
