@@ -87,7 +87,7 @@ def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, att
 
 def check_tokenizer_matches(tokenizer: Any, model: Any, directory: Path) -> None:
     """A tokenizer loaded next to a model must be that model's: ids that fill most of the embedding table
-    (real models pad it by a few percent at most) and an end-of-sequence token the model's config knows."""
+    (real models pad it by a few percent at most) and begin/end-of-sequence tokens the model's config knows."""
     if tokenizer is None:
         return
     rows = int(model.get_input_embeddings().weight.shape[0])
@@ -96,17 +96,17 @@ def check_tokenizer_matches(tokenizer: Any, model: Any, directory: Path) -> None
         raise CheckpointError(f"the tokenizer in '{directory}' has {size} tokens but the model's embedding table "
                               f"has {rows} rows: the tokenizer belongs to another model",
                               hint="put the tokenizer saved with this model next to its weights")
-    known: set[int] = set()
-    for source in (getattr(model, "generation_config", None), model.config):
-        eos = getattr(source, "eos_token_id", None) if source is not None else None
-        known.update([eos] if isinstance(eos, int) else list(eos or []))
-    tok_eos = getattr(tokenizer, "eos_token_id", None)
-    if known and isinstance(tok_eos, int) and tok_eos not in known:
-        raise CheckpointError(f"the tokenizer in '{directory}' ends sequences with id {tok_eos} "
-                              f"({tokenizer.eos_token!r}) but the model's config says {sorted(known)}: the "
-                              f"tokenizer belongs to another model",
-                              hint="put the tokenizer saved with this model next to its weights")
-
+    for role, attr in (("ends", "eos"), ("begins", "bos")):
+        known: set[int] = set()
+        for source in (getattr(model, "generation_config", None), model.config):
+            ids = getattr(source, f"{attr}_token_id", None) if source is not None else None
+            known.update([ids] if isinstance(ids, int) else list(ids or []))
+        mine = getattr(tokenizer, f"{attr}_token_id", None)
+        if known and isinstance(mine, int) and mine not in known:
+            raise CheckpointError(f"the tokenizer in '{directory}' {role} sequences with id {mine} "
+                                  f"({getattr(tokenizer, f'{attr}_token', None)!r}) but the model's config says "
+                                  f"{sorted(known)}: the tokenizer belongs to another model",
+                                  hint="put the tokenizer saved with this model next to its weights")
 
 def load_tokenizer(directory: Path) -> Any:
     """The directory's tokenizer, or None when it ships none."""

@@ -142,3 +142,11 @@ def test_broken_chat_template_is_named_at_load(target_dir: Path) -> None:
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }"  # unclosed expression
     tokenizer.save_pretrained(target_dir)
     _load_fails(target_dir, "chat template .* does not render")
+
+
+def test_tokenizer_with_another_begin_of_sequence_is_refused(target_dir: Path) -> None:
+    config = json.loads((target_dir / "config.json").read_text())
+    config["bos_token_id"] = 7
+    (target_dir / "config.json").write_text(json.dumps(config))
+    (target_dir / "generation_config.json").unlink(missing_ok=True)
+    _load_fails(target_dir, "begins sequences with id 1")
