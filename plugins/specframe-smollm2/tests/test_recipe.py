@@ -134,3 +134,19 @@ def test_a_file_where_the_run_writes_a_directory_is_named(tmp_path, capsys, fiel
     err = capsys.readouterr().err
     assert field in err and "not a directory" in err and "Traceback" not in err
     assert blocker.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("clash", ["target", "base", "data.dir"])
+def test_output_that_is_an_input_is_refused(tmp_path, capsys, clash) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "model.safetensors").write_text("precious")
+    fields = {"target": tmp_path / "no-target", "data.dir": tmp_path / "no-data", "work_dir": tmp_path / "work"}
+    fields[clash] = shared
+    text = (f"kind: {'ar_head' if clash == 'base' else 'drafter'}\nname: t\noutput: '{shared}'\n"
+            f"work_dir: '{fields['work_dir']}'\ntarget: '{fields['target']}'\ndata: {{dir: '{fields['data.dir']}'}}\n"
+            + (f"base: '{shared}'\n" if clash == "base" else ""))
+    assert run_cli(["train", str(_write(tmp_path, text))], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert "the export would overwrite it" in err and "Traceback" not in err
+    assert (shared / "model.safetensors").read_text() == "precious"

@@ -54,8 +54,10 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
     replace_file(stats_path, lambda handle: handle.write(text.encode()))
 
 
-def check_paths(recipe: Recipe) -> None:
-    """Directories the run writes must be directories (or not exist yet): a file there is named, not clobbered."""
+def check_paths(recipe: Recipe, model_dir: Path) -> None:
+    """Directories the run writes must be directories (or not exist yet), and the export must not land on an
+    input: a file there, or an ``output`` that is the target, a data directory or ``base``, is named
+    instead of being clobbered."""
     fields = {"output": recipe.output, "work_dir": recipe.work_dir, "data.dir": recipe.data.dir}
     fields.update({f"data.include[{i}].dir": d.dir for i, d in enumerate(recipe.data.include)})
     for field, value in fields.items():
@@ -63,6 +65,13 @@ def check_paths(recipe: Recipe) -> None:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{field} is {path}, which is a file, not a directory", where=field,
                               hint="give a directory path (it is created when missing)")
+    # init_from may be the output (continue a checkpoint in place: it is read once, before the first export).
+    inputs = {"the target": model_dir, "base": recipe.base, **{k: v for k, v in fields.items() if k.startswith("data")}}
+    output = Path(recipe.output).expanduser().resolve()
+    for name, value in inputs.items():
+        if value is not None and Path(value).expanduser().resolve() == output:
+            raise ConfigError(f"output {recipe.output} is also {name}: the export would overwrite it",
+                              where="output", hint="give the trained checkpoint its own output directory")
 
 
 def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,
@@ -71,8 +80,8 @@ def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: boo
     from specframe_smollm2.training.trainer import train
 
     recipe = load_recipe(path, overrides)
-    check_paths(recipe)
     model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
+    check_paths(recipe, model_dir)
     verify_manifest(model_dir, checksums=False)
     ensure_data(recipe, model_dir, progress=progress, log=log)
     if data_only:
