@@ -222,3 +222,13 @@ def test_exported_checkpoint_gets_ordinary_permissions(make_checkpoint, tmp_path
     assert out.stat().st_mode & 0o777 == 0o755
     assert {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()} == {"config.json": 0o644,
                                                                          "model.safetensors": 0o644}
+
+
+def test_saving_into_a_directory_of_other_files_is_refused(make_checkpoint, tmp_path: Path) -> None:
+    foreign = tmp_path / "models"
+    foreign.mkdir()
+    (foreign / "someone-else.safetensors").write_text("keep me")
+    with pytest.raises(CheckpointError, match="not a checkpoint to overwrite"):
+        save_checkpoint(load_checkpoint(make_checkpoint("dflash")), foreign)
+    assert (foreign / "someone-else.safetensors").read_text() == "keep me"
+    save_checkpoint(load_checkpoint(make_checkpoint("dflash")), tmp_path / "empty-ok")

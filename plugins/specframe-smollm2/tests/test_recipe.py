@@ -141,6 +141,7 @@ def test_output_that_is_an_input_is_refused(tmp_path, capsys, clash) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
     (shared / "model.safetensors").write_text("precious")
+    (shared / "config.json").write_text("{}")  # looks like a checkpoint, so only the clash can refuse it
     fields = {"target": tmp_path / "no-target", "data.dir": tmp_path / "no-data", "work_dir": tmp_path / "work"}
     fields[clash] = shared
     text = (f"kind: {'ar_head' if clash == 'base' else 'drafter'}\nname: t\noutput: '{shared}'\n"
@@ -150,3 +151,14 @@ def test_output_that_is_an_input_is_refused(tmp_path, capsys, clash) -> None:
     err = capsys.readouterr().err
     assert "the export would overwrite it" in err and "Traceback" not in err
     assert (shared / "model.safetensors").read_text() == "precious"
+
+
+def test_output_into_a_directory_of_other_files_is_refused(tmp_path, capsys) -> None:
+    out = tmp_path / "documents"
+    out.mkdir()
+    (out / "notes.safetensors").write_text("keep me")
+    text = (f"kind: drafter\nname: t\noutput: '{out}'\nwork_dir: '{tmp_path / 'work'}'\n"
+            f"target: '{tmp_path / 'no-target'}'\ndata: {{dir: '{tmp_path / 'no-data'}'}}\n")
+    assert run_cli(["train", str(_write(tmp_path, text))], host=PluginHost()) == 2
+    assert "not a checkpoint to overwrite" in capsys.readouterr().err.replace("\n", " ")
+    assert (out / "notes.safetensors").read_text() == "keep me"

@@ -127,6 +127,18 @@ def _write_files(directory: Path, config: dict, tensors: dict[str, torch.Tensor]
     return written
 
 
+def check_checkpoint_destination(directory: Path) -> None:
+    """A save may create ``directory`` or overwrite a checkpoint in it, but never write into (and prune stale
+    weights from) a file or a directory of other files."""
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"cannot save a checkpoint to {directory}: it is a file",
+                              hint="give a directory path (created when missing)")
+    if directory.is_dir() and not (directory / CONFIG_FILE).is_file() and any(directory.iterdir()):
+        raise CheckpointError(f"cannot save a checkpoint into {directory}: it holds other files and no "
+                              f"{CONFIG_FILE}, so it is not a checkpoint to overwrite",
+                              hint="give a new or empty directory (or an earlier checkpoint's directory)")
+
+
 def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str, torch.Tensor], *,
                          max_shard_bytes: int | None = None) -> Path:
     """Write ``config.json`` and the weights into ``directory`` atomically; returns the directory.
@@ -138,6 +150,7 @@ def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str,
         max_shard_bytes: split into ``model-0000i-of-0000n.safetensors`` + index above this size.
     """
     directory = Path(directory)
+    check_checkpoint_destination(directory)
     if not directory.exists():
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from specframe_diffusion.checkpoint.safetensors_dir import check_checkpoint_destination
+
 from specframe.errors import ConfigError
 from specframe.tensor_files import read_json_object, replace_file
 from specframe_smollm2.cache import target_dir, verify_manifest
@@ -65,6 +67,7 @@ def check_paths(recipe: Recipe, model_dir: Path) -> None:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{field} is {path}, which is a file, not a directory", where=field,
                               hint="give a directory path (it is created when missing)")
+    check_checkpoint_destination(Path(recipe.output).expanduser())
     # init_from may be the output (continue a checkpoint in place: it is read once, before the first export).
     inputs = {"the target": model_dir, "base": recipe.base, **{k: v for k, v in fields.items() if k.startswith("data")}}
     output = Path(recipe.output).expanduser().resolve()
