@@ -11,7 +11,8 @@
   truncated download is caught here), and a directory holding only pickle weights (``pytorch_model.bin``) is
   refused with a hint to convert it, because loading it would unpickle.
 * :func:`check_model_directory` is what every loader of a ``save_pretrained`` directory calls before handing
-  it to ``transformers``: ``config.json`` is a JSON object and the weights pass :func:`safetensors_key_files`.
+  it to ``transformers``: ``config.json`` is a JSON object and the weights pass :func:`safetensors_key_files`;
+  :func:`check_loading_info` afterwards refuses weights that did not fill the model exactly.
 """
 
 from __future__ import annotations
@@ -199,3 +200,17 @@ def check_model_directory(directory: str | Path, *, role: str = "model") -> dict
     config = read_json_object(directory / CONFIG_FILE, what=f"{role} config")
     safetensors_key_files(directory)
     return config
+
+
+def check_loading_info(info: dict[str, Any], directory: str | Path, *, role: str = "model") -> None:
+    """Refuse a model whose weights did not fill it exactly (``from_pretrained(..., output_loading_info=True)``).
+
+    ``transformers`` only warns about missing, unexpected or mis-shaped keys and initialises missing weights at
+    random, which would make a silently wrong model; here any of them is an error naming the keys.
+    """
+    problems = [f"{name.replace('_', ' ')} ({len(keys)}): {', '.join(sorted(map(str, keys))[:4])}"
+                for name, keys in info.items() if name != "error_msgs" and keys]
+    if problems:
+        raise CheckpointError(f"the weights in {role} '{directory}' do not match its config.json: "
+                              + "; ".join(problems),
+                              hint="config.json and the weights must come from the same save_pretrained")

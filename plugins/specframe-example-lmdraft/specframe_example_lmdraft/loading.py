@@ -15,7 +15,7 @@ import torch
 
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import TargetModel
-from specframe.tensor_files import check_model_directory
+from specframe.tensor_files import check_loading_info, check_model_directory
 from specframe_example_lmdraft.config import LMDraftConfig
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -46,13 +46,14 @@ def load_draft_model(directory: Path, dtype: torch.dtype, device: torch.device) 
 
     check_model_directory(directory, role="drafter.model")
     try:
-        model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, use_safetensors=True,
-                                                     dtype=dtype)
+        model, info = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, use_safetensors=True,
+                                                           dtype=dtype, output_loading_info=True)
     except Exception as exc:  # transformers raises many types for a directory it cannot use
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         raise CheckpointError(f"could not load a causal LM from drafter.model '{directory}': "
                               f"{type(exc).__name__}: {first}",
                               hint="the directory needs config.json and weights of a causal LM") from None
+    check_loading_info(info, directory, role="drafter.model")
     return model.to(device).eval()
 
 

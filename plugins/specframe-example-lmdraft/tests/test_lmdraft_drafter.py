@@ -113,3 +113,16 @@ class _Exploit:
         import os
 
         return os.system, (f"touch {self.marker}",)
+
+
+def test_draft_weights_missing_a_tensor_are_refused(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    save_draft(tmp_path, "other")
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    dropped = sorted(k for k in weights if "layers.0.mlp" in k)[0]
+    del weights[dropped]  # transformers alone would fill it at random and only warn
+    save_file(weights, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    ctx = BuildContext(pipeline=None, target=HFTarget.from_model(target_model()))
+    with pytest.raises(CheckpointError, match=f"missing keys .*{dropped}"):
+        build_lm_draft(LMDraftConfig(model=str(tmp_path)), ctx)

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from specframe.errors import CheckpointError, ConfigError
-from specframe.tensor_files import check_model_directory
+from specframe.tensor_files import check_loading_info, check_model_directory
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -74,14 +74,15 @@ def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, att
     check_model_directory(directory, role=role)
     kwargs = {} if attn is None else {"attn_implementation": attn}
     try:
-        model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, use_safetensors=True,
-                                                     dtype=dtype, **kwargs)
+        model, info = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, use_safetensors=True,
+                                                           dtype=dtype, output_loading_info=True, **kwargs)
     except Exception as exc:  # transformers raises many types for a directory it cannot use
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
         raise CheckpointError(
             f"could not load a causal LM from {role} '{directory}': {type(exc).__name__}: {first}",
             hint="the directory needs the config.json and safetensors weights that save_pretrained wrote",
         ) from None
+    check_loading_info(info, directory, role=role)
     return model.to(device).eval()
 
 

@@ -150,3 +150,12 @@ def test_tokenizer_with_another_begin_of_sequence_is_refused(target_dir: Path) -
     (target_dir / "config.json").write_text(json.dumps(config))
     (target_dir / "generation_config.json").unlink(missing_ok=True)
     _load_fails(target_dir, "begins sequences with id 1")
+
+
+@pytest.mark.parametrize("field, value, match", [("num_hidden_layers", 1, "unexpected keys"),
+                                                 ("num_hidden_layers", 3, "missing keys")])
+def test_config_that_does_not_match_the_weights(target_dir: Path, field: str, value: int, match: str) -> None:
+    config = json.loads((target_dir / "config.json").read_text())
+    config[field] = value  # transformers alone would only warn and run a partly random model
+    (target_dir / "config.json").write_text(json.dumps(config))
+    _load_fails(target_dir, match)
