@@ -165,10 +165,15 @@ class PluginHost:
         self._check_pending()
 
     def _check_allowlist(self, eps: list[md.EntryPoint]) -> None:
-        """An allowlist entry that names no installed plugin is a typo that would silently load nothing."""
+        """An allowlist entry that names no installed plugin is a typo that would silently load nothing (an
+        error); a blocklist entry that names none may be a typo that loads what it meant to block (a warning)."""
+        known = {ep.name: _dist_of(ep)[0] for ep in eps}
+        stale = sorted(self.disabled - set(known) - set(known.values()))
+        if stale:
+            print(f"warning: SPECFRAME_DISABLED_PLUGINS names {', '.join(repr(u) for u in stale)}, which matches "
+                  f"no installed plugin{did_you_mean(stale[0], [*known, *known.values()])}", file=sys.stderr)
         if not self.allowlist:
             return
-        known = {ep.name: _dist_of(ep)[0] for ep in eps}
         unmatched = sorted(self.allowlist - set(known) - set(known.values()))
         if unmatched:
             installed = ", ".join(f"{n} ({d})" for n, d in sorted(known.items())) or "(none)"
@@ -207,7 +212,11 @@ class PluginHost:
         except (Exception, SystemExit) as exc:  # plugin code may even call sys.exit while importing
             self._broken(ep.name, dist, version, f"failed to import: {_failure(exc)}")
             return
-        self.pm.register(module, name=ep.name)
+        try:
+            self.pm.register(module, name=ep.name)
+        except ValueError as exc:  # the same module behind two entry points, or a name pluggy refuses
+            self._broken(ep.name, dist, version, f"cannot be registered: {_failure(exc)}")
+            return
         self._dists[ep.name] = (dist, version)
 
     def _broken(self, name: str, dist: str, version: str, reason: str) -> None:

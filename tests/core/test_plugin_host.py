@@ -269,3 +269,15 @@ def test_raising_validation_and_command_hooks_are_named(monkeypatch: pytest.Monk
                 "verifier": {"type": "auto"}, "corrector": {"type": "marginal"}}
     with pytest.raises(PluginError, match=r"specframe-grumpy.*specframe_validate_pipeline hook: KeyError"):
         Pipeline.from_dict(pipeline, target=ToyTarget.random(vocab_size=5), host=host)
+
+
+def test_one_module_behind_two_entry_points_and_a_stale_blocklist(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components),
+           _EntryPoint("fake-again", "specframe-fake", fake_components)]
+    _fake_entry_points(monkeypatch, eps)
+    with pytest.raises(PluginError, match=r"'fake-again' from distribution specframe-fake .*cannot be registered"):
+        PluginHost(autoload=True, allowlist=None, disabled=()).load()
+    host = PluginHost(autoload=True, allowlist=None, disabled=("fkae",), skip_broken=True)
+    assert [p.name for p in host.plugins()] == ["fake"]
+    err = capsys.readouterr().err
+    assert "SPECFRAME_DISABLED_PLUGINS names 'fkae'" in err and "did you mean 'fake'" in err
