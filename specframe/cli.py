@@ -52,7 +52,7 @@ def make_cli(host: PluginHost) -> click.Group:
 
 def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
     """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
-    host = host or PluginHost()
+    host = host or PluginHost(skip_broken=True)  # a broken plugin is a warning; `plugins` lists it
     with warnings.catch_warnings():
         warnings.simplefilter("always", SizeWarning)
         warnings.showwarning = _show_warning

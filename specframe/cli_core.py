@@ -21,23 +21,30 @@ from specframe.plugins import REGISTRATION_HOOKS
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def plugins(ctx: click.Context, as_json: bool) -> None:
-    """Installed plugins: distribution, version, hooks implemented and components supplied."""
+    """Installed plugins: distribution, version, hooks, components supplied; skipped and broken ones too."""
     host = host_of(ctx)
     registry = host.registry
+    unloaded = {u.name: u for u in host.unloaded}
     rows = []
     for info in host.plugins():
         d = info.as_dict()
+        broken = unloaded.pop(info.name, None)  # imported, but one of its hooks raised
+        d["status"] = "loaded" if broken is None else broken.status
+        if broken is not None:
+            d["reason"] = broken.reason
         d["components"] = [f"{r.spec.kind}:{r.spec.name}" for r in registry if r.plugin == info.name]
         rows.append(d)
+    rows += [{**u.as_dict(), "hooks": [], "components": []} for u in unloaded.values()]
     if as_json:
         emit_json(rows)
         return
     table = Table(title="specframe plugins")
-    for col in ("plugin", "distribution", "version", "hooks", "components"):
+    for col in ("plugin", "distribution", "version", "status", "hooks", "components"):
         table.add_column(col)
     for d in rows:
-        table.add_row(*(escape(str(v)) for v in (d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]),
-                                                  "\n".join(d["components"]))))
+        status = d["status"] if d["status"] == "loaded" else f"{d['status']}: {d['reason']}"
+        table.add_row(*(escape(str(v)) for v in (d["name"], d["distribution"], d["version"], status,
+                                                  "\n".join(d["hooks"]), "\n".join(d["components"]))))
     console.print(table)
 
 

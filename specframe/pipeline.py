@@ -220,6 +220,7 @@ class _Decode:
         self.cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
         self.eos = set(pipe.target.eos_token_ids) if pipe.config.generation.stop_at_eos else set()
         self.new: list[int] = []
+        self.checked = 0  # tokens whose text holds no stop string
         self.streamed_text = ""
 
     def _stop_reason(self) -> str | None:
@@ -241,20 +242,54 @@ class _Decode:
                 break
         return taken
 
-    def _text_and_stream(self) -> tuple[str | None, bool]:
-        tok = self.pipe.target.tokenizer
-        if tok is None:
-            return None, False
-        text = tok.decode(self.new, skip_special_tokens=True)
-        hit = False
-        for s in self.stops:
-            at = text.find(s)
-            if at >= 0:
-                text, hit = text[:at], True
-        if self.stream is not None and text.startswith(self.streamed_text) and len(text) > len(self.streamed_text):
-            self.stream(text[len(self.streamed_text):])
-            self.streamed_text = text
-        return text, hit
+    def _decode(self, tokens: list[int]) -> str:
+        return self.pipe.target.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    def _stop_at(self, text: str) -> int | None:
+        """Where the earliest stop string starts in ``text``, or None."""
+        hits = [at for at in (text.find(s) for s in self.stops) if at >= 0]
+        return min(hits) if hits else None
+
+    def _held_back(self, text: str) -> int:
+        """Characters at the end of ``text`` that may still grow into a stop string (or an unfinished character)."""
+        hold = 0
+        for stop in self.stops:
+            for k in range(min(len(stop) - 1, len(text)), hold, -1):
+                if text.endswith(stop[:k]):
+                    hold = k
+                    break
+        if text.endswith("\ufffd"):  # an incomplete multi-byte character: its bytes may still arrive
+            hold = max(hold, len(text) - len(text.rstrip("\ufffd")))
+        return hold
+
+    def _emit(self, text: str, upto: int) -> None:
+        """Stream ``text[:upto]`` past what was already streamed (never anything the final text drops)."""
+        shown = text[:upto]
+        if self.stream is not None and shown.startswith(self.streamed_text) and len(shown) > len(self.streamed_text):
+            self.stream(shown[len(self.streamed_text):])
+            self.streamed_text = shown
+
+    def _check_text(self) -> tuple[str | None, int | None]:
+        """(text so far, tokens removed) after the newest tokens; ``removed`` is None unless a stop string hit.
+
+        On a hit the tokens are cut to the shortest prefix whose text contains a stop string, so tokens,
+        counts and speed never include what the user does not get, and the text ends before the stop string.
+        """
+        if self.pipe.target.tokenizer is None:
+            return None, None
+        text = self._decode(self.new)
+        if not self.stops or self._stop_at(text) is None:
+            self.checked = len(self.new)
+            self._emit(text, len(text) - self._held_back(text))
+            return text, None
+        keep = next(n for n in range(self.checked + 1, len(self.new) + 1)
+                    if self._stop_at(self._decode(self.new[:n])) is not None)
+        removed = len(self.new) - keep
+        del self.new[keep:]
+        text = self._decode(self.new)
+        text = text[:self._stop_at(text)]
+        self._emit(text, len(text))
+        return text, removed
 
     def run(self) -> GenerationResult:
         pipe, st = self.pipe, self.pipe.stages
@@ -277,8 +312,8 @@ class _Decode:
             if auto is not None:
                 auto.start_request()
             rounds: list[RoundRecord] = []
-            text, hit = self._text_and_stream()
-            reason = "stop_string" if hit else self._stop_reason()
+            text, removed = self._check_text()
+            reason = "stop_string" if removed is not None else self._stop_reason()
             while reason is None:
                 drafted = auto is None or auto.should_draft()
                 chosen: int | None = None
@@ -320,8 +355,14 @@ class _Decode:
                                           accepted=int(result.num_accepted[0]), committed=len(committed),
                                           stage_ns=stage_ns if timing else {}, drafted=drafted,
                                           budget=chosen))
-                text, hit = self._text_and_stream()
-                reason = "stop_string" if hit else self._stop_reason()
+                text, removed = self._check_text()
+                if removed:  # the round is credited only with the tokens before the stop string
+                    last = rounds[-1]
+                    kept = last.committed - removed
+                    last.committed, last.accepted = kept, min(last.accepted, kept)
+                reason = "stop_string" if removed is not None else self._stop_reason()
+            if text is not None and reason != "stop_string":
+                self._emit(text, len(text))  # the end: nothing held back can become a stop string now
         if auto is not None:
             save_learned_profile(pipe)
         return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,

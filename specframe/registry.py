@@ -177,6 +177,8 @@ class ComponentRegistry:
         #: The pipeline config model built from these components (:func:`specframe.config.pipeline.
         #: build_pipeline_model`); reset whenever a component is added.
         self.pipeline_model: Any = None
+        #: Set by the plugin host: which installed plugins were skipped or broken (added to "unknown" errors).
+        self.unavailable = ""
 
     def add(self, spec: ComponentSpec, *, plugin: str, distribution: str, version: str) -> None:
         if spec.kind not in STAGE_KINDS:
@@ -223,7 +225,8 @@ class ComponentRegistry:
             available = self.names(kind)
             raise ConfigError(
                 f"unknown {kind} type '{name}'{did_you_mean(name, available)}",
-                hint=f"available {kind} types: {', '.join(available) or '(none installed)'}",
+                hint=f"available {kind} types: {', '.join(available) or '(none installed)'}"
+                     + (f"; {self.unavailable}" if self.unavailable else ""),
             ) from None
 
     def __contains__(self, key: tuple[str, str]) -> bool:

@@ -28,11 +28,7 @@ from specframe.bench.record_schema import record_problem
 from specframe.errors import SpecframeError
 from specframe.files.read import MiB, describe_os_error, parse_json, read_bytes
 from specframe.files.write import OutputError, check_output_file
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from specframe.locking import lock_exclusive
 
 RecordKey = tuple[str, str, str, int]
 #: Largest result file read (tens of MiB for a full paper-sized run).
@@ -141,13 +137,8 @@ class ResultStore:
         except OSError as exc:
             raise ResultsFileError(f"cannot open result file {self.path}: {describe_os_error(exc)}",
                                    hint="give a writable file path with --output") from None
-        if fcntl is not None:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                handle.close()
-                raise ResultsFileError(f"{self.path} is being written by another process",
-                                       hint="wait for that run, or write to another file with --output") from None
+        lock_exclusive(handle, self.path, error=ResultsFileError,
+                       hint="wait for that run, or write to another file with --output")
         try:
             records = self._repair(handle)
         except BaseException:

@@ -58,7 +58,8 @@ def _check_stage_types(data: dict[str, Any], registry: ComponentRegistry, proven
                 f"unknown {field} type '{name}'{did_you_mean(str(name), names)}",
                 where=_where(provenance, (field, "type"), where),
                 hint=f"available {kind} types: {', '.join(names) or '(none installed)'}; "
-                     "`specframe components` lists them with the plugin providing each",
+                     "`specframe components` lists them with the plugin providing each"
+                     + (f"; {registry.unavailable}" if registry.unavailable else ""),
             )
 
 

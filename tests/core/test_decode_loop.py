@@ -163,3 +163,61 @@ def test_a_decode_makes_no_plugin_hook_calls() -> None:
     finally:
         undo()
     assert result.num_rounds > 0 and calls == []
+
+
+class _CharTokenizer:
+    """Token ``i`` decodes to the letter ``'a' + i`` (so text positions are token positions)."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(ord("a") + i) for i in ids)
+
+
+def _stop_case(text: str, where: str) -> tuple[str, int]:
+    """A 2-letter stop string whose first occurrence ends at a token inside a round (``mid``) or starts on the
+    last token of one round and ends on the first of the next (``across``); rounds commit 5 tokens."""
+    for p in range(1, len(text) - 1):
+        stop, end = text[p:p + 2], p + 1  # end: index of the stop's last token
+        if text.find(stop) != p:
+            continue
+        slot = (end - 1) % 5  # position of the last token inside its round's 5 committed tokens
+        if (where == "mid" and slot in (1, 2)) or (where == "across" and slot == 0):
+            return stop, end
+    raise AssertionError("no suitable stop string in the free text")
+
+
+@pytest.mark.parametrize("where", ["mid", "across"])
+def test_stop_string_trims_tokens_counts_and_stream(where: str) -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    target.tokenizer = _CharTokenizer()  # type: ignore[attr-defined]
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.0))  # every draft is accepted
+    free = plain_greedy(target, [1], 40)
+    text = _CharTokenizer().decode(free)
+    stop, end = _stop_case(text, where)
+    pieces: list[str] = []
+    result = pipe.generate([1], 40, stop=[stop], stream=pieces.append)
+    assert result.stop_reason == "stop_string"
+    assert result.tokens == free[:end + 1]  # nothing accepted past the stop string is reported
+    assert result.text == text[:end - 1]
+    assert sum(r.committed for r in result.rounds) == len(result.tokens) - 1
+    assert all(r.accepted <= r.committed for r in result.rounds)
+    assert result.rounds[-1].committed == (end - 1) % 5 + 1
+    assert result.tau == pytest.approx((len(result.tokens) - 1) / result.num_rounds)
+    assert result.summary()["new_tokens"] == end + 1
+    assert "".join(pieces) == result.text  # the stream never showed a letter of the stop string
+
+
+def test_stream_flushes_a_held_back_tail_at_the_end() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    target.tokenizer = _CharTokenizer()  # type: ignore[attr-defined]
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.0))
+    text = _CharTokenizer().decode(plain_greedy(target, [1], 12))
+    pieces: list[str] = []
+    result = pipe.generate([1], 12, stop=[text[-1] + "zz"], stream=pieces.append)  # a prefix of it ends the text
+    assert result.stop_reason == "length" and result.text == text and "".join(pieces) == text
+
+
+def test_empty_stop_string_is_refused() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.0))
+    with pytest.raises(GenerationError, match="non-empty"):
+        pipe.generate([1], 4, stop=[""])

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import types
 from typing import Literal
 
 import pytest
 
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
-from specframe.errors import PluginError
+from specframe.errors import ConfigError, PluginError
 from specframe.plugins import BUILTIN_PLUGIN, REGISTRATION_HOOKS
 
 from . import fake_components
@@ -153,3 +154,133 @@ def test_first_party_plugins_are_discovered_through_entry_points(specframe_insta
     assert {"specframe-trees", "specframe-verifiers", "specframe-hf"} <= dists
     for rec in specframe_installed_host.registry:
         assert rec.distribution.startswith("specframe-") or rec.plugin == BUILTIN_PLUGIN, rec
+
+
+# ------------------------------------------------------------------------------- hostile and broken plugins
+def _raising_plugin(exc: BaseException) -> types.ModuleType:
+    mod = types.ModuleType("raising_plugin")
+
+    @hookimpl
+    def specframe_pruners():  # type: ignore[no-untyped-def]
+        raise exc
+
+    mod.specframe_pruners = specframe_pruners  # type: ignore[attr-defined]
+    return mod
+
+
+class _ExitingEntryPoint(_EntryPoint):
+    def load(self) -> object:
+        raise SystemExit(3)
+
+
+@pytest.mark.parametrize("exc", [RuntimeError("database offline"), SystemExit(4)])
+def test_registration_hook_that_raises_is_named(monkeypatch: pytest.MonkeyPatch, capsys,
+                                                exc: BaseException) -> None:
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components),
+           _EntryPoint("bad", "specframe-bad", _raising_plugin(exc), "0.4")]
+    _fake_entry_points(monkeypatch, eps)
+    with pytest.raises(PluginError) as info:
+        PluginHost(autoload=True, allowlist=None, disabled=()).registry  # noqa: B018
+    text = info.value.render()
+    assert "specframe-bad" in text and "specframe_pruners" in text and "Traceback" not in text
+    assert ("database offline" if isinstance(exc, RuntimeError) else "sys.exit(4)") in text
+    host = PluginHost(autoload=True, allowlist=None, disabled=(), skip_broken=True)
+    assert ("pruner", "keep_all") in host.registry  # the other plugin's components are still there
+    assert [(u.name, u.status) for u in host.unloaded] == [("bad", "broken")]
+    from specframe.cli import run_cli
+
+    monkeypatch.delenv("SPECFRAME_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("SPECFRAME_DISABLED_PLUGINS", raising=False)
+    monkeypatch.delenv("SPECFRAME_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    assert run_cli(["plugins", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["name"], r["status"]) for r in rows] == [("bad", "broken"), ("builtin", "loaded"), ("fake", "loaded")]
+
+
+def test_plugin_calling_sys_exit_on_import_is_caught_and_listed(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from specframe.cli import run_cli
+
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components),
+           _ExitingEntryPoint("quitter", "specframe-quitter", fake_components, "2.0")]
+    _fake_entry_points(monkeypatch, eps)
+    with pytest.raises(PluginError, match=r"specframe-quitter 2\.0 failed to import: called sys\.exit\(3\)"):
+        PluginHost(autoload=True, allowlist=None, disabled=()).load()
+    monkeypatch.delenv("SPECFRAME_LOAD_PLUGINS", raising=False)
+    monkeypatch.delenv("SPECFRAME_DISABLED_PLUGINS", raising=False)
+    monkeypatch.delenv("SPECFRAME_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    assert run_cli(["plugins", "--json"]) == 0
+    captured = capsys.readouterr()
+    rows = {r["name"]: r for r in json.loads(captured.out)}
+    assert rows["fake"]["status"] == "loaded" and rows["quitter"]["status"] == "broken"
+    assert "sys.exit(3)" in rows["quitter"]["reason"] and "specframe-quitter" in captured.err
+    monkeypatch.setenv("SPECFRAME_LOAD_PLUGINS", "fake")
+    assert run_cli(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "quitter" in out and "skipped" in out and "fake" in out
+
+
+def test_allowlist_entry_matching_no_plugin_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_entry_points(monkeypatch, [_EntryPoint("fake", "specframe-fake", fake_components)])
+    with pytest.raises(PluginError, match="names 'specframe-fak', which matches no installed plugin") as info:
+        PluginHost(environ={"SPECFRAME_LOAD_PLUGINS": "specframe-fak"}).load()
+    assert "did you mean 'specframe-fake'" in info.value.message and "fake (specframe-fake)" in info.value.hint
+
+
+def test_missing_component_names_the_plugin_the_allowlist_excluded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specframe.pipeline import Pipeline
+    from specframe.testing.toy import ToyTarget
+
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components),
+           _EntryPoint("other", "specframe-other", _plugin_with("specframe_pruners", "other_pruner"))]
+    _fake_entry_points(monkeypatch, eps)
+    host = PluginHost(environ={"SPECFRAME_LOAD_PLUGINS": "fake"})
+    pipeline = {"drafter": {"type": "repeat"}, "tree_builder": {"type": "spine"}, "pruner": {"type": "other_pruner"},
+                "verifier": {"type": "auto"}, "corrector": {"type": "marginal"}}
+    with pytest.raises(ConfigError, match="unknown pruner type 'other_pruner'") as info:
+        Pipeline.from_dict(pipeline, target=ToyTarget.random(vocab_size=5), host=host)
+    assert "not in SPECFRAME_LOAD_PLUGINS: other (specframe-other)" in info.value.hint
+    with pytest.raises(ConfigError) as info:
+        host.registry.get("pruner", "other_pruner")
+    assert "not in SPECFRAME_LOAD_PLUGINS" in info.value.hint
+
+
+def test_raising_validation_and_command_hooks_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specframe.pipeline import Pipeline
+    from specframe.testing.toy import ToyTarget
+
+    mod = types.ModuleType("grumpy_plugin")
+
+    @hookimpl
+    def specframe_validate_pipeline(config, registry):  # type: ignore[no-untyped-def]
+        raise KeyError("drafter")
+
+    @hookimpl
+    def specframe_register_commands(cli):  # type: ignore[no-untyped-def]
+        raise SystemExit(1)
+
+    mod.specframe_validate_pipeline = specframe_validate_pipeline  # type: ignore[attr-defined]
+    mod.specframe_register_commands = specframe_register_commands  # type: ignore[attr-defined]
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components), _EntryPoint("grumpy", "specframe-grumpy", mod)]
+    _fake_entry_points(monkeypatch, eps)
+    host = PluginHost(autoload=True, allowlist=None, disabled=(), skip_broken=True)
+    import click
+
+    host.register_commands(click.Group())  # a broken command hook is listed, not fatal
+    assert [(u.name, u.status) for u in host.unloaded] == [("grumpy", "broken")]
+    assert "specframe_register_commands" in host.unloaded[0].reason
+    pipeline = {"drafter": {"type": "repeat"}, "tree_builder": {"type": "spine"}, "pruner": {"type": "keep_all"},
+                "verifier": {"type": "auto"}, "corrector": {"type": "marginal"}}
+    with pytest.raises(PluginError, match=r"specframe-grumpy.*specframe_validate_pipeline hook: KeyError"):
+        Pipeline.from_dict(pipeline, target=ToyTarget.random(vocab_size=5), host=host)
+
+
+def test_one_module_behind_two_entry_points_and_a_stale_blocklist(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    eps = [_EntryPoint("fake", "specframe-fake", fake_components),
+           _EntryPoint("fake-again", "specframe-fake", fake_components)]
+    _fake_entry_points(monkeypatch, eps)
+    with pytest.raises(PluginError, match=r"'fake-again' from distribution specframe-fake .*cannot be registered"):
+        PluginHost(autoload=True, allowlist=None, disabled=()).load()
+    host = PluginHost(autoload=True, allowlist=None, disabled=("fkae",), skip_broken=True)
+    assert [p.name for p in host.plugins()] == ["builtin", "fake"]
+    err = capsys.readouterr().err
+    assert "SPECFRAME_DISABLED_PLUGINS names 'fkae'" in err and "did you mean 'fake'" in err

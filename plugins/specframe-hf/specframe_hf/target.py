@@ -38,7 +38,7 @@ from specframe.tree import DraftTree
 from specframe.types import TargetOutput
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
 from specframe_hf.kv_compaction import compact_tree_entries
-from specframe_hf.loading import load_model, load_tokenizer, model_directory
+from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
 from specframe_hf.taps import LayerTaps
 from specframe_hf.tree_mask import TreeMaskBuffer
 
@@ -108,10 +108,12 @@ class HFTarget(TargetModel, SharedEmbeddings):
         directory = model_directory(path)
         torch_device = resolve_device(device, field="target.device")
         model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn)
+        tokenizer = load_tokenizer(directory)
+        check_tokenizer_matches(tokenizer, model, directory)
         cpu_linear = resolve_cpu_linear(cpu_linear, model)
         if cpu_linear == "onednn":
             pack_linear_layers(model, what=f"the target '{directory}'")
-        target = cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
+        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'")
         target.cpu_linear = cpu_linear
         return target
 

@@ -23,12 +23,12 @@ taps of :func:`build_target_layer_ids`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from specframe.errors import CheckpointError
+from specframe.tensor_files import read_json_object
 
 DraftFamily = Literal["dflash", "domino", "dspark"]
 DraftLayout = Literal["zlab", "deepseek"]
@@ -110,13 +110,7 @@ class DraftModelConfig:
                 f"checkpoint config file {path} does not exist",
                 hint="point `checkpoint:` at the directory holding the drafter's config.json and *.safetensors",
             )
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"cannot read {path}: {exc}", hint="the file must be valid JSON") from None
-        if not isinstance(data, dict):
-            raise CheckpointError(f"{path} holds a {type(data).__name__}, expected a JSON object")
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_json_object(path, what="checkpoint config"), source=str(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> DraftModelConfig:

@@ -6,8 +6,9 @@ For each batch of prompts (chat template, **left padding**) one ``model.generate
   decode step ``[B, 1, H]``), so the taps come from the generation itself, not from a second pass;
 * a logits processor records the target's top-k log-probabilities at every step (soft labels for distillation).
 
-Each batch becomes one shard file ``shard-00012.pt`` written atomically (temporary file + ``os.replace``); an
-existing shard is skipped, so an interrupted generation resumes where it stopped. Per sequence a shard holds::
+Each batch becomes one shard file ``shard-00012.pt`` written atomically
+(:func:`specframe.tensor_files.save_tensor_file`); an existing shard is skipped, so an interrupted generation
+resumes where it stopped. Per sequence a shard holds::
 
     ids        [L] int32     prompt + response (through the first EOS), left padding removed
     prompt_len int           P: the response starts at position P
@@ -20,7 +21,6 @@ existing shard is skipped, so an interrupted generation resumes where it stopped
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +28,10 @@ from typing import Any
 
 import torch
 
+from specframe.errors import ConfigError
+from specframe.locking import hold_lock
 from specframe.prompts import encode_messages, user_message
+from specframe.tensor_files import read_json_object, replace_file, save_tensor_file
 
 META = "meta.json"
 
@@ -124,21 +127,39 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None] = print, progress: bool = True,
                      max_shards: int | None = None) -> list[Path]:
-    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths."""
-    from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths.
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    The directory is locked while this runs, so two runs never generate into one directory at once."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the data directory {out_dir}: {exc.strerror}", where="data.dir",
+                          hint="give a writable directory") from None
+    lock = hold_lock(out_dir / ".lock", message=f"another run is generating data in {out_dir}",
+                     hint="wait for it to finish (its shards are then reused), or give this recipe another data.dir")
+    try:
+        return _generate_locked(model_dir, out_dir, prompts, meta, batch_size=batch_size,
+                                max_new_tokens=max_new_tokens, taps=taps, topk=topk, log=log, progress=progress,
+                                max_shards=max_shards)
+    finally:
+        lock.close()
+
+
+def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
+                     batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
+                     log: Callable[[str], None], progress: bool, max_shards: int | None) -> list[Path]:
+    from specframe_hf.loading import load_model, load_tokenizer, model_directory
+    from tqdm import tqdm
+
     meta_path = out_dir / META
     if meta_path.exists():
-        old = json.loads(meta_path.read_text())
+        old = read_json_object(meta_path, what="data settings")
         if old != meta:
-            from specframe.errors import ConfigError
-
             raise ConfigError(f"{out_dir} holds data generated with other settings",
                               hint="use another data.dir, or delete the directory to regenerate")
     else:
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+        text = json.dumps(meta, indent=2) + "\n"
+        replace_file(meta_path, lambda handle: handle.write(text.encode()))
     # Batches keep the (random) prompt order, so any prefix of the shards is a fair sample of every kind.
     order = list(range(len(prompts)))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -146,17 +167,16 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
     todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists()]
     if not todo:
         return paths
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
+    directory = model_directory(str(model_dir))
+    tokenizer = load_tokenizer(directory)
+    model = load_model(directory, dtype=torch.float32, device=torch.device("cpu"), role="target")
     t0, tokens = time.perf_counter(), 0
     bar = tqdm(todo, desc="generating data", disable=not progress, unit="batch")
     for i in bar:
         batch = batches[i]
         shard = generate_batch(model, tokenizer, [prompts[j] for j in batch], batch, max_new_tokens=max_new_tokens,
                                taps=taps, topk=topk)
-        tmp = paths[i].with_suffix(".tmp")
-        torch.save(shard, tmp)
-        os.replace(tmp, paths[i])
+        save_tensor_file(shard, paths[i])
         tokens += sum(len(t) for t in shard["topk_ids"])
         rate = tokens / (time.perf_counter() - t0)
         bar.set_postfix(tokens=tokens, tok_s=f"{rate:.0f}")

@@ -145,6 +145,9 @@ def _resolve_extends(path: Path, data: dict, seen: tuple[Path, ...]) -> dict:
     parent = data.pop("extends", None)
     if parent is None:
         return data
+    if not isinstance(parent, str) or not parent.strip():
+        raise ConfigError(f"{path}: `extends:` must be one recipe path, found {parent!r}",
+                          hint="e.g. extends: drafter.yaml (relative to this file)")
     base_path = (path.parent / str(parent)).resolve()
     if base_path in seen:
         raise ConfigError(f"{path}: `extends: {parent}` makes a cycle", hint="remove one of the extends lines")
