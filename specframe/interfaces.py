@@ -15,6 +15,7 @@ built once, when the pipeline is built; nothing here knows about plugins.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,12 +98,23 @@ class TargetModel(ABC):
         if layers:
             raise NotImplementedError(f"{type(self).__name__} cannot expose hidden-state taps")
 
+    def ragged_batch(self) -> Any:
+        """A fresh `specframe.batch_target.RaggedBatchTarget` over this model, or None (no batched decoding)."""
+        return None
+
 
 class Drafter(ABC):
     """Proposes per-depth candidates for the next tokens."""
 
     #: Decoder layers of the target whose outputs the drafter conditions on (empty: none).
     target_layers: tuple[int, ...] = ()
+    #: The drafter keeps per-request state only in attributes that :meth:`begin` (re)creates, so each row of a
+    #: batch can decode with its own :meth:`fork`. Batched decoding refuses drafters that do not declare it.
+    supports_batch: bool = False
+
+    def fork(self) -> Drafter:
+        """A drafter for one more batch row: shares weights and settings, gets its own state in :meth:`begin`."""
+        return copy.copy(self)
 
     def begin(self, state: DecodeState, prefill: TargetOutput) -> None:  # noqa: B027
         """Start a request; ``prefill.hidden`` carries the prompt's taps when ``target_layers`` is set."""

@@ -18,10 +18,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import torch
 
+from specframe.batch_decode import BatchDecode, BatchStreamFn, RefusedRequest, Request
 from specframe.config.loader import config_hash, unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import load_pipeline_config, validate_pipeline
@@ -161,10 +162,29 @@ class Pipeline:
             raise GenerationError("the prompt is empty", hint="give at least one token")
         return ids
 
+    @overload
     def generate(self, prompt: Prompt, max_new_tokens: int | None = None, *, seed: int | None = None,
                  stream: Callable[[str], None] | None = None, chat: bool | None = None,
-                 stop: Sequence[str] | None = None) -> GenerationResult:
-        """Decode one request; the output law equals the target's own (exactly, at temperature 0)."""
+                 stop: Sequence[str] | None = None) -> GenerationResult: ...
+
+    @overload
+    def generate(self, prompt: list[Prompt | Request], max_new_tokens: int | None = None, *,
+                 seed: int | None = None, stream: Callable[[str], None] | None = None, chat: bool | None = None,
+                 stop: Sequence[str] | None = None,
+                 batch_size: int | None = None) -> list[GenerationResult | RefusedRequest]: ...
+
+    def generate(self, prompt: Prompt | list[Prompt | Request], max_new_tokens: int | None = None, *,
+                 seed: int | None = None, stream: Callable[[str], None] | None = None, chat: bool | None = None,
+                 stop: Sequence[str] | None = None,
+                 batch_size: int | None = None) -> GenerationResult | list[GenerationResult | RefusedRequest]:
+        """Decode one request; the output law equals the target's own (exactly, at temperature 0).
+
+        A Python list of prompts (or `Request` objects) decodes them in one batched loop: see
+        :meth:`generate_batch`.
+        """
+        if isinstance(prompt, list):
+            return self.generate_batch(prompt, max_new_tokens, seed=seed, chat=chat, stop=stop,
+                                       batch_size=batch_size)
         gen = self.config.generation
         max_new = gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
         if max_new <= 0:
@@ -178,6 +198,24 @@ class Pipeline:
         if self.config.auto and self.auto_budget is None:
             self.auto_budget = build_auto_budget(self, ids)
         return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+
+    def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
+                       seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,
+                       batch_size: int | None = None,
+                       stream: BatchStreamFn | None = None) -> list[GenerationResult | RefusedRequest]:
+        """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
+
+        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
+        defaults) and its output law is its single-request law; one result per request, in order, a
+        `RefusedRequest` for a request whose prompt does not fit (see :mod:`specframe.batch_decode`).
+        """
+        requests = [p if isinstance(p, Request) else Request(p) for p in prompts]
+        requests = [Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
+                            seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
+                    for r in requests]
+        size = len(requests) if batch_size is None else int(batch_size)
+        return BatchDecode(self, requests, max(size, 1) if batch_size is None else size, stream=stream,
+                           chat=chat).run()
 
 
 class _Decode:

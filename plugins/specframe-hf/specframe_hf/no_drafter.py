@@ -13,5 +13,7 @@ from specframe.types import DraftProposal
 class NoDrafter(Drafter):
     """Always returns ``DraftProposal.empty(root)``."""
 
+    supports_batch = True  # stateless: the history is the row's own DecodeState
+
     def propose(self, state: DecodeState) -> DraftProposal:
         return DraftProposal.empty(state.root)
