@@ -179,10 +179,10 @@ class Pipeline:
                  batch_size: int | None = None) -> GenerationResult | list[GenerationResult | RefusedRequest]:
         """Decode one request; the output law equals the target's own (exactly, at temperature 0).
 
-        A Python list of prompts (or `Request` objects) decodes them in one batched loop: see
-        :meth:`generate_batch`.
+        A Python list of prompts (strings, id lists, tensors or `Request` objects; a flat list of ints stays one
+        prompt of token ids) decodes them in one batched loop: see :meth:`generate_batch`.
         """
-        if isinstance(prompt, list):
+        if _is_batch(prompt):
             return self.generate_batch(prompt, max_new_tokens, seed=seed, chat=chat, stop=stop,
                                        batch_size=batch_size)
         gen = self.config.generation
@@ -340,6 +340,11 @@ class _Decode:
             save_learned_profile(pipe)
         return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,
                                 prefill_ns=prefill_ns, total_ns=clock() - t_start, stop_reason=reason)
+
+
+def _is_batch(prompt: object) -> bool:
+    """A list of prompts (not a flat list of token ids, which is one prompt)."""
+    return isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
 
 
 def _plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyResult:

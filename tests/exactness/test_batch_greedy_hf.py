@@ -9,7 +9,7 @@ numbers of nodes in the same forward.
 from __future__ import annotations
 
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -22,9 +22,9 @@ from specframe.pipeline import Pipeline
 pytest.importorskip("specframe_hf")
 pytest.importorskip("specframe_trees")
 
-from specframe_hf.testing import random_ids  # noqa: E402
+from specframe_hf.testing import random_ids
 
-from tests.exactness.test_greedy_exact_hf import (  # noqa: E402
+from tests.exactness.test_greedy_exact_hf import (
     BASE,
     BUILDERS,
     PRUNERS,
@@ -42,7 +42,7 @@ class RowOracle(OracleDrafter):
     """The oracle of the single-request test, looking up each row's future by its prompt."""
 
     supports_batch = True
-    futures: dict[tuple[int, ...], tuple[list[int], float]] = {}
+    futures: ClassVar[dict[tuple[int, ...], tuple[list[int], float]]] = {}
 
     def propose(self, state: DecodeState) -> DraftProposal:
         future, noise = self.futures[tuple(state.tokens[0, : state.prompt_len].tolist())]
@@ -138,6 +138,6 @@ def test_a_drafter_without_batch_support_is_refused_by_name(ref):
     host.register(mod, "undeclared_drafter")
     pipe = Pipeline.from_dict({**BASE, "drafter": {"type": "oracle"}, "tree_builder": {"type": "chain"}},
                               target=ref.target, host=host)
-    with pytest.raises(ConfigError, match="drafter 'oracle' .*does not declare batch support"):
+    with pytest.raises(ConfigError, match=r"drafter 'oracle' .*does not declare batch support"):
         pipe.generate_batch([[1, 2, 3], [4, 5]], 3, batch_size=2)
     assert len(pipe.generate_batch([[1, 2, 3]], 3, batch_size=1)) == 1  # batch size 1 needs no declaration

@@ -1,0 +1,81 @@
+"""The batched loop on the exact toy target: per-request randomness, output law per row, rows coming and going."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specframe import PluginHost
+from specframe.batch_decode import Request
+from specframe.pipeline import Pipeline
+from specframe.sampling import probs
+from specframe.testing.stats import exact_first_two_law, g_test, joint_counts
+from specframe.testing.toy import ToyTarget
+from specframe.types import SamplingParams
+
+from .test_decode_loop import BASE, make_host, plain_greedy
+
+SAMPLED = {**BASE, "sampling": {"temperature": 1.0}, "verifier": {"type": "walk"}}
+PROMPT = [2, 5]
+OTHERS = [[1], [6, 6, 0, 1], [3, 4, 4], [0, 2, 2, 2, 6]]  # batch-mates of other lengths
+
+
+def sampled_host(target: ToyTarget) -> PluginHost:
+    host = make_host(target, 0.8)
+    pytest.importorskip("specframe_verifiers")
+    import specframe_verifiers.plugin as verifiers_plugin
+
+    host.register(verifiers_plugin, "verifiers")
+    return host
+
+
+def mixed_requests(n: int, new_tokens: int) -> list[Request]:
+    """Request ``i`` of ``PROMPT`` has seed ``i``; batch-mates with other prompts and limits in between."""
+    out = []
+    for i in range(n):
+        out.append(Request(PROMPT, new_tokens, seed=i))
+        other = OTHERS[i % len(OTHERS)]
+        out.append(Request(other, 1 + (i * 7) % 9, seed=10_000 + i))
+    return out
+
+
+def test_greedy_rows_equal_plain_decoding_with_rows_joining() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.8))
+    prompts = [[1], [2, 5, 3], [6, 6, 0, 1], [3, 3], [4], [0, 1, 2, 3, 4, 5]]
+    limits = [20, 3, 11, 1, 30, 7]
+    results = pipe.generate_batch([Request(p, n) for p, n in zip(prompts, limits, strict=True)], batch_size=3)
+    for prompt, n, result in zip(prompts, limits, results, strict=True):
+        assert result.tokens == plain_greedy(target, prompt, n)
+        assert result.batch_size == 3 and len(result.tokens) == n
+    assert pipe.generate([[1], [4]], 5)[1].tokens == plain_greedy(target, [4], 5)  # a list goes to the batch loop
+
+
+def test_a_requests_sampled_output_does_not_depend_on_its_batch_mates() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict(SAMPLED, target=target, host=sampled_host(target))
+    alone = [pipe.generate(PROMPT, 12, seed=s).tokens for s in range(4)]
+    mixed = pipe.generate_batch(mixed_requests(4, 12), batch_size=3)
+    other_mates = pipe.generate_batch(list(reversed(mixed_requests(4, 12))), batch_size=5)
+    assert [r.tokens for r in mixed[0::2]] == alone
+    assert [r.tokens for r in other_mates[1::2]] == list(reversed(alone))
+    assert len({tuple(t) for t in alone}) > 1  # the seeds matter: the test would see a shared stream
+
+
+def row_pair_law(target: ToyTarget, params: SamplingParams) -> torch.Tensor:  # [V, V]
+    """Exact law of the 2nd and 3rd new tokens after ``PROMPT`` (the 1st is the prefill sample)."""
+    first = probs(target.logits_after(PROMPT), params).double()  # [V]
+    return sum(first[t] * exact_first_two_law(target, PROMPT[-1], t, params) for t in range(target.vocab_size))
+
+
+@pytest.mark.parametrize(("verifier", "lossless"), [("walk", True), ("lossy", False)])
+def test_each_rows_law_in_a_mixed_batch_is_the_targets(verifier: str, lossless: bool) -> None:
+    target = ToyTarget.random(vocab_size=7, seed=4, scale=1.0)
+    data = {**SAMPLED, "verifier": {"type": verifier}, "allow_lossy": not lossless}
+    pipe = Pipeline.from_dict(data, target=target, host=sampled_host(target))
+    results = pipe.generate_batch(mixed_requests(1500, 3), batch_size=8)
+    rows = torch.tensor([r.tokens for r in results[0::2]])  # [1500, 3]
+    counts = joint_counts(rows[:, 1], rows[:, 2], target.vocab_size)
+    p = g_test(counts, row_pair_law(target, SamplingParams(temperature=1.0))).p_value
+    assert (p >= 1e-6) if lossless else (p < 1e-6), p
+
