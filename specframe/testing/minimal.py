@@ -23,6 +23,8 @@ from specframe.types import DraftProposal, VerifyResult
 
 
 class NoDraft(Drafter):
+    supports_batch = True  # stateless
+
     def propose(self, state: DecodeState) -> DraftProposal:
         return DraftProposal.empty(state.root)
 

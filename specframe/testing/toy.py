@@ -141,7 +141,9 @@ class ToyTarget(TargetModel):
     # ------------------------------------------------------------------------- ragged batch surface
     def ragged_batch(self) -> ToyTarget:
         """A fresh target on the same table; it is its own `RaggedBatchTarget` (rows have own lengths)."""
-        return ToyTarget(self.table, start_token=self.start_token, eos_token_ids=self.eos_token_ids)
+        rows = ToyTarget(self.table, start_token=self.start_token, eos_token_ids=self.eos_token_ids)
+        rows.max_length, rows.tokenizer = self.max_length, self.tokenizer
+        return rows
 
     @property
     def lengths(self) -> list[int]:

@@ -152,3 +152,14 @@ def test_datasets_command_lists_where_each_set_is_found(capsys: pytest.CaptureFi
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 8 and all(row["found"].startswith(str(DATA)) for row in rows)
     assert next(r for r in rows if r["name"] == "gsm8k")["paper_n"] == 128
+
+
+def test_batched_bench_records_the_same_tokens_with_its_batch_size(pristine: Path, tmp_path: Path) -> None:
+    assert bench(tmp_path, "--batch-size", "3") == 0
+    serial = {record_key(r): r for r in read_results(pristine)}
+    batched = read_results(tmp_path / "res.jsonl")
+    assert {record_key(r) for r in batched} == set(serial)  # every method, question and turn, once
+    for r in batched:
+        assert r["batch_size"] == 3 and serial[record_key(r)]["batch_size"] == 1
+        assert r["tokens"] == serial[record_key(r)]["tokens"]  # greedy: batching changes no token
+        assert r["choices"][0]["turns"] == serial[record_key(r)]["choices"][0]["turns"]
