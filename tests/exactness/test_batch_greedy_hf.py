@@ -141,3 +141,57 @@ def test_a_drafter_without_batch_support_is_refused_by_name(ref):
     with pytest.raises(ConfigError, match=r"drafter 'oracle' .*does not declare batch support"):
         pipe.generate_batch([[1, 2, 3], [4, 5]], 3, batch_size=2)
     assert len(pipe.generate_batch([[1, 2, 3]], 3, batch_size=1)) == 1  # batch size 1 needs no declaration
+
+
+# ----------------------------------------------------------------------------------- budget: auto
+AUTO_VERIFIERS = [{"type": "auto"}, {"type": "walk"}]
+SAMPLED = [({"type": "sampled_chain"}, {"type": "chain_rejection"}),
+           ({"type": "sampled_tree", "branching": [3, 2, 1]}, {"type": "tree_rejection"})]
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+
+
+def auto_batch(host: PluginHost, ref: Reference, builder: dict[str, Any], pruner: dict[str, Any],
+               verifier: dict[str, Any]) -> list[Any]:
+    """A batch under `budget: auto` with a frozen steep cost curve; every row checked against generate()."""
+    from specframe.cost.measure import profile_path, save_profile
+    from specframe.cost.profile import CostProfile
+    from specframe.cost.setup import build_auto_budget, pipeline_profile_key
+    from tests.exactness.test_auto_budget_exact import STEEP
+
+    data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10, "min_probe_interval": 2},
+            "drafter": {"type": "oracle"}, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
+            "verifier": verifier, "corrector": {"type": "identity"}}
+    pipe = Pipeline.from_dict(data, target=ref.target, host=host)
+    key = pipeline_profile_key(pipe)
+    save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
+    pipe.auto_budget = build_auto_budget(pipe, torch.tensor([[1, 2, 3]]))
+    pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
+    requests, expected = [], []
+    for length, seed, n, noise in REQUESTS:
+        prompt = random_ids(length, seed=seed)
+        RowOracle.futures[tuple(prompt)] = (prompt + ref.generate(prompt, n + 16), noise)
+        requests.append(Request(torch.tensor([prompt]), max_new_tokens=n))
+        expected.append(ref.generate(prompt, n))
+    results = pipe.generate_batch(requests, batch_size=3)
+    assert [r.tokens for r in results] == expected, (builder, pruner, verifier)
+    return results
+
+
+@pytest.mark.usefixtures("private_cache")
+@pytest.mark.parametrize("verifier", AUTO_VERIFIERS, ids=lambda v: v["type"])
+@pytest.mark.parametrize("builder", BUILDERS, ids=lambda b: "-".join(str(v) for v in b.values()))
+def test_auto_budget_batches_are_greedy_exact(host, ref, builder, verifier):
+    pruner = {"type": "deferred_topb"} if builder.get("mode") == "pruned" else {"type": "none"}
+    results = auto_batch(host, ref, builder, pruner, verifier)
+    drafted = [r for res in results for r in res.rounds if r.drafted]
+    assert drafted and all(r.budget is not None and r.nodes <= r.budget for r in drafted)
+
+
+@pytest.mark.usefixtures("private_cache")
+@pytest.mark.parametrize(("builder", "verifier"), SAMPLED, ids=lambda x: x["type"])
+def test_auto_budget_batches_with_sampled_builders_are_greedy_exact(host, ref, builder, verifier):
+    auto_batch(host, ref, builder, {"type": "none"}, verifier)
