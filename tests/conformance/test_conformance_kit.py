@@ -104,6 +104,26 @@ class LeakyDrafter(ToyDrafter):
         return replace(p, tokens=tokens)
 
 
+class SharedHistoryDrafter(ToyDrafter):
+    """Declares batch support but keeps the context in a list made once in __init__, which forks share."""
+
+    supports_batch = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.history: list[int] = []
+
+    def begin(self, state: DecodeState, prefill: Any) -> None:
+        self.history[:] = state.tokens[0].tolist()
+
+    def propose(self, state: DecodeState) -> DraftProposal:
+        context = torch.tensor([[self.history[-1], int(state.root[0])]])  # prev2 from the (shared) history
+        return replace(super().propose(replace(state, tokens=context)), root=state.root)
+
+    def commit(self, state: DecodeState, tree: Any, result: Any, target_out: Any) -> None:
+        self.history[:] = state.tokens[0, :-1].tolist()
+
+
 class UnsortedDrafter(ToyDrafter):
     def propose(self, state: DecodeState) -> DraftProposal:
         p = super().propose(state)
@@ -128,6 +148,17 @@ def _drafter(cls: type) -> Any:
 def test_drafter_state_leaking_across_requests_is_caught(tmp_path: Path) -> None:
     case = built(broken("drafter", _drafter(LeakyDrafter), capabilities=Capabilities()), tmp_path)
     fails(kit.check_drafter_reproducible, case, "drafter 'toy_parallel'", "begin() on a used drafter")
+
+
+def test_per_row_state_shared_between_forks_is_caught(tmp_path: Path) -> None:
+    case = built(broken("drafter", _drafter(SharedHistoryDrafter)), tmp_path)
+    kit.check_drafter(case)  # one request at a time it is a fine drafter
+    kit.check_drafter_reproducible(case)
+    fails(kit.check_drafter_batch_rows, case, "drafter 'toy_parallel'", "per-row state leaks between batch rows")
+
+
+def test_a_drafter_with_per_row_state_passes_the_batch_contract(tmp_path: Path) -> None:
+    kit.check_drafter_batch_rows(built(good("drafter"), tmp_path))
 
 
 def test_unsorted_candidates_are_caught(tmp_path: Path) -> None:

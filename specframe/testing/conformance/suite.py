@@ -144,6 +144,10 @@ class ConformanceSuite:
     def test_drafter_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
         drafters.check_drafter_reproducible(self.built(conformance_case, conformance_workdir))
 
+    @contract("drafter")
+    def test_drafter_batch_rows(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
+        drafters.check_drafter_batch_rows(self.built(conformance_case, conformance_workdir))
+
     @contract("corrector")
     def test_corrector_scores(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
         correctors.check_corrector(self.built(conformance_case, conformance_workdir))
