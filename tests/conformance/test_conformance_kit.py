@@ -342,6 +342,30 @@ def test_target_contracts(cls: type, fragment: str, tmp_path: Path) -> None:
     fails(kit.check_target, built(spec, tmp_path), "target 'toy_table'", fragment)
 
 
+class OneLengthBatch(ToyTarget):
+    """Commits the first row's accepted count in every row (as if the rows shared one cache length)."""
+
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+        count = int((accepted_nodes[0] >= 0).sum())
+        same = torch.full_like(accepted_nodes, -1)
+        same[:, :count] = torch.arange(count)
+        super().commit(tree, same)
+
+
+class OneLengthRows(ToyTarget):
+    """A correct single-request target whose ragged batch is :class:`OneLengthBatch`."""
+
+    def ragged_batch(self) -> ToyTarget:
+        return OneLengthBatch(self.table, start_token=self.start_token)
+
+
+def test_ragged_rows_sharing_one_length_are_caught(tmp_path: Path) -> None:
+    spec = broken("target", lambda cfg, ctx: OneLengthRows.random(cfg.vocab_size, seed=cfg.seed, scale=2.0))
+    case = built(spec, tmp_path)
+    kit.check_target(case)  # one request at a time it is a fine target
+    fails(kit.check_target_ragged, case, "target 'toy_table'", "ragged batch row")
+
+
 def test_good_parallel_config_round_trips(tmp_path: Path) -> None:
     case = built(good("drafter"), tmp_path, config={"distance": 0.25})
     assert case.config == ToyParallelConfig(distance=0.25)

@@ -40,7 +40,7 @@ from specframe.testing.conformance.drafters import (
     check_proposal,
 )
 from specframe.testing.conformance.suite import ConformanceSuite, contract, parametrize, plugin_registry
-from specframe.testing.conformance.targets import check_target
+from specframe.testing.conformance.targets import check_target, check_target_ragged
 from specframe.testing.conformance.trees import (
     check_pruner,
     check_pruner_reproducible,
@@ -72,6 +72,7 @@ __all__ = [
     "check_pruner",
     "check_pruner_reproducible",
     "check_target",
+    "check_target_ragged",
     "check_tree_builder",
     "check_tree_builder_reproducible",
     "check_verifier",

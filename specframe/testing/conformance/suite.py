@@ -136,6 +136,10 @@ class ConformanceSuite:
                                             conformance_workdir: Path) -> None:
         targets.check_target(self.built(conformance_case, conformance_workdir))
 
+    @contract("target")
+    def test_target_ragged_batch(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
+        targets.check_target_ragged(self.built(conformance_case, conformance_workdir))
+
     @contract("drafter")
     def test_drafter_proposals(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
         drafters.check_drafter(self.built(conformance_case, conformance_workdir))
