@@ -14,8 +14,9 @@ request's own `RngStreams` (seeded exactly as a single request), its own drafter
 `DecodeState`, so a request's output law is its single-request law whatever else is in the batch, and with a
 fixed seed its sampled tokens do not depend on its batch-mates. Only the target forward is shared.
 
-A request whose prompt does not fit the target's context is refused on its own (`RefusedRequest`, naming the
-request); the others decode. A drafter that does not declare ``supports_batch`` is refused up front.
+A request whose prompt does not fit the target's context (or holds ids outside its vocabulary) is refused on
+its own (`RefusedRequest`, naming the request); the others decode. A drafter that does not declare
+``supports_batch`` is refused up front.
 """
 
 from __future__ import annotations
@@ -123,6 +124,10 @@ class BatchDecode:
                 if limit is not None and ids.shape[1] >= limit:
                     raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is "
                                           f"{limit}", hint="shorten this request's prompt")
+                low, high = int(ids.min()), int(ids.max())
+                if low < 0 or high >= pipe.target.vocab_size:
+                    raise GenerationError(f"prompt token ids must lie in [0, {pipe.target.vocab_size}), found "
+                                          f"{low}..{high}", hint="encode the prompt with the target's tokenizer")
             except GenerationError as exc:
                 self.outcomes[i] = RefusedRequest(i, exc)
                 continue

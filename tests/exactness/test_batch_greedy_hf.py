@@ -119,10 +119,12 @@ def test_a_too_long_prompt_is_refused_alone(host, ref):
     limit = ref.target.max_length
     long_prompt = torch.tensor([random_ids(limit + 3, seed=9)])
     short = random_ids(5, seed=8)
-    results = pipe.generate_batch([torch.tensor([short]), long_prompt], 4, batch_size=2)
+    bad_ids = torch.tensor([[3, 10_000, 4]])
+    results = pipe.generate_batch([torch.tensor([short]), long_prompt, bad_ids], 4, batch_size=2)
     assert results[0].tokens == ref.generate(short, 4)
     assert isinstance(results[1], RefusedRequest) and results[1].index == 1
     assert "request 1" in str(results[1]) and str(limit) in str(results[1])
+    assert isinstance(results[2], RefusedRequest) and "request 2" in str(results[2]) and "10000" in str(results[2])
 
 
 def test_a_drafter_without_batch_support_is_refused_by_name(ref):
