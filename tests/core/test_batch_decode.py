@@ -26,6 +26,10 @@ def sampled_host(target: ToyTarget) -> PluginHost:
     import specframe_verifiers.plugin as verifiers_plugin
 
     host.register(verifiers_plugin, "verifiers")
+    pytest.importorskip("specframe_trees")
+    import specframe_trees.plugin as trees_plugin
+
+    host.register(trees_plugin, "trees")
     return host
 
 
@@ -35,7 +39,7 @@ def mixed_requests(n: int, new_tokens: int) -> list[Request]:
     for i in range(n):
         out.append(Request(PROMPT, new_tokens, seed=i))
         other = OTHERS[i % len(OTHERS)]
-        out.append(Request(other, 1 + (i * 7) % 9, seed=10_000 + i))
+        out.append(Request(other, 1 + (i * 7) % 4, seed=10_000 + i))
     return out
 
 
@@ -68,10 +72,22 @@ def row_pair_law(target: ToyTarget, params: SamplingParams) -> torch.Tensor:  # 
     return sum(first[t] * exact_first_two_law(target, PROMPT[-1], t, params) for t in range(target.vocab_size))
 
 
-@pytest.mark.parametrize(("verifier", "lossless"), [("walk", True), ("lossy", False)])
-def test_each_rows_law_in_a_mixed_batch_is_the_targets(verifier: str, lossless: bool) -> None:
+#: (tree builder, verifier, lossless): deterministic trees with the walk, sampled chains and trees with rejection
+#: sampling (draft, accept and residual streams all drawn per row), and a lossy negative control.
+REGIMES = [
+    ({"type": "spine"}, "walk", True),
+    ({"type": "sampled_chain"}, "chain_rejection", True),
+    ({"type": "sampled_tree", "branching": [2, 2, 1]}, "tree_rejection", True),
+    ({"type": "dartree", "mode": "pruned", "width": 2}, "lossy", False),
+]
+
+
+@pytest.mark.parametrize(("builder", "verifier", "lossless"), REGIMES, ids=lambda x: str(x).replace(" ", ""))
+def test_each_rows_law_in_a_mixed_batch_is_the_targets(builder: dict, verifier: str, lossless: bool) -> None:
     target = ToyTarget.random(vocab_size=7, seed=4, scale=1.0)
-    data = {**SAMPLED, "verifier": {"type": verifier}, "allow_lossy": not lossless}
+    pruner = {"type": "keep_all"} if builder["type"] in ("spine", "dartree") else {"type": "none"}
+    data = {**SAMPLED, "tree_builder": builder, "pruner": pruner, "verifier": {"type": verifier},
+            "allow_lossy": not lossless}
     pipe = Pipeline.from_dict(data, target=target, host=sampled_host(target))
     results = pipe.generate_batch(mixed_requests(1500, 3), batch_size=8)
     rows = torch.tensor([r.tokens for r in results[0::2]])  # [1500, 3]
