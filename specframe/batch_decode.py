@@ -165,6 +165,7 @@ class BatchDecode:
         if pipe.auto_budget is not None:
             from specframe.cost.setup import save_learned_profile
 
+            pipe.auto_budget.rows = 1  # single requests on this pipeline decode one row again
             save_learned_profile(pipe)
         return [o for o in self.outcomes if o is not None]
 

@@ -79,9 +79,10 @@ def ref() -> Reference:
 
 
 def batch_run(host: PluginHost, ref: Reference, drafter: dict[str, Any], builder: dict[str, Any],
-              pruner: dict[str, Any], batch_size: int) -> tuple[Pipeline, list[Any], list[list[int]]]:
+              pruner: dict[str, Any], batch_size: int,
+              verifier: dict[str, Any] | None = None) -> tuple[Pipeline, list[Any], list[list[int]]]:
     data = {**BASE, "drafter": drafter, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
-            "corrector": {"type": "identity"}}
+            "corrector": {"type": "identity"}, "verifier": verifier or {"type": "auto"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
     prompts, expected = [], []
     for length, seed, n, noise in REQUESTS:
@@ -92,10 +93,11 @@ def batch_run(host: PluginHost, ref: Reference, drafter: dict[str, Any], builder
     return pipe, pipe.generate_batch(prompts, batch_size=batch_size), expected
 
 
+@pytest.mark.parametrize("verifier", [{"type": "auto"}, {"type": "walk"}], ids=lambda v: v["type"])
 @pytest.mark.parametrize("pruner", PRUNERS, ids=lambda p: p["type"])
 @pytest.mark.parametrize("builder", BUILDERS, ids=lambda b: "-".join(str(v) for v in b.values()))
-def test_every_row_equals_generate_and_its_lone_decode(host, ref, builder, pruner):
-    pipe, results, expected = batch_run(host, ref, {"type": "oracle"}, builder, pruner, batch_size=3)
+def test_every_row_equals_generate_and_its_lone_decode(host, ref, builder, pruner, verifier):
+    pipe, results, expected = batch_run(host, ref, {"type": "oracle"}, builder, pruner, 3, verifier)
     for (length, seed, n, _), result, want in zip(REQUESTS, results, expected, strict=True):
         assert result.tokens == want, f"row of prompt length {length}: {result.tokens} != generate {want}"
         alone = pipe.generate(torch.tensor([random_ids(length, seed=seed)]), max_new_tokens=n)
@@ -180,6 +182,7 @@ def auto_batch(host: PluginHost, ref: Reference, builder: dict[str, Any], pruner
         expected.append(ref.generate(prompt, n))
     results = pipe.generate_batch(requests, batch_size=3)
     assert [r.tokens for r in results] == expected, (builder, pruner, verifier)
+    assert pipe.auto_budget.rows == 1  # a single request afterwards is costed as one row again
     return results
 
 
