@@ -252,10 +252,8 @@ class BatchDecode:
                 results.append(_plain_step(row_out, pipe, row.rng))
             own_ns[b]["verify"] = clock() - t
             outs.append(row_out)
-        width = max(int(r.accepted_nodes.shape[1]) for r in results)
-        accepted = torch.full((len(active), width), -1, dtype=torch.long)  # [B, D_max + 1]
-        for b, r in enumerate(results):
-            accepted[b, : r.accepted_nodes.shape[1]] = r.accepted_nodes[0].cpu()
+        accepted, num_accepted, bonus = _verdicts_on_host(results)  # [B, D_max + 1], [B], [B]
+        tokens, nodes, depths = _tree_facts_on_host(stacked)  # [B, N_max], [B], [B]
         t5 = clock()
         rt.commit(stacked, accepted)
         t6 = clock()
@@ -265,7 +263,8 @@ class BatchDecode:
             state = row.state
             assert state is not None
             t = clock()
-            emitted = result.emitted_tokens(tree.tokens.cpu())[0]
+            n = int(num_accepted[b])
+            emitted = tokens[b, accepted[b, 1 : n + 1]].tolist() + [int(bonus[b])]
             committed = row.dec._accept_tokens(emitted)
             total_tokens += len(emitted)
             state.tokens = torch.cat(
@@ -273,12 +272,11 @@ class BatchDecode:
             row.drafter.commit(state, tree, result, row_out)
             stage_ns = {**own_ns[b], "target": t4 - t3, "commit": (t6 - t5) + clock() - t}
             stage_ns = {k: stage_ns[k] for k in ("draft", "build", "prune", "target", "verify", "commit")}
-            row.rounds.append(RoundRecord(nodes=int(tree.num_nodes[0]) - 1, depth=tree.max_depth,
-                                          accepted=int(result.num_accepted[0]), committed=len(committed),
-                                          stage_ns=stage_ns if timing else {}, drafted=drafted,
-                                          budget=chosen[b]))
+            row.rounds.append(RoundRecord(nodes=int(nodes[b]) - 1, depth=int(depths[b]), accepted=n,
+                                          committed=len(committed), stage_ns=stage_ns if timing else {},
+                                          drafted=drafted, budget=chosen[b]))
             if auto is not None and drafted:
-                auto.estimator.observe(tree, result.accepted_nodes[0], 0)
+                auto.estimator.observe(tree, accepted[b, : result.accepted_nodes.shape[1]], 0)
             row.check_stop()
         if auto is not None:
             round_ms = {"draft": sum(ns["draft"] for ns in own_ns) / 1e6,
@@ -289,3 +287,25 @@ class BatchDecode:
                 auto.observe_round(stacked.batch_size * stacked.capacity, float(total_tokens), round_ms)
             else:
                 auto.observe_plain(round_ms)
+
+
+def _verdicts_on_host(results: list[VerifyResult]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every row's accepted path ``[B, D_max + 1]`` (-1 padded), accepted count ``[B]`` and bonus ``[B]`` on the
+    CPU, in one device-to-host copy (a per-row copy would synchronise with the device once per row)."""
+    dev = results[0].accepted_nodes.device
+    width = max(int(r.accepted_nodes.shape[1]) for r in results)
+    packed = torch.full((len(results), width + 2), -1, dtype=torch.long, device=dev)  # [B, D_max + 3]
+    for b, r in enumerate(results):
+        packed[b, : r.accepted_nodes.shape[1]] = r.accepted_nodes[0].to(dev)
+        packed[b, width] = r.num_accepted[0].to(dev)
+        packed[b, width + 1] = r.bonus_token[0].to(dev)
+    host = packed.cpu()
+    return host[:, :width], host[:, width], host[:, width + 1]
+
+
+def _tree_facts_on_host(tree: DraftTree) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens ``[B, N]``, valid node counts ``[B]`` and depths ``[B]`` of a stacked tree, on the CPU."""
+    depth = torch.where(tree.valid, tree.depth, torch.zeros_like(tree.depth)).max(dim=1).values  # [B]
+    packed = torch.cat([tree.tokens, tree.num_nodes[:, None], depth[:, None]], dim=1).cpu()  # [B, N + 2]
+    n = tree.capacity
+    return packed[:, :n], packed[:, n], packed[:, n + 1]
