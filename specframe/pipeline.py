@@ -213,9 +213,8 @@ class Pipeline:
         requests = [Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
                             seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
                     for r in requests]
-        size = len(requests) if batch_size is None else int(batch_size)
-        return BatchDecode(self, requests, max(size, 1) if batch_size is None else size, stream=stream,
-                           chat=chat).run()
+        size = max(len(requests), 1) if batch_size is None else int(batch_size)
+        return BatchDecode(self, requests, size, stream=stream, chat=chat).run()
 
 
 class _Decode:

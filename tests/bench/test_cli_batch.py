@@ -73,3 +73,13 @@ def test_an_undeclared_drafter_is_refused_naming_it(tmp_path: Path, capsys: pyte
     assert run_cli(["run", str(pipeline), "--prompt", "a", "--prompt", "b", "--batch-size", "2"], host=host) == 2
     err = capsys.readouterr().err
     assert "drafter 'plain_toy'" in err and "batch support" in err and "Traceback" not in err
+
+
+def test_streamed_pieces_of_each_request_add_up_to_its_text(tmp_path: Path) -> None:
+    from specframe.pipeline import Pipeline
+
+    pipe = Pipeline.from_yaml(write_pipeline(tmp_path / "toy.yaml"), host=toy_host())
+    pieces: dict[int, str] = {}
+    results = pipe.generate_batch(PROMPTS, 9, batch_size=2,
+                                  stream=lambda i, text: pieces.__setitem__(i, pieces.get(i, "") + text))
+    assert pieces == {i: r.text for i, r in enumerate(results)} and all(pieces.values())
