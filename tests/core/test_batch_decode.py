@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import types
+from typing import Literal
+
 import pytest
 import torch
 
-from specframe import PluginHost
+from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.batch_decode import Request
+from specframe.interfaces import RoundContext, Verifier
 from specframe.pipeline import Pipeline
 from specframe.sampling import probs
 from specframe.testing.stats import exact_first_two_law, g_test, joint_counts
 from specframe.testing.toy import ToyTarget
-from specframe.types import SamplingParams
+from specframe.tree import DraftTree
+from specframe.types import SamplingParams, VerifyResult
 
 from .test_decode_loop import BASE, make_host, plain_greedy
 
@@ -20,12 +25,37 @@ PROMPT = [2, 5]
 OTHERS = [[1], [6, 6, 0, 1], [3, 4, 4], [0, 2, 2, 2, 6]]  # batch-mates of other lengths
 
 
+class OffByOneConfig(ComponentConfig):
+    type: Literal["off_by_one_walk"] = "off_by_one_walk"
+
+
+def off_by_one_walk() -> Verifier:
+    """Negative control: the walk reading each node's decision from its parent's logits."""
+    from specframe_verifiers import WalkVerifier
+
+    class OffByOneWalk(WalkVerifier):
+        def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
+            index = tree.parent.clamp(min=0)[:, :, None].expand_as(logits)
+            return super().verify(tree, torch.gather(logits, 1, index), ctx)
+
+    return OffByOneWalk()
+
+
 def sampled_host(target: ToyTarget) -> PluginHost:
     host = make_host(target, 0.8)
     pytest.importorskip("specframe_verifiers")
     import specframe_verifiers.plugin as verifiers_plugin
 
     host.register(verifiers_plugin, "verifiers")
+    control = types.ModuleType("off_by_one_control")
+
+    @hookimpl
+    def specframe_verifiers():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="verifier", name="off_by_one_walk", config=OffByOneConfig, summary="control",
+                            factory=lambda cfg, ctx: off_by_one_walk())
+
+    control.specframe_verifiers = specframe_verifiers  # type: ignore[attr-defined]
+    host.register(control, "off_by_one_control")
     pytest.importorskip("specframe_trees")
     import specframe_trees.plugin as trees_plugin
 
@@ -73,12 +103,14 @@ def row_pair_law(target: ToyTarget, params: SamplingParams) -> torch.Tensor:  # 
 
 
 #: (tree builder, verifier, lossless): deterministic trees with the walk, sampled chains and trees with rejection
-#: sampling (draft, accept and residual streams all drawn per row), and a lossy negative control.
+#: sampling (draft, accept and residual streams all drawn per row), and two negative controls: an argmax walk and
+#: a walk that reads each node's decision from its parent's logits.
 REGIMES = [
     ({"type": "spine"}, "walk", True),
     ({"type": "sampled_chain"}, "chain_rejection", True),
     ({"type": "sampled_tree", "branching": [2, 2, 1]}, "tree_rejection", True),
     ({"type": "dartree", "mode": "pruned", "width": 2}, "lossy", False),
+    ({"type": "spine"}, "off_by_one_walk", False),
 ]
 
 
