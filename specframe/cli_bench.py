@@ -88,7 +88,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         check_batch_support(m.pipeline, batch_size)
     max_new = max_new_tokens or first.pipeline.config.generation.max_new_tokens
     plugins, git_rev = plugin_versions(host), git_revision()
-    infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev) for m in methods}
+    infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev,
+                              batch_size=batch_size) for m in methods}
     with ResultStore(output) as store:
         if store.repaired_bytes:
             err_console.print(f"{output}: removed a partial last line ({store.repaired_bytes} bytes) left by a crash")

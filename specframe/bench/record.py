@@ -46,11 +46,12 @@ class RunInfo:
     sweep: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, str] = field(default_factory=dict)
     git_rev: str | None = None
+    batch_size: int = 1
 
     def consistency_fields(self) -> dict[str, Any]:
         """Fields a resumed run must share with the records already in the file."""
         return {"config_hash": self.config_hash, "max_new_tokens": self.max_new_tokens, "seed": self.seed,
-                "baseline": self.baseline}
+                "baseline": self.baseline, "batch_size": self.batch_size}
 
 
 def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationResult,

@@ -79,6 +79,10 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return _scan(data, path)[0]
 
 
+#: Values of record fields that older result files do not hold (a file from before batched decoding ran at 1).
+FIELD_DEFAULTS: dict[str, Any] = {"batch_size": 1}
+
+
 class ResultStore:
     """An open result file: the records already in it, and :meth:`append` for new ones.
 
@@ -174,7 +178,7 @@ class ResultStore:
             if record["method"] != method:
                 continue
             for name, value in fields.items():
-                if record.get(name) != value:
+                if record.get(name, FIELD_DEFAULTS.get(name)) != value:
                     raise ResultsFileError(
                         f"{self.path} holds results of method '{method}' with {name} = {record.get(name)!r}, "
                         f"but this run has {name} = {value!r}",

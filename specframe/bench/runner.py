@@ -177,11 +177,11 @@ class BenchRunner:
 
 
 def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: dict[str, str],
-             git_rev: str | None) -> RunInfo:
+             git_rev: str | None, batch_size: int = 1) -> RunInfo:
     """The per-method facts every record of ``method`` carries."""
     pipe = method.pipeline
     return RunInfo(method=method.name, base_method=method.base_name, baseline=method.baseline,
                    config_hash=pipe.config_hash, target_hash=method.target_hash,
                    temperature=pipe.config.sampling.temperature,
                    seed=pipe.config.seed if seed is None else seed, max_new_tokens=max_new_tokens,
-                   sweep=method.sweep, plugins=plugins, git_rev=git_rev)
+                   sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size)

@@ -114,6 +114,16 @@ def test_resume_with_other_settings_is_refused(results: Path, tmp_path: Path,
     assert "max_new_tokens = 12" in err and "--output" in err
 
 
+def test_resume_with_another_batch_size_is_refused(results: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench(tmp_path, "--batch-size", "2") == 2
+    assert "batch_size = 1" in capsys.readouterr().err
+    old = [json.loads(line) for line in results.read_text().splitlines()]  # a file from before batching
+    results.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "batch_size"}) + "\n" for r in old))
+    assert bench(tmp_path, "--batch-size", "2") == 2  # records without the field ran one request at a time
+    assert bench(tmp_path) == 0  # and resume at batch size 1 (nothing left to run)
+
+
 def test_report_from_a_bench_run(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report"
     assert run_cli(["report", str(results), "--out-dir", str(out)], host=toy_host()) == 0
