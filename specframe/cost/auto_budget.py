@@ -33,6 +33,8 @@ from specframe.cost.profile import CostProfile
 from specframe.tree import DraftTree
 
 DRAFT_STAGES = ("draft", "build", "prune")
+#: A batched forward over more than this many times the largest measured size adds a curve point.
+BEYOND = 1.25
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,9 @@ class AutoBudget:
             self.plain_left = self.probe_interval
 
     def _observe_verify(self, tokens: int, ms: float) -> None:
-        """Learn the curve inside its measured grid only (a batch's forward may lie far beyond it)."""
-        if self.rows == 1 or tokens <= max(self.profile.verify_ms):
+        """Learn the curve; a batch's forward far beyond the measured points becomes a point of its own."""
+        top = max(self.profile.verify_ms)
+        if self.rows > 1 and tokens > BEYOND * top:
+            self.profile.extend(tokens, ms)
+        else:
             self.profile.observe_verify(tokens, ms)

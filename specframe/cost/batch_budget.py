@@ -2,8 +2,11 @@
 
 The batched loop pads every row's tree to the batch's widest one (`DraftTree.stack`), so a round that lets
 each row keep up to ``k`` nodes costs ``T(B * (k + 1))``: the verify curve read at the forward's total token
-count (the measured single-row curve, interpolated and extrapolated; a forward's cost is dominated by its
-token count). Once the width ``k`` is paid for, every row keeps its ``k`` best nodes (in the order of
+count (a forward's cost is dominated by its token count). The measured curve ends at a single row's largest
+tree; a batch's forward far beyond it adds a point of its own (`AutoBudget`, `CostProfile.extend`), so the
+curve is learnt where the batch runs instead of extrapolated.
+
+Once the width ``k`` is paid for, every row keeps its ``k`` best nodes (in the order of
 `specframe.cost.chooser.verification_order`), so the round commits ``B + sum_b S_b(min(k, n_b))`` tokens in
 expectation and the best ``k`` maximises
 

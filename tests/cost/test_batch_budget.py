@@ -42,3 +42,15 @@ def test_the_batch_size_sets_the_plain_rate() -> None:
     auto = controller(GPU)
     choose_batch(auto, [wide_tree() for _ in range(8)])
     assert auto.rows == 8 and abs(auto.plain_rate - 8 / auto.profile.verify_cost(8)) < 1e-9
+
+
+def test_a_batch_forward_beyond_the_measured_curve_becomes_a_point() -> None:
+    auto = controller({1: 10.0, 65: 10.5})  # flat as measured: extrapolation would call 300 tokens free
+    auto.rows = 16
+    auto.observe_round(300, 20.0, {"target": 40.0})
+    assert auto.profile.verify_cost(300) == 40.0 and auto.profile.verify_cost(65) == 10.5
+    auto.observe_round(300, 20.0, {"target": 50.0})  # then refined like any measured point
+    assert 40.0 < auto.profile.verify_cost(300) < 50.0
+    single = controller({1: 10.0, 65: 10.5})
+    single.observe_round(300, 2.0, {"target": 40.0})  # one row: the curve keeps its measured points
+    assert sorted(single.profile.verify_ms) == [1, 65]
