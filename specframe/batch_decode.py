@@ -113,6 +113,7 @@ class BatchDecode:
         self.batch_size = batch_size
         self.outcomes: list[GenerationResult | RefusedRequest | None] = [None] * len(requests)
         self.waiting: deque[_Row] = deque()
+        self.started = False  # a first request has joined
         gen = pipe.config.generation
         limit = pipe.target.max_length
         for i, req in enumerate(requests):
@@ -187,8 +188,11 @@ class BatchDecode:
                                 prompt_len=ids.shape[1], sampling=pipe.sampling, rng=row.rng)
         row.drafter.begin(row.state, prefill)
         row.ctx = RoundContext(budget=pipe.config.max_budget, sampling=pipe.sampling, rng=row.rng)
-        if pipe.auto_budget is not None:
+        if pipe.auto_budget is not None and not self.started:
+            # Once per call: the batch is one stream to the controller. Probing soon for every joining request
+            # would make a drafter that does not pay draft every few rounds in a busy continuous batch.
             pipe.auto_budget.start_request()
+        self.started = True
         row.check_stop()
 
     def _finish(self, row: _Row) -> None:

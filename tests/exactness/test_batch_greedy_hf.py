@@ -200,3 +200,14 @@ def test_auto_budget_batches_are_greedy_exact(host, ref, builder, verifier):
 @pytest.mark.parametrize(("builder", "verifier"), SAMPLED, ids=lambda x: x["type"])
 def test_auto_budget_batches_with_sampled_builders_are_greedy_exact(host, ref, builder, verifier):
     auto_batch(host, ref, builder, {"type": "none"}, verifier)
+
+
+@pytest.mark.usefixtures("private_cache")
+def test_joining_requests_do_not_each_restart_auto_probing(host, ref, monkeypatch):
+    from specframe.cost.auto_budget import AutoBudget
+
+    calls = []
+    original = AutoBudget.start_request
+    monkeypatch.setattr(AutoBudget, "start_request", lambda self: calls.append(1) or original(self))
+    auto_batch(host, ref, {"type": "chain"}, {"type": "none"}, {"type": "auto"})  # 5 requests, 3 rows
+    assert len(calls) == 1
