@@ -5,11 +5,12 @@ Each round it answers two questions, from the measured `CostProfile` and the cal
 
 1. **Draft at all?** It compares the rate of drafted rounds (expected tokens per ms, an exponential moving
    average of the rounds it has seen, draft time included; the expectation comes from the calibrated
-   estimator) with the rate of plain decoding, ``1 / (T(1) + plain overhead)``. While drafting does not pay it decodes plainly (no draft, no tree: the root alone) and
-   probes with one drafted round after ``probe_interval`` plain rounds; the interval doubles after each probe
-   that does not pay (up to ``max_probe_interval``) and resets when one does. The loop is then never slower
-   than plain decoding by more than the probes' cost (at most one drafted round in ``min_probe_interval``,
-   fewer as the interval grows).
+   estimator) with the rate of plain decoding, ``1 / (T(1) + plain overhead)``. While drafting does not pay
+   it decodes plainly (no draft, no tree: the root alone) and probes with one drafted round after
+   ``probe_interval`` plain rounds; the interval doubles after each probe that does not pay (up to
+   ``max_probe_interval``) and resets when one does. The loop is then never slower than plain decoding by
+   more than the probes' cost (at most one drafted round in ``min_probe_interval``, fewer as the interval
+   grows).
 2. **How many nodes?** After drafting (its cost is sunk), it verifies the ``k`` nodes that maximise
    ``S_k - lam * T(k + 1)`` (`specframe.cost.chooser`), with ``lam`` the best rate achieved so far. The kept
    set is ancestor-closed, and a child-prefix set when the verifier needs one, so losslessness is untouched:
