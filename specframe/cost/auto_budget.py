@@ -155,10 +155,12 @@ class AutoBudget:
             self.probe_interval = self.settings.min_probe_interval
         elif self.drafting:
             self.drafting = False
-            self.plain_left = self.probe_interval
+            self.plain_left = self.probe_interval * self.rows
         else:  # a probe that did not pay
             self.probe_interval = min(2 * self.probe_interval, self.settings.max_probe_interval)
-            self.plain_left = self.probe_interval
+            # A batch's probe drafts every row, so it costs about `rows` drafts: probes are spaced `rows` times
+            # further apart, which keeps their share of the time bounded as the batch grows.
+            self.plain_left = self.probe_interval * self.rows
 
     def _observe_verify(self, tokens: int, ms: float) -> None:
         """Learn the curve; a batch's forward far beyond the measured points becomes a point of its own."""

@@ -156,3 +156,21 @@ def test_a_new_request_probes_soon_but_keeps_what_was_learnt() -> None:
     assert auto.probe_interval == 16 and not auto.drafting
     auto.start_request()
     assert auto.plain_left <= 2 and auto.probe_interval == 16 and auto.draft_rate is not None
+
+
+def test_probes_are_spaced_by_the_batch_size() -> None:
+    """A probe drafts every row of a batch, so with 8 rows the plain stretches between probes are 8 times longer."""
+    gaps = {}
+    for rows in (1, 8):
+        auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=2,
+                                                                                    max_probe_interval=4))
+        auto.rows = rows
+        tree = wide_tree(6)
+        never_accepted(auto, tree)
+        auto.observe_round(6 * rows, float(rows), {"draft": 30.0 * rows, "target": 80.0})  # drafting does not pay
+        plain = 0
+        while not auto.should_draft():
+            auto.observe_plain({"target": 45.0})
+            plain += 1
+        gaps[rows] = plain
+    assert gaps == {1: 2, 8: 16}
