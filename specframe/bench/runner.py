@@ -96,7 +96,10 @@ class BenchRunner:
                 self._decode(method, ids)
 
     def run(self, datasets: Sequence[LoadedDataset], progress: ProgressFn | None = None) -> BenchSummary:
-        items = self.schedule(datasets)
+        return self.run_items(self.schedule(datasets), progress)
+
+    def run_items(self, items: Sequence[WorkItem], progress: ProgressFn | None = None) -> BenchSummary:
+        """Run scheduled items (all of them, or one rank's shard) in order, skipping finished turns."""
         summary = BenchSummary()
         self.warm_up(items)
         for item in items:

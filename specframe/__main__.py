@@ -1,0 +1,6 @@
+"""``python -m specframe ...`` (and ``torchrun ... -m specframe ...``): the command line."""
+
+from specframe.cli import main
+
+if __name__ == "__main__":
+    main()
