@@ -12,6 +12,7 @@ goes through :meth:`DistContext.agree`: all ranks exchange their error (or None)
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 from dataclasses import dataclass
@@ -70,13 +71,6 @@ class DistContext:
 
             dist.barrier()
 
-    def close(self) -> None:
-        if self.distributed:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-
 
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
@@ -106,4 +100,12 @@ def from_env(*, timeout: datetime.timedelta = DEFAULT_TIMEOUT) -> DistContext:
         if use_cuda:
             torch.cuda.set_device(local % torch.cuda.device_count())  # "cuda" below means this rank's GPU
         dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timeout)
+        atexit.register(_destroy)  # a group left open aborts the process at exit (its threads are still joinable)
     return ctx
+
+
+def _destroy() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
