@@ -79,6 +79,26 @@ def test_a_rounds_outcome_reaches_the_host_in_one_transfer() -> None:
     assert (outcome.nodes, outcome.depth, outcome.accepted) == (int(tree.num_nodes[0]) - 1, tree.max_depth, 2)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_ancestor_mask_is_the_parent_closure_without_reading_the_device(seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 20, (1,), generator=gen))
+    parents = [-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)]
+    row = DraftTree.from_lists(list(range(n)), parents)
+    tree = DraftTree.stack([row, DraftTree.from_lists([7, 8], [-1, 0])])  # a padded second row
+    with HostSyncCounter() as counter:
+        mask = tree.ancestor_mask()  # [2, N, N]
+    assert counter.total == 0
+    for b, ps in enumerate((parents, [-1, 0])):
+        for i in range(tree.capacity):
+            expected = set()
+            j = i if i < len(ps) else -1
+            while j >= 0:
+                expected.add(j)
+                j = ps[j]
+            assert set(mask[b, i].nonzero().flatten().tolist()) == expected
+
+
 def test_host_sync_counter_counts_reads_and_data_dependent_shapes() -> None:
     t = torch.tensor([1, 0, 3])
     with HostSyncCounter() as counter:

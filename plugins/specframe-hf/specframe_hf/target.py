@@ -178,7 +178,9 @@ class HFTarget(TargetModel):
             self._discard_pending()
             tree = tree.to(self.device)
             n = tree.capacity
-            if self.max_length is not None and self._past + tree.max_depth >= self.max_length:
+            # A tree is never deeper than its capacity - 1, so the depth is read only near the context's end.
+            if self.max_length is not None and self._past + n - 1 >= self.max_length \
+                    and self._past + tree.max_depth >= self.max_length:
                 raise GenerationError(
                     f"a tree of depth {tree.max_depth} on {self._past} cached tokens runs past the "
                     f"{self.model_type} target's context of {self.max_length}",
@@ -201,14 +203,20 @@ class HFTarget(TargetModel):
         if tree.capacity != self._pending:
             raise GenerationError(f"commit got a tree of {tree.capacity} nodes but the last forward_tree ran "
                                   f"{self._pending}", hint="commit the tree that was just verified")
-        lengths = (accepted_nodes >= 0).sum(dim=1).tolist()
+        # One transfer: each row's path length, then whether each row is a root-first path inside the tree.
+        lengths_t = (accepted_nodes >= 0).sum(dim=1)  # [B]
+        cols = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)  # [D + 1]
+        inside = cols < lengths_t.unsqueeze(1)  # [B, D + 1]: the leading, non-padding entries
+        well_formed = (accepted_nodes[:, 0] == 0) & ((accepted_nodes < self._pending) & inside | ~inside).all(dim=1) \
+            & ((accepted_nodes >= 0) == inside).all(dim=1)  # [B]
+        facts = torch.stack([lengths_t, well_formed.long()], dim=1).tolist()  # [B, 2]
+        lengths = [row[0] for row in facts]
         length = int(lengths[0])
         if any(n != length for n in lengths):
             raise GenerationError(f"batch rows accepted different path lengths {lengths}",
                                   hint="the hf adapter keeps one cache length for the batch; decode rows separately")
         path = accepted_nodes[:, :length]  # [B, L]
-        if length == 0 or bool((path[:, 0] != 0).any()) or bool((path < 0).any()) \
-                or int(path.max()) >= self._pending:
+        if length == 0 or not all(row[1] for row in facts):
             raise GenerationError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree",
                                   hint="accepted_nodes must start with node 0 and be padded with -1 at the end")
         with torch.inference_mode():
