@@ -66,7 +66,8 @@ class StageClock:
 
 
 #: Tensor methods that read a device value into Python.
-_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy"})
+_READS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "equal",
+                    "allclose"})
 #: Operations whose output shape depends on the data (the host must wait for the count).
 _DATA_DEPENDENT = frozenset({"nonzero", "masked_select", "unique", "unique_consecutive", "argwhere"})
 

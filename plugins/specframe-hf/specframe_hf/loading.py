@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from specframe.errors import CheckpointError, ConfigError
+from specframe_hf.device_map import DeviceMap
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -56,20 +57,26 @@ def model_directory(path: str) -> Path:
     return directory
 
 
-def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, attn: str) -> Any:
-    """``AutoModelForCausalLM`` from ``directory`` (local files only), in eval mode on ``device``."""
+def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, attn: str,
+               placement: DeviceMap | None = None) -> Any:
+    """``AutoModelForCausalLM`` from ``directory`` (local files only), in eval mode on ``device``, or split across
+    devices by accelerate when ``placement`` has a device map (:mod:`specframe_hf.device_map`)."""
     from transformers import AutoModelForCausalLM
 
+    if placement is not None:
+        placement.check()
+    split = placement is not None and placement.active
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            directory, local_files_only=True, dtype=dtype, attn_implementation=attn
+            directory, local_files_only=True, dtype=dtype, attn_implementation=attn,
+            **(placement.load_kwargs() if split else {}),  # type: ignore[union-attr]
         )
     except (OSError, ValueError, KeyError) as exc:
         raise CheckpointError(
             f"could not load a causal LM from '{directory}': {type(exc).__name__}: {exc}",
             hint="the directory needs config.json and model weights (*.safetensors or pytorch_model.bin)",
         ) from None
-    return model.to(device).eval()
+    return model.eval() if split else model.to(device).eval()
 
 
 def load_tokenizer(directory: Path) -> Any:
