@@ -65,6 +65,26 @@ class DistContext:
             _, message, where, hint = item
             raise DistributedError(f"rank {rank}: {message}", where=where, hint=hint)
 
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank (every rank gets the same answer)."""
+        if not self.distributed:
+            return flag
+        import torch.distributed as dist
+
+        value = torch.tensor([1.0 if flag else 0.0])
+        dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return bool(value.item())
+
+    def mean(self, value: float) -> float:
+        """The mean of ``value`` over the ranks."""
+        if not self.distributed:
+            return value
+        import torch.distributed as dist
+
+        total = torch.tensor([float(value)], dtype=torch.float64)
+        dist.all_reduce(total)
+        return float(total.item()) / self.world_size
+
     def barrier(self) -> None:
         if self.distributed:
             import torch.distributed as dist
@@ -83,8 +103,12 @@ def _env_int(name: str, default: int) -> int:
                           hint="launch with torchrun, which sets RANK, WORLD_SIZE and LOCAL_RANK") from None
 
 
-def from_env(*, timeout: datetime.timedelta = DEFAULT_TIMEOUT) -> DistContext:
-    """The launch's context; joins the process group when ``WORLD_SIZE`` > 1 (idempotent)."""
+def from_env(*, timeout: datetime.timedelta = DEFAULT_TIMEOUT, backend: str | None = None) -> DistContext:
+    """The launch's context; joins the process group when ``WORLD_SIZE`` > 1 (idempotent).
+
+    ``backend`` None picks NCCL when CUDA is present and gloo otherwise; work that stays on the CPU (the
+    trainer) asks for gloo.
+    """
     world = _env_int("WORLD_SIZE", 1)
     rank = _env_int("RANK", 0)
     local = _env_int("LOCAL_RANK", rank)
@@ -99,7 +123,8 @@ def from_env(*, timeout: datetime.timedelta = DEFAULT_TIMEOUT) -> DistContext:
         use_cuda = torch.cuda.is_available()
         if use_cuda:
             torch.cuda.set_device(local % torch.cuda.device_count())  # "cuda" below means this rank's GPU
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo", timeout=timeout)
+        chosen = backend or ("nccl" if use_cuda else "gloo")
+        dist.init_process_group(backend=chosen, timeout=timeout)
         atexit.register(_destroy)  # a group left open aborts the process at exit (its threads are still joinable)
     return ctx
 

@@ -118,8 +118,12 @@ def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, 
 def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None] = print, progress: bool = True,
-                     max_shards: int | None = None) -> list[Path]:
-    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths."""
+                     max_shards: int | None = None, rank: int = 0, world_size: int = 1) -> list[Path]:
+    """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths.
+
+    Under ``torchrun`` each rank writes the missing shards ``i`` with ``i % world_size == rank`` (the caller waits
+    for all ranks before reading them); the shards are the ones a single process writes.
+    """
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -132,13 +136,15 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
 
             raise ConfigError(f"{out_dir} holds data generated with other settings",
                               hint="use another data.dir, or delete the directory to regenerate")
-    else:
-        meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    else:  # every rank may get here first: identical content, written atomically
+        tmp = meta_path.with_name(f".{META}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(meta, indent=2) + "\n")
+        os.replace(tmp, meta_path)
     # Batches keep the (random) prompt order, so any prefix of the shards is a fair sample of every kind.
     order = list(range(len(prompts)))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     paths = [out_dir / f"shard-{i:05d}.pt" for i in range(len(batches))]
-    todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists()]
+    todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists() and i % world_size == rank]
     if not todo:
         return paths
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)

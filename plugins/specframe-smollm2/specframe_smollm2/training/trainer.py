@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 
+from specframe.distributed import DistContext, from_env
 from specframe.errors import CheckpointError
+from specframe_smollm2.training.data_parallel import loss_function
 from specframe_smollm2.training.dataset import load_sequences, make_batch, split, tap_rms
 from specframe_smollm2.training.export import drafter_config, head_config, write_export
 from specframe_smollm2.training.objectives import EvalResult, Objective
@@ -105,8 +107,11 @@ def _read_metrics(path: Path, upto: int) -> list[str]:
 
 
 def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = print, progress: bool = True,
-          stop_after: int | None = None, target_model: Any = None) -> dict[str, Any]:
+          stop_after: int | None = None, target_model: Any = None, dist: DistContext | None = None) -> dict[str, Any]:
     """Run (or resume) ``recipe``; returns a summary with the final evaluation and CPU seconds.
+
+    Under ``torchrun`` (or with ``dist``) every rank trains its slice of each global batch with
+    DistributedDataParallel and rank 0 alone evaluates and writes (:mod:`~specframe_smollm2.training.data_parallel`).
 
     Args:
         recipe: the validated recipe.
@@ -116,6 +121,10 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
     """
     from tqdm import tqdm
 
+    dist = dist or from_env(backend="gloo")  # the trainer computes on the CPU
+    main = dist.is_main
+    if not main:
+        log, progress = (lambda message: None), False
     torch.set_num_threads(recipe.threads)
     work = Path(recipe.work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -162,15 +171,21 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
         objective.tap_scale = state["tap_scale"]
         step, cpu_before = int(state["step"]), float(state.get("cpu_seconds", 0.0))
         log(f"resumed {recipe.name} from step {step} ({state_path})")
+    loss_fn = loss_function(objective, recipe.optim.batch_seqs, dist)
     metrics_path = work / METRICS
-    kept = _read_metrics(metrics_path, step)
-    metrics_path.write_text("".join(line + "\n" for line in kept))
+    if main:
+        kept = _read_metrics(metrics_path, step)
+        metrics_path.write_text("".join(line + "\n" for line in kept))
 
     def record(entry: dict) -> None:
+        if not main:
+            return
         with metrics_path.open("a") as f:
             f.write(json.dumps(entry) + "\n")
 
     def checkpoint() -> None:
+        if not main:
+            return
         cpu = cpu_before + time.process_time() - cpu0
         _atomic_save({"recipe_kind": recipe.kind, "step": step, "module": module.state_dict(),
                       "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
@@ -199,7 +214,7 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
     while step < recipe.optim.steps:
         if stop_after is not None and step - start_step >= stop_after:
             break
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and dist.any(time.perf_counter() > deadline):  # every rank stops at one step
             log(f"max_minutes reached at step {step}")
             break
         idx = torch.randint(0, len(train_seqs), (recipe.optim.batch_seqs,), generator=batch_gen)
@@ -207,23 +222,25 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
         lr = _lr_at(step, recipe)
         for group in opt.param_groups:
             group["lr"] = lr
-        loss = objective.loss(batch, batch_gen)
+        loss = loss_fn(batch, batch_gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, recipe.optim.grad_clip)
         opt.step()
         step += 1
-        value = float(loss.detach())
+        value = dist.mean(float(loss.detach()))  # the global batch's loss
         ema = value if ema is None else 0.95 * ema + 0.05 * value
         bar.update(1)
         bar.set_postfix(loss=f"{ema:.3f}")
         if step % 10 == 0:
             record({"step": step, "loss": round(value, 5), "lr": lr})
-        if step % recipe.eval.every == 0:
+        if step % recipe.eval.every == 0 and main:
             evaluate()
         if step % recipe.checkpoint_every == 0:
             checkpoint()
     bar.close()
+    if not main:
+        return {"name": recipe.name, "kind": recipe.kind, "steps": step, "rank": dist.rank}
     final = evaluate()
     checkpoint()
     cpu = cpu_before + time.process_time() - cpu0
