@@ -89,6 +89,11 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     runner = BenchRunner(methods, ResultStore(output), max_new_tokens=max_new, infos=infos, warmup=warmup,
                          repeats=repeats, seed=seed)
     items = runner.schedule(datasets)
+    if dist.distributed and any(getattr(m.pipeline.target, "tensor_parallel", False) for m in methods):
+        raise ConfigError("bench under torchrun shares the prompts out by rank, but the target is sharded over "
+                          "the same ranks (tensor_parallel: true)",
+                          hint="benchmark a tensor-parallel target with one prompt stream: use `specframe run`, "
+                               "or drop tensor_parallel for a data-parallel sweep")
     if dist.distributed:  # torchrun: this rank's questions into its own shard; rank 0 merges at the end
         shard, items = prepare_shard(output, items, dist)
         runner.store = ResultStore(shard)

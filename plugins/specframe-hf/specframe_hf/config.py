@@ -44,6 +44,9 @@ class HFTargetConfig(ComponentConfig):
         None, description="per-device memory limits for device_map strategies, e.g. {0: 20GiB, cpu: 64GiB}"
     )
     offload_folder: str | None = Field(None, description="directory for weights the device_map puts on disk")
+    tensor_parallel: bool = Field(
+        False, description="shard every layer over the ranks of a torchrun launch (transformers' tp_plan auto)"
+    )
 
     @field_validator("model")
     @classmethod

@@ -13,6 +13,12 @@ then needs only three facts, all computed here:
 
 KV compaction already moves its indices to each layer's cache device, so tree attention and commits work for
 layers on different devices unchanged.
+
+``tensor_parallel: true`` instead shards every layer over the ranks of a ``torchrun`` launch with transformers'
+own tensor-parallel plan (``tp_plan="auto"``; NCCL on GPUs, gloo on CPUs): each rank holds a slice of the
+attention heads and MLP columns, its KV cache holds its heads, and the logits come back whole on every rank.
+Every rank runs the same decode loop on the same prompt with the same random streams, so they take the same
+decisions; the tree mask covers all heads and KV compaction acts on each rank's own heads.
 """
 
 from __future__ import annotations
@@ -35,13 +41,18 @@ class DeviceMap:
     device_map: str | dict[str, int | str] | None = None
     max_memory: dict[int | str, int | str] | None = None
     offload_folder: str | None = None
+    tensor_parallel: bool = False
 
     @property
     def active(self) -> bool:
-        return self.device_map is not None
+        return self.device_map is not None or self.tensor_parallel
 
     def load_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``from_pretrained`` (after :meth:`check`)."""
+        if self.tensor_parallel:
+            from transformers import DistributedConfig
+
+            return {"distributed_config": DistributedConfig(tp_plan="auto")}
         out: dict[str, Any] = {"device_map": self.device_map}
         if self.max_memory is not None:
             out["max_memory"] = {_memory_key(k): v for k, v in self.max_memory.items()}
@@ -50,7 +61,10 @@ class DeviceMap:
         return out
 
     def check(self) -> None:
-        """Refuse devices this machine does not have, and disk offload without a folder."""
+        """Refuse devices this machine does not have, disk offload without a folder, tensor parallelism without
+        torchrun."""
+        if self.tensor_parallel:
+            self._check_tensor_parallel()
         if isinstance(self.device_map, str) and self.device_map not in STRATEGIES:
             raise ConfigError(f"target.device_map: unknown strategy '{self.device_map}'",
                               hint=f"use one of {', '.join(STRATEGIES)}, or a mapping {{module: device}}")
@@ -65,6 +79,20 @@ class DeviceMap:
         if self.max_memory is not None and self.device_map is None:
             raise ConfigError("target.max_memory is set but target.device_map is not",
                               hint="add device_map: auto (or balanced) to place the model within these limits")
+
+
+    def _check_tensor_parallel(self) -> None:
+        if self.device_map is not None or self.max_memory is not None:
+            raise ConfigError("target.tensor_parallel cannot be combined with target.device_map or max_memory",
+                              hint="shard the model over the torchrun ranks, or split it with a device_map")
+        import torch.distributed as dist
+
+        from specframe.distributed import from_env
+
+        from_env()  # joins the launch's process group (NCCL on GPUs, gloo on CPUs)
+        if not dist.is_initialized() or dist.get_world_size() < 2:
+            raise ConfigError("target.tensor_parallel: true needs a torchrun launch with two or more ranks",
+                              hint="torchrun --nproc-per-node N -m specframe run ... (docs/scale-out.md)")
 
 
 def _memory_key(key: int | str) -> int | str:

@@ -21,7 +21,7 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
     """Load the target from ``config.model`` (transformers is imported only here)."""
     from specframe_hf.target import HFTarget
 
-    placement = DeviceMap(config.device_map, config.max_memory, config.offload_folder)
+    placement = DeviceMap(config.device_map, config.max_memory, config.offload_folder, config.tensor_parallel)
     return HFTarget.from_pretrained(config.model, dtype=config.dtype, device=config.device, attn=config.attn,
                                     taps=config.taps, cpu_linear=config.cpu_linear, placement=placement)
 

@@ -88,6 +88,7 @@ class HFTarget(TargetModel):
         self._taps = LayerTaps(model.model.layers, self.model_type)
         self._taps.set(taps)
         self.cpu_linear = "default"  # "onednn" when the linear layers are prepacked (specframe.cpu_linear)
+        self.tensor_parallel = False  # sharded over the ranks of a torchrun launch (specframe_hf.device_map)
         self._cache: DynamicCache | None = None
         self._past = 0  # committed positions
         self._pending = 0  # uncommitted tree entries appended by the last forward_tree
@@ -123,6 +124,7 @@ class HFTarget(TargetModel):
             pack_linear_layers(model, what=f"the target '{directory}'")
         target = cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
         target.cpu_linear = cpu_linear
+        target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
     # ----------------------------------------------------------------------------------------- state
