@@ -1,7 +1,8 @@
 """τ, tokens/s and speedup of every SmolLM2 method on GSM8K- and HumanEval-style prompts, and τ versus budget.
 
 Reads the benchmark copies in ``../shared/data`` (or ``--data DIR``): the first ``--n`` GSM8K test questions and
-HumanEval prompts, formatted as in the papers' protocol (algorithms.md §9). Every method runs on the same prompts
+HumanEval prompts, formatted as in the papers' protocol (docs/concepts/benchmark-protocol.md). Every method runs on the
+same prompts
 with one shared target in one process; plain decoding is the speedup denominator. Then the tree methods are swept
 over budgets. Results go to ``--out`` (JSON) and a markdown summary is printed.
 
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from rich.console import Console
 from specframe_smollm2.demo import METHODS, repo_root, results_table, run_methods
+
+from specframe.files import write_text
 
 GSM_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 HE_PREFIX = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n"
@@ -94,7 +97,7 @@ def main() -> None:
                                               args.max_new_tokens, console)
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s")
 
 

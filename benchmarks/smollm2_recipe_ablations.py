@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from specframe.files import write_text
+
 RECIPE = "recipes/smollm2/drafter.yaml"
 #: variant -> (what it tests, recipe overrides)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -74,7 +76,8 @@ def main() -> None:
         for e in r["evals"]:
             slots = " ".join(f"{a:.2f}" for a in e["eval_slot_acc"])
             print(f"| {r['variant']} | {r['what']} | {e['step']} | {e['eval_tau']:.3f} | {slots} |")
-    (args.out / "ablations.json").write_text(json.dumps({"steps": args.steps, "rows": rows}, indent=2) + "\n")
+    write_text(args.out / "ablations.json", json.dumps({"steps": args.steps, "rows": rows}, indent=2) + "\n",
+               what="ablation results")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from specframe_trees.correctors import GRUCorrector, RandomGRUConfig, build_rand
 from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner
 
 from specframe.device_sync import synchronize
+from specframe.files import write_text
 from specframe.interfaces import Corrector, RoundContext
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, RngStreams, SamplingParams
@@ -207,7 +208,7 @@ def main() -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+    write_text(out, json.dumps(result, indent=2), what="benchmark results")
     print(f"wrote {out}")
 
 

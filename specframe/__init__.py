@@ -18,7 +18,15 @@ from specframe.interfaces import (
     Verifier,
 )
 from specframe.plugins import PluginHost, hookimpl
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import (
+    ComponentSpec,
+    CorrectorCapabilities,
+    DrafterCapabilities,
+    PrunerCapabilities,
+    TargetCapabilities,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
+)
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput, VerifyResult
 
@@ -26,24 +34,29 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BuildContext",
-    "Capabilities",
     "ComponentConfig",
     "ComponentSpec",
     "Corrector",
+    "CorrectorCapabilities",
     "DecodeState",
     "DraftProposal",
     "DraftTree",
     "Drafter",
+    "DrafterCapabilities",
     "PluginHost",
     "Pruner",
+    "PrunerCapabilities",
     "RngStreams",
     "RoundContext",
     "SamplingParams",
     "SpecframeError",
+    "TargetCapabilities",
     "TargetModel",
     "TargetOutput",
     "TreeBuilder",
+    "TreeBuilderCapabilities",
     "Verifier",
+    "VerifierCapabilities",
     "VerifyResult",
     "__version__",
     "check_tree",

@@ -1,4 +1,4 @@
-"""``python -m specframe ...`` (and ``torchrun ... -m specframe ...``): the command line."""
+"""``python -m specframe ...`` (and ``torchrun ... -m specframe ...``): the command line (:mod:`specframe.cli`)."""
 
 from specframe.cli import main
 

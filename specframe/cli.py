@@ -1,147 +1,71 @@
-"""The ``specframe`` command line: plugins, components, schema, validate, run (plugins may add more).
+"""The ``specframe`` command line: a fresh click group per invocation, its commands added through the
+``specframe_register_commands`` hook of every plugin (the core's own commands come from the built-in plugin,
+:func:`register_core_commands`).
 
-Every command takes ``--json`` for machine-readable output. Bad input prints a one-screen error (what is
-wrong, where, how to fix it) and exits with status 2; no traceback.
+Every command that prints a report takes ``--json`` for machine-readable output. Bad input prints a
+one-screen error (what is wrong, where, how to fix it) and exits with status 2; no traceback. A component that
+breaks its contract (:class:`~specframe.errors.ContractError`) is a plugin bug: its traceback and the
+component's name and distribution are printed, exit status 1.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-from pathlib import Path
+import traceback
+import warnings
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from specframe.config.pipeline import build_pipeline_model
-from specframe.errors import SpecframeError
-from specframe.plugins import REGISTRATION_HOOKS, PluginHost
+from specframe.cli_bench import bench, datasets, report
+from specframe.cli_core import components, plugins, schema, validate
+from specframe.cli_output import err_console
+from specframe.cli_profile import profile
+from specframe.cli_run import run
+from specframe.config.bounds import SizeWarning
+from specframe.errors import ContractError, SpecframeError
+from specframe.plugins import PluginHost
 
-console = Console()
-err_console = Console(stderr=True)
-
-
-def _host(ctx: click.Context) -> PluginHost:
-    return ctx.find_root().obj["host"]
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
+#: The core's commands, in help order.
+CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validate, run, bench, report, datasets,
+                                             profile)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="specframe")
-@click.pass_context
-def cli(ctx: click.Context) -> None:
-    """specframe: composable speculative decoding (drafter -> corrector -> tree builder -> pruner -> verifier)."""
-    ctx.ensure_object(dict)
-    ctx.obj.setdefault("host", PluginHost())
+def register_core_commands(cli: click.Group) -> None:
+    """Add the core's commands to ``cli`` (called by the built-in plugin's ``specframe_register_commands``)."""
+    for command in CORE_COMMANDS:
+        cli.add_command(command)
 
 
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-def plugins(ctx: click.Context, as_json: bool) -> None:
-    """Installed plugins: distribution, version, hooks implemented and components supplied."""
-    host = _host(ctx)
-    registry = host.registry
-    rows = []
-    for info in host.plugins():
-        d = info.as_dict()
-        d["components"] = [f"{r.spec.kind}:{r.spec.name}" for r in registry if r.plugin == info.name]
-        rows.append(d)
-    if as_json:
-        _emit_json(rows)
-        return
-    table = Table(title="specframe plugins")
-    for col in ("plugin", "distribution", "version", "hooks", "components"):
-        table.add_column(col)
-    for d in rows:
-        table.add_row(d["name"], d["distribution"], d["version"], "\n".join(d["hooks"]), "\n".join(d["components"]))
-    console.print(table)
+def make_cli(host: PluginHost) -> click.Group:
+    """A new ``specframe`` group holding every plugin's commands (nothing global is changed)."""
 
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(package_name="specframe")
+    def cli() -> None:
+        """specframe: composable speculative decoding (drafter -> corrector -> tree builder -> pruner -> verifier)."""
 
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--kind", type=click.Choice(list(REGISTRATION_HOOKS)), help="Only this stage kind.")
-@click.pass_context
-def components(ctx: click.Context, as_json: bool, kind: str | None) -> None:
-    """Every registered stage component by kind, with its summary, capabilities and provider."""
-    registry = _host(ctx).registry
-    grouped: dict[str, list[dict[str, Any]]] = {k: [] for k in REGISTRATION_HOOKS if kind in (None, k)}
-    for rec in registry:
-        if rec.spec.kind not in grouped:
-            continue
-        grouped[rec.spec.kind].append({
-            "name": rec.spec.name, "summary": rec.spec.summary, "plugin": rec.plugin,
-            "distribution": rec.distribution, "version": rec.version,
-            "capabilities": rec.spec.capabilities.as_dict(),
-            "fields": sorted(f for f in rec.spec.config.model_fields if f != "type"),
-        })
-    if as_json:
-        _emit_json(grouped)
-        return
-    for k, items in grouped.items():
-        table = Table(title=f"{k} ({len(items)})", title_justify="left")
-        for col in ("name", "summary", "provider", "capabilities"):
-            table.add_column(col)
-        default = ""
-        for item in items:
-            caps = item["capabilities"]
-            shown = ", ".join(f"{c}={v}" for c, v in caps.items() if v not in (False, [], ["deterministic"])
-                              and not (c in ("lossless", "draft_regime") and v in (True, "deterministic")))
-            table.add_row(item["name"], item["summary"], item["distribution"], shown or default)
-        console.print(table)
-
-
-@cli.command()
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file.")
-@click.option("--json", "as_json", is_flag=True, help="Accepted for symmetry; the schema is always JSON.")
-@click.pass_context
-def schema(ctx: click.Context, output: Path | None, as_json: bool) -> None:
-    """JSON Schema of pipeline files, including every installed plugin's components."""
-    model = build_pipeline_model(_host(ctx).registry)
-    text = json.dumps(model.model_json_schema(), indent=2)
-    if output is None:
-        click.echo(text)
-    else:
-        output.write_text(text + "\n", encoding="utf-8")
-        err_console.print(f"wrote {output}")
-
-
-@cli.command()
-@click.argument("pipelines", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print the resolved configs as JSON.")
-@click.pass_context
-def validate(ctx: click.Context, pipelines: tuple[Path, ...], overrides: tuple[str, ...], as_json: bool) -> None:
-    """Check pipeline files (schema and cross-stage rules) and print the resolved config."""
-    from specframe.config.loader import config_hash
-    from specframe.config.validate import load_pipeline_config
-
-    host = _host(ctx)
-    results = []
-    for path in pipelines:
-        config, _ = load_pipeline_config(str(path), overrides, host=host)
-        dump = config.model_dump(mode="json")
-        results.append({"file": str(path), "valid": True, "config_hash": config_hash(dump), "config": dump})
-        if not as_json:
-            console.print(f"[green]ok[/green] {path}  ({config.name}, hash {config_hash(dump)})")
-    if as_json:
-        _emit_json(results)
+    host.register_commands(cli)
+    return cli
 
 
 def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
     """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
-    host = host or PluginHost()
-    try:
-        host.register_commands(cli)
-        from specframe import cli_bench, cli_profile, cli_run  # noqa: F401  (register `run`, `bench`, `report`, `datasets`, `profile`)
+    host = host or PluginHost(skip_broken=True)  # a broken plugin is a warning; `plugins` lists it
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", SizeWarning)
+        warnings.showwarning = _show_warning
+        return _run(args, host)
 
-        cli.main(args=args, obj={"host": host}, standalone_mode=False)
+
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    err_console.print(f"warning: {message}", highlight=False, markup=False)
+
+
+def _run(args: list[str] | None, host: PluginHost) -> int:
+    try:
+        make_cli(host).main(args=args, prog_name="specframe", obj={"host": host}, standalone_mode=False)
     except SpecframeError as exc:
         err_console.print(f"[bold red]error:[/bold red] {escape(exc.render())}", highlight=False)
         return 2
@@ -153,6 +77,10 @@ def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> in
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except ContractError as exc:
+        err_console.print(traceback.format_exc(), highlight=False, markup=False)
+        err_console.print(f"[bold red]bug:[/bold red] {escape(exc.render())}", highlight=False)
+        return 1
     return 0
 
 

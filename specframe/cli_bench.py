@@ -17,8 +17,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from specframe.cli import _emit_json, _host, cli, console, err_console
-from specframe.errors import ConfigError, GenerationError
+from specframe.builtin.baseline import BASELINE_NAME
+from specframe.cli_output import console, emit_json, err_console, host_of
+from specframe.config.bounds import MAX_DRAFT_DEPTH, check_max_new_tokens
+from specframe.errors import ConfigError
+from specframe.files import check_output_file
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
 
@@ -35,7 +38,7 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
     return out
 
 
-@cli.command()
+@click.command()
 @click.argument("pipelines", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--dataset", "-d", "dataset_args", multiple=True, metavar="NAME[:N]",
               help="Dataset and sample count (default: the papers' count; N=all for every question). Repeatable.")
@@ -46,12 +49,12 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--data-file", "data_files", multiple=True, metavar="NAME=PATH", help="File of one dataset.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field in every pipeline.")
 @click.option("--sweep", "sweeps", multiple=True, metavar="KEY=[V1,V2]", help="Add a sweep key (repeatable).")
-@click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--warmup", type=click.IntRange(min=0, max=1000), default=1, show_default=True,
               help="Untimed runs of the first prompt per method.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
-@click.option("--baseline-name", default="ar", show_default=True, help="Method name of the AR baseline.")
+@click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
 @click.option("--no-baseline", is_flag=True, help="Do not run the AR baseline (no speedups in reports).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
@@ -69,8 +72,9 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
 
     if not dataset_args:
         raise ConfigError("no dataset chosen", hint=f"add --dataset NAME[:N]; available: {', '.join(DATASETS)}")
-    if max_new_tokens is not None and max_new_tokens <= 0:
-        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
+    if max_new_tokens is not None:
+        check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
+    check_output_file(output, what="result file")  # before loading models: a device or directory fails at once
     files = _data_files(data_files)
     requests = [parse_dataset_arg(arg) for arg in dataset_args]
     datasets = [load_dataset(name, n, path=files.get(name), data_dirs=data_dirs) for name, n in requests]
@@ -78,7 +82,7 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         note = f" ({ds.note})" if ds.note else ""
         err_console.print(f"{ds.name}: {len(ds)} of {ds.available} from {ds.source}{note}", highlight=False,
                           markup=False)
-    host = _host(ctx)
+    host = host_of(ctx)
     methods = build_methods(pipelines, host=host, overrides=overrides, cli_sweep=parse_cli_sweep(sweeps),
                             baseline_name=None if no_baseline else baseline_name)
     first = next(m for m in methods if not m.baseline)
@@ -114,8 +118,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         err_console.print(f"{rank}{len(methods)} methods ({', '.join(m.name for m in methods)}); {total} turns to "
                           f"run, {len(store)} already in {store.path}", highlight=False, markup=False)
         show = err_console.is_terminal and dist.is_main if show_progress is None else show_progress
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn())
+        columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, disable=not show) as progress:
             task = progress.add_task("bench", total=total)
 
@@ -138,13 +142,13 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     result = {"output": str(output), "recorded": summary.recorded, "skipped": summary.skipped,
               "methods": [m.name for m in methods], "datasets": [ds.name for ds in datasets]}
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         err_console.print(f"recorded {summary.recorded} turns, skipped {summary.skipped} already done -> {output}\n"
                           f"next: specframe report {output}", highlight=False, markup=False)
 
 
-@cli.command()
+@click.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write report.md, CSVs and plots here.")
@@ -153,10 +157,12 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
               help="Speedup definition in the main table.")
 @click.option("--tau", type=click.Choice(["per_response", "pooled"]), default="per_response", show_default=True)
 @click.option("--baseline", default=None, help="Baseline method (default: the records marked as baseline).")
-@click.option("--bootstrap", type=click.IntRange(min=100), default=2000, show_default=True, help="Bootstrap resamples.")
+@click.option("--bootstrap", type=click.IntRange(min=100, max=100_000), default=2000, show_default=True,
+              help="Bootstrap resamples.")
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--max-depth", type=click.IntRange(min=1), default=16, show_default=True, help="Depth columns shown.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed.")
+@click.option("--max-depth", type=click.IntRange(min=1, max=MAX_DRAFT_DEPTH), default=16, show_default=True,
+              help="Depth columns shown.")
 @click.option("--plots/--no-plots", default=True, help="Sweep plots (need matplotlib) when --out-dir is given.")
 @click.option("--json", "as_json", is_flag=True, help="Print the long-format summary rows as JSON.")
 def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedup: str, tau: str,
@@ -169,8 +175,9 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
 
     chosen = tuple(f.strip() for f in formats.split(",") if f.strip())
     unknown = [f for f in chosen if f not in ("md", "csv")]
-    if unknown:
-        raise ConfigError(f"--format: unknown format {', '.join(unknown)}", hint="use md, csv or md,csv")
+    if unknown or not chosen:
+        raise ConfigError(f"--format {formats!r}: unknown or no format {', '.join(unknown)}",
+                          hint="use md, csv or md,csv")
     records, warnings = load_result_files(results)
     for warning in warnings:
         err_console.print(f"warning: {warning}", highlight=False, markup=False)
@@ -190,7 +197,7 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
             err_console.print(f"wrote {path}", highlight=False, markup=False)
 
 
-@cli.command()
+@click.command()
 @click.option("--data-dir", "data_dirs", multiple=True, type=click.Path(path_type=Path), help=DATA_OPTIONS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def datasets(data_dirs: tuple[Path, ...], as_json: bool) -> None:
@@ -209,7 +216,7 @@ def datasets(data_dirs: tuple[Path, ...], as_json: bool) -> None:
         rows.append({"name": spec.name, "title": spec.title, "paper_n": spec.default_n or "all",
                      "template": spec.template, "found": where})
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     table = Table(title="benchmark datasets")
     for col in ("name", "paper_n", "template", "found"):

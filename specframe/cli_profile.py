@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from specframe.cli import _host, cli, console, err_console
+from specframe.cli_output import console, err_console, host_of
 
 
-@cli.command()
+@click.command()
 @click.argument("pipeline", type=click.Path(path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
 @click.option("--prompt", default="Explain step by step how to compute the area of a circle of radius 3.",
@@ -27,7 +27,7 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
     from specframe.cost.report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
     from specframe.pipeline import Pipeline
 
-    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=_host(ctx))
+    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     measured = measure_pipeline_profile(pipe, prompt, reps=reps)
     cached = save_to_cache(measured)
     rows = profile_rows(measured)

@@ -1,35 +1,33 @@
 """``specframe run``: decode prompts with a pipeline, stream the text, print τ, rounds and tokens/s.
 
-With ``--compare-ar`` the same target decodes the same prompts plainly (drafter ``none``) in the same
-process; the summary then gives the speedup and whether the greedy outputs are identical.
+With ``--compare-ar`` the same target decodes the same prompts with the autoregressive baseline that
+``bench`` uses (:func:`specframe.builtin.baseline.ar_baseline`) in the same process;
+the summary then gives the speedup and whether the greedy outputs are identical.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
-from specframe.cli import _emit_json, _host, cli, console, err_console
+from specframe.builtin.baseline import ar_baseline
+from specframe.cli_output import console, emit_json, err_console, host_of
+from specframe.config.bounds import check_max_new_tokens
 from specframe.errors import GenerationError
+from specframe.files.prompts import read_prompts_file
+from specframe.files.read import check_strings
+from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
+from specframe.metrics.speedup import PairedRun, aggregate_speedup
 
 
 def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
     out = list(prompts)
+    check_strings(out, where="--prompt", error=GenerationError)
     if prompts_file is not None:
-        if not prompts_file.exists():
-            raise GenerationError(f"prompts file not found: {prompts_file}",
-                                  hint="give a text file with one prompt per line, or a JSONL file with a "
-                                       "'prompt' field")
-        for line in prompts_file.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            if prompts_file.suffix == ".jsonl":
-                out.append(json.loads(line)["prompt"])
-            else:
-                out.append(line)
+        out += read_prompts_file(prompts_file)
     if not out:
         raise GenerationError("no prompt given", hint='use --prompt "..." or --prompts-file FILE')
     return out
@@ -37,14 +35,13 @@ def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[s
 
 def _summary_line(name: str, results: list[GenerationResult]) -> str:
     rounds = sum(r.num_rounds for r in results)
-    committed = sum(sum(r.accept_lengths()) for r in results)
     tokens = sum(len(r.tokens) for r in results)
     seconds = sum(r.total_ns for r in results) / 1e9
-    tau = committed / rounds if rounds else 0.0
+    tau = tau_pooled([r.accept_lengths() for r in results])
     return f"{name}: tau {tau:.2f} | rounds {rounds} | {tokens} tokens in {seconds:.2f}s | {tokens / seconds:.2f} tok/s"
 
 
-@cli.command()
+@click.command()
 @click.argument("pipeline", type=click.Path(path_type=Path))
 @click.option("--prompt", "prompts", multiple=True, help="A prompt (repeatable).")
 @click.option("--prompts-file", type=click.Path(path_type=Path), help="One prompt per line (or JSONL 'prompt').")
@@ -62,15 +59,15 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     from specframe.pipeline import Pipeline
 
     texts = _read_prompts(prompts, prompts_file)
-    if max_new_tokens is not None and max_new_tokens <= 0:
-        raise GenerationError(f"--max-new-tokens must be positive, got {max_new_tokens}")
-    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=_host(ctx))
+    if max_new_tokens is not None:
+        check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
+    pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
                                                                              highlight=False))
     results = []
     for text in texts:
         if stream is not None:
-            console.rule(f"[bold]{pipe.config.name}[/bold]")
+            console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
         results.append(pipe.generate(text, max_new_tokens, seed=seed, stream=stream))
         if stream is not None:
             console.print()
@@ -78,12 +75,12 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
                     "results": [r.as_dict() for r in results]}
     lines = [_summary_line(pipe.config.name, results)]
     if compare_ar:
-        ar = pipe.with_stage("drafter", {"type": "none"})
-        ar = ar.with_stage("tree_builder", {"type": "chain"}).with_stage("pruner", {"type": "none"})
+        ar = ar_baseline(pipe, "plain decoding", source=str(pipeline))
         baseline = [ar.generate(text, max_new_tokens, seed=seed) for text in texts]
         same = [b.tokens == r.tokens for b, r in zip(baseline, results, strict=True)]
-        speedup = (sum(b.total_ns for b in baseline) / sum(len(b.tokens) for b in baseline)) / \
-                  (sum(r.total_ns for r in results) / sum(len(r.tokens) for r in results))
+        speedup = aggregate_speedup([PairedRun(tokens=len(r.tokens), seconds=r.total_ns / 1e9,
+                                               base_tokens=len(b.tokens), base_seconds=b.total_ns / 1e9)
+                                     for r, b in zip(results, baseline, strict=True)])
         report["baseline"] = [b.summary() for b in baseline]
         report["speedup"] = speedup
         report["identical_to_ar"] = same
@@ -92,7 +89,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
                      + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
     if as_json:
-        _emit_json(report)
+        emit_json(report)
     else:
         for line in lines:
             err_console.print(line, highlight=False, markup=False)

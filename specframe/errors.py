@@ -1,8 +1,13 @@
-"""User-facing errors: one screen, no traceback, always with a hint on how to fix it.
+"""User-facing errors: one screen, no traceback, always with a hint on how to fix it; and contract violations.
 
 Every error that bad input can cause derives from :class:`SpecframeError`. The CLI catches it, prints
 :meth:`SpecframeError.render` and exits with status 2; library users get an ordinary exception whose
 ``str()`` is the same text.
+
+:class:`ContractError` is the other kind: a component broke its interface contract (a verifier returned a
+path that is not a path, a builder a tree its pruner cannot cut). That is a bug in the plugin, not in the
+user's input, so it is not a :class:`SpecframeError`: it names the component and the distribution that ships
+it, and the CLI prints it with its traceback (exit status 1) for the plugin's authors.
 """
 
 from __future__ import annotations
@@ -54,6 +59,35 @@ class CheckpointError(SpecframeError):
 
 class GenerationError(SpecframeError):
     """Bad arguments to a decode call (prompt too long, bad sampling values, ...)."""
+
+
+class ContractError(Exception):
+    """A component violated its interface contract (a plugin bug).
+
+    Args:
+        message: what the component did, with the values seen.
+        stage: the stage at fault (``verifier``, ``tree_builder``, ...), when the raiser knows it; the pipeline
+            then fills in ``component`` and ``distribution`` from the registry.
+        component: the component's registered name.
+        distribution: the distribution that provides it.
+    """
+
+    def __init__(self, message: str, *, stage: str = "", component: str = "", distribution: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.stage = stage
+        self.component = component
+        self.distribution = distribution
+
+    def render(self) -> str:
+        who = f"{self.stage} '{self.component}'" if self.component else (self.stage or "a component")
+        source = f" (distribution {self.distribution})" if self.distribution else ""
+        return (f"{who}{source} broke its contract: {self.message}\n"
+                f"this is a bug in {self.distribution or 'the plugin providing it'}, not in your input; "
+                "please report it to its authors")
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

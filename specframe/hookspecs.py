@@ -116,7 +116,8 @@ def specframe_pruners() -> Iterable[ComponentSpec]:
 
 @hookspec
 def specframe_verifiers() -> Iterable[ComponentSpec]:
-    """Register verifiers (the ``verifier:`` stage). Declare ``lossless`` and ``supported_regimes`` honestly.
+    """Register verifiers (the ``verifier:`` stage). Declare ``VerifierCapabilities(lossless=...)`` (required) and
+    ``supported_regimes`` honestly.
 
     Returns:
         An iterable of ``ComponentSpec(kind="verifier", ...)``. Results of all plugins are collected.
@@ -127,7 +128,8 @@ def specframe_verifiers() -> Iterable[ComponentSpec]:
         def specframe_verifiers():
             yield ComponentSpec(kind="verifier", name="greedy", config=GreedyConfig,
                                 factory=lambda cfg, ctx: GreedyVerifier(),
-                                capabilities=Capabilities(greedy_only=True), summary="argmax walk")
+                                capabilities=VerifierCapabilities(lossless=True, greedy_only=True),
+                                summary="argmax walk")
 
     versionadded: 0.1
     """

@@ -1,4 +1,5 @@
-"""Stage interfaces: `TargetModel`, `Drafter`, `Corrector`, `TreeBuilder`, `Pruner`, `Verifier`.
+"""Stage interfaces: `TargetModel` (and the optional `SharedEmbeddings`), `Drafter`, `Corrector`, `TreeBuilder`,
+`Pruner`, `Verifier`.
 
 A round of the decode loop calls them in this order::
 
@@ -9,8 +10,11 @@ A round of the decode loop calls them in this order::
     result   = verifier.verify(tree, out.logits, round_ctx)         # VerifyResult
     target.commit(tree, result.accepted_nodes); drafter.commit(state, tree, result, out)
 
-The required surface of each interface is one method; optional hooks have no-op defaults. Components are
-built once, when the pipeline is built; nothing here knows about plugins.
+Each stage interface requires one method (``propose``, ``child_logprobs``, ``build``, ``prune``, ``verify``); the
+target adapter requires four (``prefill``, ``forward_tree``, ``commit``, ``cache_len``). Everything else is
+optional with a default: hooks such as ``begin``/``commit``/``advance``, ``TargetModel.encode_messages`` and the
+``SharedEmbeddings`` interface. Components are built once, when the pipeline is built; nothing here knows about
+plugins.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import torch
 
+from specframe.prompts import Messages, encode_messages
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput, VerifyResult
 
@@ -99,6 +104,39 @@ class TargetModel(ABC):
         """Ask for the hidden states of these decoder layers in every ``TargetOutput``."""
         if layers:
             raise NotImplementedError(f"{type(self).__name__} cannot expose hidden-state taps")
+
+    def encode_messages(self, messages: Messages, *, chat: bool | None = None) -> list[int]:
+        """Prompt token ids of chat ``messages``; ``chat`` is the template switch (None: when there is one).
+
+        Optional: the default applies :attr:`tokenizer` through :func:`specframe.prompts.encode_messages`
+        (the only chat-template encoder); override it for targets that prompt differently.
+        """
+        return encode_messages(self.tokenizer, messages, chat=chat)
+
+
+class SharedEmbeddings(ABC):
+    """Optional target interface: the weights a drafter or correction head shares with the target.
+
+    DFlash-style drafters own no token embedding and no LM head; they use the target's (frozen), on the
+    target's device and dtype. A target adapter that offers them implements this interface next to
+    :class:`TargetModel` and declares ``TargetCapabilities(shares_embeddings=True)``; components that need them
+    declare ``needs_target_embeddings=True``, and validation checks the pair before anything loads.
+    """
+
+    dtype: torch.dtype  # weight and activation dtype of the target
+    device: torch.device  # where the target's weights live
+
+    @abstractmethod
+    def input_embeddings(self) -> torch.nn.Module:
+        """The token embedding: ids ``[..]`` -> ``[.., H]``."""
+
+    @abstractmethod
+    def output_embeddings(self) -> torch.nn.Module:
+        """The LM head: ``[.., H]`` -> logits ``[.., V]``."""
+
+    def num_layers(self) -> int | None:
+        """Decoder layers of the target (bounds of the tap indices), when known."""
+        return None
 
 
 class Drafter(ABC):

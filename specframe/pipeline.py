@@ -21,13 +21,14 @@ from typing import Any
 
 import torch
 
-from specframe.config.loader import config_hash, unresolved_variables
+from specframe.config.bounds import check_max_new_tokens
+from specframe.config.loader import config_hash
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
-from specframe.config.validate import load_pipeline_config, validate_pipeline
+from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.setup import build_auto_budget, save_learned_profile
 from specframe.device_sync import StageClock
-from specframe.errors import ConfigError, GenerationError
+from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import (
     BuildContext,
     Corrector,
@@ -41,6 +42,7 @@ from specframe.interfaces import (
 )
 from specframe.metrics.records import GenerationResult, RoundRecord
 from specframe.plugins import PluginHost, PluginInfo
+from specframe.prompts import user_message
 from specframe.sampling import sample, validate_sampling
 from specframe.tree import DraftTree, check_tree
 from specframe.types import RngStreams, SamplingParams, TargetOutput, VerifyResult
@@ -93,14 +95,14 @@ class Pipeline:
     @classmethod
     def from_config(cls, config: PipelineConfigBase, *, target: TargetModel | None = None,
                     host: PluginHost | None = None, reuse: Pipeline | None = None) -> Pipeline:
-        """Instantiate every stage through the registry's factories (the only place plugins are used)."""
+        """Instantiate every stage through the registry's factories.
+
+        Plugins are used while a pipeline is validated and built (here and in :mod:`specframe.config.validate`),
+        never while it decodes.
+        """
         host = host or PluginHost()
         registry = host.registry
-        unresolved = unresolved_variables(config.model_dump(mode="json"))
-        if unresolved:
-            field, var = unresolved[0]
-            raise ConfigError(f"{field} uses ${{{var}}} but the environment variable {var} is not set",
-                              hint=f"export {var}=/path/to/... before running this pipeline")
+        check_variables(config, {}, "<pipeline>")
         ctx = BuildContext(pipeline=config)
         if target is None:
             if config.target is None:  # type: ignore[attr-defined]
@@ -127,6 +129,19 @@ class Pipeline:
     def with_stage(self, field: str, section: dict[str, Any] | None = None, **top_level: Any) -> Pipeline:
         """A pipeline with one stage (or top-level fields) replaced; unchanged stages and the target are reused.
 
+        What it replaces:
+
+        * ``section`` replaces the whole ``field`` section: it is not merged with the old one, so fields it
+          leaves out take their defaults (``{"type": "dartree"}`` drops the old builder's ``width``);
+        * each ``top_level`` keyword replaces that whole top-level field: another stage's section
+          (``corrector={"type": "identity"}``), ``name=``, ``budget=``, ``sampling={...}``, ...;
+        * everything else is kept, and the result is validated again like a file (``verifier: auto`` is
+          resolved again, so it may pick another verifier).
+
+        What it reuses: the target object (always; a ``target=`` keyword does not reload it) and every stage
+        object whose section is unchanged (stages other than the drafter only while the drafter section is
+        unchanged, since their factories may read it).
+
         Example: ``pipe.with_stage("tree_builder", {"type": "dartree", "width": 8})``.
         """
         data = self.config.model_dump(mode="python", exclude_none=True)
@@ -140,21 +155,16 @@ class Pipeline:
 
     # ------------------------------------------------------------------------------------ generation
     def encode(self, prompt: Prompt, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
-        """Token ids of a prompt; strings go through the tokenizer (and its chat template)."""
+        """Token ids of a prompt; strings go through the target's ``encode_messages`` (and its chat template)."""
         if isinstance(prompt, torch.Tensor):
             ids = prompt.long().view(1, -1)
         elif isinstance(prompt, str):
-            tok = self.target.tokenizer
-            if tok is None:
+            if self.target.tokenizer is None:
                 raise GenerationError("a text prompt needs a tokenizer, but the target has none",
                                       hint="pass token ids, or load the target from a directory with a tokenizer")
             use_chat = self.config.generation.chat_template if chat is None else chat
-            if use_chat and getattr(tok, "chat_template", None):
-                text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                               add_generation_prompt=True)
-                ids = torch.tensor([tok(text, add_special_tokens=False)["input_ids"]])
-            else:
-                ids = torch.tensor([tok(prompt)["input_ids"]])
+            ids = torch.tensor([self.target.encode_messages(user_message(prompt), chat=None if use_chat else False)],
+                               dtype=torch.long)
         else:
             ids = torch.tensor([list(prompt)], dtype=torch.long)
         if ids.numel() == 0:
@@ -166,10 +176,11 @@ class Pipeline:
                  stop: Sequence[str] | None = None) -> GenerationResult:
         """Decode one request; the output law equals the target's own (exactly, at temperature 0)."""
         gen = self.config.generation
-        max_new = gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
-        if max_new <= 0:
-            raise GenerationError(f"max_new_tokens must be positive, got {max_new}")
+        max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens))
         stops = tuple(gen.stop if stop is None else stop)
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise GenerationError(f"stop strings must be non-empty strings, got {list(stops)!r}",
+                                  hint="an empty stop string matches at once and would end every output empty")
         ids = self.encode(prompt, chat=chat)
         limit = self.target.max_length
         if limit is not None and ids.shape[1] >= limit:
@@ -177,7 +188,20 @@ class Pipeline:
                                   hint="shorten the prompt")
         if self.config.auto and self.auto_budget is None:
             self.auto_budget = build_auto_budget(self, ids)
-        return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+        try:
+            return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+        except ContractError as exc:
+            self._attribute(exc)
+            raise
+
+    def _attribute(self, exc: ContractError) -> None:
+        """Name the component at fault (its registered type and distribution) in a contract violation."""
+        section = getattr(self.config, exc.stage, None) if exc.stage in STAGE_FIELDS else None
+        if section is None or exc.component:
+            return
+        exc.component = section.type
+        if (STAGE_FIELDS[exc.stage], section.type) in self.host.registry:
+            exc.distribution = self.host.registry.get(STAGE_FIELDS[exc.stage], section.type).distribution
 
     def devices(self) -> tuple[torch.device, ...]:
         """Every device the target and the stages compute on (the target's first); stage timing waits for all."""
@@ -205,6 +229,7 @@ class _Decode:
         self.cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
         self.eos = set(pipe.target.eos_token_ids) if pipe.config.generation.stop_at_eos else set()
         self.new: list[int] = []
+        self.checked = 0  # tokens whose text holds no stop string
         self.streamed_text = ""
 
     def _stop_reason(self) -> str | None:
@@ -226,20 +251,54 @@ class _Decode:
                 break
         return taken
 
-    def _text_and_stream(self) -> tuple[str | None, bool]:
-        tok = self.pipe.target.tokenizer
-        if tok is None:
-            return None, False
-        text = tok.decode(self.new, skip_special_tokens=True)
-        hit = False
-        for s in self.stops:
-            at = text.find(s)
-            if at >= 0:
-                text, hit = text[:at], True
-        if self.stream is not None and text.startswith(self.streamed_text) and len(text) > len(self.streamed_text):
-            self.stream(text[len(self.streamed_text):])
-            self.streamed_text = text
-        return text, hit
+    def _decode(self, tokens: list[int]) -> str:
+        return self.pipe.target.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    def _stop_at(self, text: str) -> int | None:
+        """Where the earliest stop string starts in ``text``, or None."""
+        hits = [at for at in (text.find(s) for s in self.stops) if at >= 0]
+        return min(hits) if hits else None
+
+    def _held_back(self, text: str) -> int:
+        """Characters at the end of ``text`` that may still grow into a stop string (or an unfinished character)."""
+        hold = 0
+        for stop in self.stops:
+            for k in range(min(len(stop) - 1, len(text)), hold, -1):
+                if text.endswith(stop[:k]):
+                    hold = k
+                    break
+        if text.endswith("\ufffd"):  # an incomplete multi-byte character: its bytes may still arrive
+            hold = max(hold, len(text) - len(text.rstrip("\ufffd")))
+        return hold
+
+    def _emit(self, text: str, upto: int) -> None:
+        """Stream ``text[:upto]`` past what was already streamed (never anything the final text drops)."""
+        shown = text[:upto]
+        if self.stream is not None and shown.startswith(self.streamed_text) and len(shown) > len(self.streamed_text):
+            self.stream(shown[len(self.streamed_text):])
+            self.streamed_text = shown
+
+    def _check_text(self) -> tuple[str | None, int | None]:
+        """(text so far, tokens removed) after the newest tokens; ``removed`` is None unless a stop string hit.
+
+        On a hit the tokens are cut to the shortest prefix whose text contains a stop string, so tokens,
+        counts and speed never include what the user does not get, and the text ends before the stop string.
+        """
+        if self.pipe.target.tokenizer is None:
+            return None, None
+        text = self._decode(self.new)
+        if not self.stops or self._stop_at(text) is None:
+            self.checked = len(self.new)
+            self._emit(text, len(text) - self._held_back(text))
+            return text, None
+        keep = next(n for n in range(self.checked + 1, len(self.new) + 1)
+                    if self._stop_at(self._decode(self.new[:n])) is not None)
+        removed = len(self.new) - keep
+        del self.new[keep:]
+        text = self._decode(self.new)
+        text = text[:self._stop_at(text)]
+        self._emit(text, len(text))
+        return text, removed
 
     def run(self) -> GenerationResult:
         pipe, st = self.pipe, self.pipe.stages
@@ -263,8 +322,8 @@ class _Decode:
             if auto is not None:
                 auto.start_request()
             rounds: list[RoundRecord] = []
-            text, hit = self._text_and_stream()
-            reason = "stop_string" if hit else self._stop_reason()
+            text, removed = self._check_text()
+            reason = "stop_string" if removed is not None else self._stop_reason()
             while reason is None:
                 drafted = auto is None or auto.should_draft()
                 chosen: int | None = None
@@ -306,8 +365,14 @@ class _Decode:
                                           committed=len(committed),
                                           stage_ns=stage_ns if timing else {}, drafted=drafted,
                                           budget=chosen))
-                text, hit = self._text_and_stream()
-                reason = "stop_string" if hit else self._stop_reason()
+                text, removed = self._check_text()
+                if removed:  # the round is credited only with the tokens before the stop string
+                    last = rounds[-1]
+                    kept = last.committed - removed
+                    last.committed, last.accepted = kept, min(last.accepted, kept)
+                reason = "stop_string" if removed is not None else self._stop_reason()
+            if text is not None and reason != "stop_string":
+                self._emit(text, len(text))  # the end: nothing held back can become a stop string now
         if auto is not None:
             save_learned_profile(pipe)
         return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,

@@ -8,6 +8,9 @@ exactly like third-party packages. Loading is lazy (on first use) and idempotent
 * ``SPECFRAME_DISABLED_PLUGINS=a,b``: blocklist of entry-point or distribution names;
 * ``SPECFRAME_TRACE_PLUGINS=1``: print every hook call and its result to stderr.
 
+The core's own stages (:mod:`specframe.builtin`) are a plugin too, registered by every host whatever the
+switches say (as pytest registers its own plugins).
+
 The host is an object, not a module singleton, so tests build a fresh one each time. Pluggy is used only
 here, while pipelines and the CLI are built; the decode loop never calls a hook.
 """
@@ -19,12 +22,12 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pluggy
 
 from specframe import hookspecs
-from specframe.errors import PluginError
+from specframe.errors import PluginError, did_you_mean
 from specframe.registry import ComponentRegistry, ComponentSpec
 
 ENTRY_POINT_GROUP = "specframe"
@@ -39,7 +42,17 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "verifier": "specframe_verifiers",
 }
 
+#: Plugin name of the core's built-in stages.
+BUILTIN_PLUGIN = "builtin"
+
 hookimpl = pluggy.HookimplMarker("specframe")
+
+
+def _core_version() -> str:
+    try:
+        return md.version("specframe")
+    except md.PackageNotFoundError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -56,10 +69,40 @@ class PluginInfo:
                 "hooks": list(self.hooks)}
 
 
+@dataclass(frozen=True)
+class UnloadedPlugin:
+    """An installed entry point that supplies nothing: skipped by the switches, or broken while loading."""
+
+    name: str
+    distribution: str
+    version: str
+    status: Literal["skipped", "broken"]
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "distribution": self.distribution, "version": self.version,
+                "status": self.status, "reason": self.reason}
+
+
+def _failure(exc: BaseException) -> str:
+    """An exception raised by plugin code, in one line (``sys.exit`` named as such)."""
+    if isinstance(exc, SystemExit):
+        return f"called sys.exit({exc.code!r})"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
 def _env_list(value: str | None) -> set[str] | None:
     if value is None:
         return None
     return {item.strip() for item in value.split(",") if item.strip()}
+
+
+def _dist_of(ep: md.EntryPoint) -> tuple[str, str]:
+    """(distribution name, version) of an entry point ("?" when unknown)."""
+    if ep.dist is None:
+        return "?", ""
+    return ep.dist.metadata["Name"], ep.dist.version
 
 
 class PluginHost:
@@ -70,7 +113,8 @@ class PluginHost:
         allowlist: only these entry-point/distribution names (default ``SPECFRAME_LOAD_PLUGINS``).
         disabled: never these names (default ``SPECFRAME_DISABLED_PLUGINS``).
         trace: print hook calls (default ``SPECFRAME_TRACE_PLUGINS``).
-        skip_broken: report a plugin that fails to import as a warning instead of an error.
+        skip_broken: report a plugin that fails to import or whose registration hook raises as a warning
+            (listed in :attr:`unloaded`) instead of an error.
         environ: environment to read the switches from (default ``os.environ``).
     """
 
@@ -93,7 +137,7 @@ class PluginHost:
             disabled = _env_list(env.get("SPECFRAME_DISABLED_PLUGINS")) or set()
         self.disabled = set(disabled)
         self.skip_broken = skip_broken
-        self.broken: list[str] = []
+        self.unloaded: list[UnloadedPlugin] = []  # entry points skipped by the switches, or broken
         self.pm = pluggy.PluginManager("specframe")
         self.pm.add_hookspecs(hookspecs)
         self._dists: dict[str, tuple[str, str]] = {}  # plugin name -> (distribution, version)
@@ -101,6 +145,15 @@ class PluginHost:
         self._registry: ComponentRegistry | None = None
         if trace if trace is not None else env.get("SPECFRAME_TRACE_PLUGINS", "") not in ("", "0"):
             self._install_trace()
+        from specframe.builtin import plugin as builtin_plugin
+
+        self.register(builtin_plugin, BUILTIN_PLUGIN, distribution="specframe", version=_core_version())
+
+    @property
+    def broken(self) -> list[str]:
+        """Messages of the plugins that failed to load (with ``skip_broken``)."""
+        return [f"plugin '{u.name}' from distribution {u.distribution} {u.version}: {u.reason}"
+                for u in self.unloaded if u.status == "broken"]
 
     # ------------------------------------------------------------------------------------- loading
     def register(self, plugin: object, name: str | None = None, *, distribution: str = "<in-process>",
@@ -121,9 +174,28 @@ class PluginHost:
             return
         self._loaded = True
         if self.autoload:
-            for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            eps = sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name)
+            self._check_allowlist(eps)
+            for ep in eps:
                 self._load_entry_point(ep)
         self._check_pending()
+
+    def _check_allowlist(self, eps: list[md.EntryPoint]) -> None:
+        """An allowlist entry that names no installed plugin is a typo that would silently load nothing (an
+        error); a blocklist entry that names none may be a typo that loads what it meant to block (a warning)."""
+        known = {ep.name: _dist_of(ep)[0] for ep in eps}
+        stale = sorted(self.disabled - set(known) - set(known.values()))
+        if stale:
+            print(f"warning: SPECFRAME_DISABLED_PLUGINS names {', '.join(repr(u) for u in stale)}, which matches "
+                  f"no installed plugin{did_you_mean(stale[0], [*known, *known.values()])}", file=sys.stderr)
+        if not self.allowlist:
+            return
+        unmatched = sorted(self.allowlist - set(known) - set(known.values()) - {BUILTIN_PLUGIN})  # always there
+        if unmatched:
+            installed = ", ".join(f"{n} ({d})" for n, d in sorted(known.items())) or "(none)"
+            raise PluginError(f"SPECFRAME_LOAD_PLUGINS names {', '.join(repr(u) for u in unmatched)}, which "
+                              f"matches no installed plugin{did_you_mean(unmatched[0], [*known, *known.values()])}",
+                              hint=f"installed plugins (entry point and distribution): {installed}")
 
     def _check_pending(self) -> None:
         """Fail loudly on a hook implementation whose name matches no hookspec (a misspelt hook)."""
@@ -141,28 +213,36 @@ class PluginHost:
             ) from None
 
     def _load_entry_point(self, ep: md.EntryPoint) -> None:
-        dist = ep.dist.metadata["Name"] if ep.dist is not None else "?"
-        version = ep.dist.version if ep.dist is not None else ""
+        dist, version = _dist_of(ep)
         names = {ep.name, dist}
         if self.allowlist is not None and not names & self.allowlist:
+            self.unloaded.append(UnloadedPlugin(ep.name, dist, version, "skipped", "not in SPECFRAME_LOAD_PLUGINS"))
             return
         if names & self.disabled:
+            self.unloaded.append(UnloadedPlugin(ep.name, dist, version, "skipped", "in SPECFRAME_DISABLED_PLUGINS"))
             return
         if self.pm.get_plugin(ep.name) is not None:
             return
         try:
             module = ep.load()
-        except Exception as exc:
-            message = f"plugin '{ep.name}' from distribution {dist} {version} failed to import: " \
-                      f"{type(exc).__name__}: {exc}"
-            if self.skip_broken:
-                self.broken.append(message)
-                print(f"warning: {message}", file=sys.stderr)
-                return
-            raise PluginError(message, hint=f"fix or uninstall {dist}, or set "
-                              f"SPECFRAME_DISABLED_PLUGINS={ep.name} to skip it") from None
-        self.pm.register(module, name=ep.name)
+        except (Exception, SystemExit) as exc:  # plugin code may even call sys.exit while importing
+            self._broken(ep.name, dist, version, f"failed to import: {_failure(exc)}")
+            return
+        try:
+            self.pm.register(module, name=ep.name)
+        except ValueError as exc:  # the same module behind two entry points, or a name pluggy refuses
+            self._broken(ep.name, dist, version, f"cannot be registered: {_failure(exc)}")
+            return
         self._dists[ep.name] = (dist, version)
+
+    def _broken(self, name: str, dist: str, version: str, reason: str) -> None:
+        """Record a broken plugin (``skip_broken``: warn and go on) or raise naming it."""
+        message = f"plugin '{name}' from distribution {dist} {version} {reason}"
+        if not self.skip_broken:
+            raise PluginError(message, hint=f"fix or uninstall {dist}, or set SPECFRAME_DISABLED_PLUGINS={name} "
+                                            "to skip it")
+        self.unloaded.append(UnloadedPlugin(name, dist, version, "broken", reason))
+        print(f"warning: {message}", file=sys.stderr)
 
     def _install_trace(self) -> None:
         def before(hook_name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
@@ -185,8 +265,9 @@ class PluginHost:
         if self._registry is None:
             self.load()
             registry = ComponentRegistry()
+            registry.unavailable = self._unavailable_note()
             for kind, hook_name in REGISTRATION_HOOKS.items():
-                for plugin_name, specs in self._call_per_plugin(hook_name):
+                for plugin_name, specs in self._call_each(hook_name):
                     dist, version = self._dists.get(plugin_name, ("<in-process>", ""))
                     for spec in specs or ():
                         if not isinstance(spec, ComponentSpec):
@@ -197,32 +278,61 @@ class PluginHost:
                                               f"'{spec.kind}' component '{spec.name}'",
                                               hint=f"yield it from {REGISTRATION_HOOKS[spec.kind]} instead")
                         registry.add(spec, plugin=plugin_name, distribution=dist, version=version)
+            registry.unavailable = self._unavailable_note()  # a hook may have broken since
             self._registry = registry
         return self._registry
 
-    def _call_per_plugin(self, hook_name: str) -> list[tuple[str, Iterable[ComponentSpec]]]:
-        """Call a registration hook once per implementing plugin, keeping who returned what."""
+    def _unavailable_note(self) -> str:
+        """For 'unknown component' errors: the installed plugins that were skipped or broken, and why."""
+        by_reason: dict[str, list[str]] = {}
+        for u in self.unloaded:
+            reason = u.reason if u.status == "skipped" else f"broken ({u.reason})"
+            by_reason.setdefault(reason, []).append(f"{u.name} ({u.distribution})")
+        if not by_reason:
+            return ""
+        parts = [f"{reason}: {', '.join(names)}" for reason, names in by_reason.items()]
+        return ("it may come from an installed plugin that was not loaded: " + "; ".join(parts)
+                + " (allow it in SPECFRAME_LOAD_PLUGINS / remove it from SPECFRAME_DISABLED_PLUGINS, or fix it)")
+
+    def _call_each(self, hook_name: str, *, strict: bool = False, lists: bool = True,
+                   **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call a hook once per implementing plugin, keeping who returned what (``lists``: each result as a list).
+
+        A hook that raises (or returns something that is not iterable) is named with its distribution. With
+        ``skip_broken`` (and not ``strict``) that plugin's contribution is left out and it is listed as broken.
+        """
         hook = getattr(self.pm.hook, hook_name)
         impls = hook.get_hookimpls()
         out = []
         for impl in impls:
             others = [i.plugin for i in impls if i is not impl]
             caller = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
-            for result in caller():
-                out.append((impl.plugin_name, list(result or ())))
+            try:
+                results = [(impl.plugin_name, list(result or ()) if lists else result) for result in caller(**kwargs)]
+            except (Exception, SystemExit) as exc:
+                dist, version = self._dists.get(impl.plugin_name, ("<in-process>", ""))
+                reason = f"raised in its {hook_name} hook: {_failure(exc)}"
+                if strict:
+                    raise PluginError(f"plugin '{impl.plugin_name}' from distribution {dist} {version} {reason}",
+                                      hint=f"fix or uninstall {dist}, or set "
+                                           f"SPECFRAME_DISABLED_PLUGINS={impl.plugin_name} to skip it") from None
+                self._broken(impl.plugin_name, dist, version, reason)
+                continue
+            out += results
         return out
 
     def validate_pipeline(self, config: Any) -> list[str]:
         """Cross-stage problems reported by every plugin's ``specframe_validate_pipeline``."""
         self.load()
         problems: list[str] = []
-        for result in self.pm.hook.specframe_validate_pipeline(config=config, registry=self.registry):
-            problems.extend(result or ())
+        for _, result in self._call_each("specframe_validate_pipeline", strict=True, config=config,
+                                         registry=self.registry):
+            problems.extend(str(p) for p in result)
         return problems
 
     def register_commands(self, cli: Any) -> None:
         self.load()
-        self.pm.hook.specframe_register_commands(cli=cli)
+        self._call_each("specframe_register_commands", lists=False, cli=cli)
 
     def plugins(self) -> list[PluginInfo]:
         """Every registered plugin with its distribution, version and implemented hooks."""

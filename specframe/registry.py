@@ -1,7 +1,8 @@
 """Registry records: what a plugin declares about each component, and the registry that holds them.
 
-A plugin's registration hook yields :class:`ComponentSpec` records. Capabilities are declared *data*; the
-core validates pipelines with them and never asks "is this the dflash drafter?".
+A plugin's registration hook yields :class:`ComponentSpec` records. Capabilities are declared *data*, one
+record type per stage kind (:data:`CAPABILITIES`); the core validates pipelines with them and never asks "is
+this the dflash drafter?".
 
 Example::
 
@@ -14,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from specframe.errors import ConfigError, PluginError, did_you_mean
@@ -28,53 +29,118 @@ STAGE_KINDS: tuple[StageKind, ...] = ("target", "drafter", "corrector", "tree_bu
 
 
 @dataclass(frozen=True)
-class Capabilities:
-    """Declared facts about a component; pipelines are validated with these, never with names.
+class StageCapabilities:
+    """Base of the per-kind capability records: declared facts, never names."""
 
-    Attributes:
+    def as_dict(self) -> dict[str, Any]:
+        return {k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(self).items()}
+
+    def declared(self) -> dict[str, Any]:
+        """The facts that differ from the kind's defaults, plus those without a default (``lossless``)."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.default is MISSING or value != f.default:
+                out[f.name] = sorted(value) if isinstance(value, frozenset) else value
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetCapabilities(StageCapabilities):
+    """Attributes:
+        exposes_taps: the adapter can return hidden states of chosen layers.
+        shares_embeddings: the adapter implements :class:`~specframe.interfaces.SharedEmbeddings`.
+    """
+
+    exposes_taps: bool = False
+    shares_embeddings: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrafterCapabilities(StageCapabilities):
+    """Attributes:
         needs_target_hidden: the drafter conditions on the target's hidden states (taps).
-        parallel_block: the drafter yields every depth from one forward pass.
-        emits_logits: the drafter's proposal carries full per-depth logits.
-        emits_features: the drafter's proposal carries per-depth hidden features.
-        needs_logits: the component needs ``proposal.logits`` (sampled builders, learned correctors).
-        needs_features: the corrector needs ``proposal.features`` (backbone outputs).
-        stateful: the corrector carries per-node state along paths.
-        path_dependent: the corrector's scores for a node's children depend on the node's path (its token
-            or state), not only on the depth; builders that use per-depth marginals cannot honour it.
-        draft_regime: trees this builder returns are deterministic given the proposal, or sampled.
-        lossless: the verifier reproduces the target's law exactly (in its supported regimes).
-        supported_regimes: draft regimes the verifier is lossless for.
-        requires_q: the verifier needs the draft law the children were sampled from (``child_q``).
-        greedy_only: the verifier is exact only at temperature 0.
-        exposes_taps: the target adapter can return hidden states of chosen layers.
-        produces_tree: the builder may give a node several children (False: it builds chains only).
-        chain_only: the verifier handles chains only (one child per node).
+        needs_target_embeddings: it uses the target's embedding / LM head (``SharedEmbeddings``).
+        parallel_block: it yields every depth from one forward pass.
+        emits_logits: its proposal carries full per-depth logits.
+        emits_features: its proposal carries per-depth hidden features.
+    """
+
+    needs_target_hidden: bool = False
+    needs_target_embeddings: bool = False
+    parallel_block: bool = False
+    emits_logits: bool = False
+    emits_features: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectorCapabilities(StageCapabilities):
+    """Attributes:
+        needs_logits: the corrector needs ``proposal.logits``.
+        needs_features: it needs ``proposal.features`` (backbone outputs).
+        needs_target_embeddings: it uses the target's embedding / LM head (``SharedEmbeddings``).
+        stateful: it carries per-node state along paths.
+        path_dependent: its scores for a node's children depend on the node's path (its token or state), not
+            only on the depth; builders that use per-depth marginals cannot honour it.
+    """
+
+    needs_logits: bool = False
+    needs_features: bool = False
+    needs_target_embeddings: bool = False
+    stateful: bool = False
+    path_dependent: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeBuilderCapabilities(StageCapabilities):
+    """Attributes:
+        draft_regime: trees it returns are deterministic given the proposal, or sampled.
+        needs_logits: it needs ``proposal.logits`` (sampled builders).
+        produces_tree: it may give a node several children (False: chains only).
+    """
+
+    draft_regime: Literal["deterministic", "sampled"] = "deterministic"
+    needs_logits: bool = False
+    produces_tree: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrunerCapabilities(StageCapabilities):
+    """Attributes:
         keeps_child_prefix: the pruner keeps, for every node, a prefix of its children in index order, which
             rejection verifiers on sampled trees need (siblings are tried in sampling order).
     """
 
-    needs_target_hidden: bool = False
-    parallel_block: bool = False
-    emits_logits: bool = False
-    emits_features: bool = False
-    needs_logits: bool = False
-    needs_features: bool = False
-    stateful: bool = False
-    path_dependent: bool = False
-    draft_regime: Literal["deterministic", "sampled"] = "deterministic"
-    lossless: bool = True
+    keeps_child_prefix: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifierCapabilities(StageCapabilities):
+    """Attributes:
+        lossless: the verifier reproduces the target's law exactly in its supported regimes. No default: a
+            verifier says so explicitly, and ``verifier: auto`` only picks lossless ones.
+        supported_regimes: draft regimes it is lossless for.
+        requires_q: it needs the draft law the children were sampled from (``child_q``).
+        greedy_only: it is exact only at temperature 0.
+        chain_only: it handles chains only (one child per node).
+    """
+
+    lossless: bool
     supported_regimes: frozenset[str] = frozenset({"deterministic"})
     requires_q: bool = False
     greedy_only: bool = False
-    exposes_taps: bool = False
-    produces_tree: bool = True
     chain_only: bool = False
-    keeps_child_prefix: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["supported_regimes"] = sorted(self.supported_regimes)
-        return d
+
+#: The capability record of each stage kind.
+CAPABILITIES: dict[str, type[StageCapabilities]] = {
+    "target": TargetCapabilities,
+    "drafter": DrafterCapabilities,
+    "corrector": CorrectorCapabilities,
+    "tree_builder": TreeBuilderCapabilities,
+    "pruner": PrunerCapabilities,
+    "verifier": VerifierCapabilities,
+}
 
 
 @dataclass(frozen=True)
@@ -85,8 +151,12 @@ class ComponentSpec:
     name: str
     config: type[ComponentConfig]
     factory: Callable[[Any, BuildContext], Any]
-    capabilities: Capabilities = field(default_factory=Capabilities)
+    capabilities: StageCapabilities | None = None  # the kind's record; None: its defaults (verifiers must declare)
     summary: str = ""
+
+    def __post_init__(self) -> None:
+        if self.capabilities is None and self.kind in CAPABILITIES and self.kind != "verifier":
+            object.__setattr__(self, "capabilities", CAPABILITIES[self.kind]())
 
 
 @dataclass(frozen=True)
@@ -104,6 +174,11 @@ class ComponentRegistry:
 
     def __init__(self) -> None:
         self._items: dict[tuple[str, str], RegisteredComponent] = {}
+        #: The pipeline config model built from these components (:func:`specframe.config.pipeline.
+        #: build_pipeline_model`); reset whenever a component is added.
+        self.pipeline_model: Any = None
+        #: Set by the plugin host: which installed plugins were skipped or broken (added to "unknown" errors).
+        self.unavailable = ""
 
     def add(self, spec: ComponentSpec, *, plugin: str, distribution: str, version: str) -> None:
         if spec.kind not in STAGE_KINDS:
@@ -119,6 +194,18 @@ class ComponentRegistry:
                 f"{other.distribution} (plugin '{other.plugin}') and {distribution} (plugin '{plugin}')",
                 hint="uninstall one of them, or block one with SPECFRAME_DISABLED_PLUGINS=<plugin name>",
             )
+        expected = CAPABILITIES[spec.kind]
+        if spec.capabilities is None:
+            raise PluginError(
+                f"{spec.kind} '{spec.name}' from {distribution} (plugin '{plugin}') declares no capabilities",
+                hint="a verifier must say whether it is lossless: capabilities=VerifierCapabilities(lossless=...)",
+            )
+        if not isinstance(spec.capabilities, expected):
+            raise PluginError(
+                f"{spec.kind} '{spec.name}' from {distribution} (plugin '{plugin}') declares "
+                f"{type(spec.capabilities).__name__}, expected {expected.__name__}",
+                hint="each stage kind has its own capability record (specframe.registry.CAPABILITIES)",
+            )
         type_field = spec.config.model_fields.get("type")
         if type_field is None or type_field.default != spec.name:
             raise PluginError(
@@ -126,6 +213,7 @@ class ComponentRegistry:
                 f"must declare `type: Literal['{spec.name}'] = '{spec.name}'`"
             )
         self._items[key] = RegisteredComponent(spec, plugin, distribution, version)
+        self.pipeline_model = None
 
     def names(self, kind: str) -> list[str]:
         return sorted(name for k, name in self._items if k == kind)
@@ -137,7 +225,8 @@ class ComponentRegistry:
             available = self.names(kind)
             raise ConfigError(
                 f"unknown {kind} type '{name}'{did_you_mean(name, available)}",
-                hint=f"available {kind} types: {', '.join(available) or '(none installed)'}",
+                hint=f"available {kind} types: {', '.join(available) or '(none installed)'}"
+                     + (f"; {self.unavailable}" if self.unavailable else ""),
             ) from None
 
     def __contains__(self, key: tuple[str, str]) -> bool:

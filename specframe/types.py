@@ -4,7 +4,9 @@ A round is ``draft -> correct/build -> prune -> target forward -> verify -> comm
 messages between those stages. All tensors are batch-first; the decode loop runs one request per batch row
 and currently batch size 1, but every type keeps the batch axis so batched loops need no new types.
 
-Vocabulary (as in vLLM's rejection sampler):
+Vocabulary (close to vLLM's rejection sampler, with one difference: vLLM calls the token drawn after a rejection
+*recovered* and keeps *bonus* for the token after a fully accepted draft; specframe calls both the bonus token,
+because the loop treats them alike):
 
 * **root**: the last committed token, not yet in the target's KV cache. Every draft tree hangs off it.
 * **accepted** tokens: draft tokens the verifier kept, in path order.
@@ -67,7 +69,8 @@ class DraftProposal:
 
     Depth ``d`` (1-based) is the ``d``-th token after the root; it is stored at index ``d - 1`` ("slot").
     ``logprobs`` are the drafter's base (uncorrected) log-probabilities of the candidates, normalised over
-    the full vocabulary, sorted descending along K. ``-inf`` marks a candidate that must never be used
+    the full vocabulary (or over a reduced draft vocabulary, :mod:`specframe.draft_vocab`, whose complement then
+    has ``-inf`` in ``logits``), sorted descending along K. ``-inf`` marks a candidate that must never be used
     (for example a masked vocabulary entry or padding when the vocabulary is smaller than K).
     """
 

@@ -1,13 +1,12 @@
 """``specframe bench``: pipelines (and sweeps) over benchmark datasets against the AR baseline, into
 resumable Spec-Bench-compatible JSONL result files."""
 
-from specframe.bench.methods import BASELINE_STAGES, Method, build_baseline, build_methods
+from specframe.bench.methods import Method, build_baseline, build_methods
 from specframe.bench.results import ResultsFileError, ResultStore, load_result_files, read_results
 from specframe.bench.runner import BenchRunner, BenchSummary, run_info
 from specframe.bench.sweep import SweepPoint, expand_sweep, parse_cli_sweep, parse_sweep
 
 __all__ = [
-    "BASELINE_STAGES",
     "BenchRunner",
     "BenchSummary",
     "Method",

@@ -4,9 +4,8 @@ The first pipeline builds the target; every other method reuses that object, and
 equals the previous method's, every unchanged stage (so a budget sweep loads its drafter once). All methods
 must name the same target.
 
-The autoregressive baseline is the first method with drafter ``none``, corrector ``identity`` (when
-installed), tree builder ``chain``, pruner ``none`` and verifier ``auto``, made with
-:meth:`Pipeline.with_stage` so it shares the target: the same loop, adapter and prompts, one token per round.
+The autoregressive baseline (:func:`specframe.builtin.baseline.ar_baseline`) is the first method; it shares
+the target: the same loop, adapter and prompts, one token per round.
 """
 
 from __future__ import annotations
@@ -17,21 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from specframe.bench.sweep import SweepPoint, expand_sweep, parse_sweep
+from specframe.builtin.baseline import BASELINE_NAME, ar_baseline
 from specframe.config.loader import config_hash, load_file
 from specframe.config.validate import load_pipeline_config
 from specframe.errors import ConfigError
 from specframe.interfaces import TargetModel
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
-
-#: Stage sections of the autoregressive baseline (corrector only when an ``identity`` corrector exists).
-BASELINE_STAGES: dict[str, dict[str, Any]] = {
-    "drafter": {"type": "none"},
-    "corrector": {"type": "identity"},
-    "tree_builder": {"type": "chain"},
-    "pruner": {"type": "none"},
-    "verifier": {"type": "auto"},
-}
 
 
 @dataclass
@@ -72,7 +63,7 @@ def _method_name(base: str, point: SweepPoint) -> str:
 
 def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: Sequence[str] = (),
                   cli_sweep: Mapping[str, list[Any]] | None = None, target: TargetModel | None = None,
-                  baseline_name: str | None = "ar") -> list[Method]:
+                  baseline_name: str | None = BASELINE_NAME) -> list[Method]:
     """Build every (file, sweep point) pipeline on one target, then the baseline (first) unless disabled."""
     if not paths:
         raise ConfigError("no pipeline file given", hint="specframe bench PIPELINE.yaml [MORE.yaml ...]")
@@ -109,13 +100,7 @@ def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: S
 
 def build_baseline(first: Method, name: str) -> Method:
     """The AR baseline sharing ``first``'s target (see the module docstring)."""
-    registry = first.pipeline.host.registry
-    stages = {k: v for k, v in BASELINE_STAGES.items() if k != "corrector" or ("corrector", "identity") in registry}
-    try:
-        pipe = first.pipeline.with_stage("drafter", stages.pop("drafter"), name=name, **stages)
-    except ConfigError as exc:
-        raise ConfigError(f"cannot build the autoregressive baseline (drafter none, tree_builder chain, pruner "
-                          f"none) from {first.source}: {exc.message}",
-                          hint="install the plugins providing these components (`specframe components`), "
-                               "or pass --no-baseline") from None
+    pipe = ar_baseline(first.pipeline, name, source=first.source,
+                       hint="install the plugins providing these components (`specframe components`), "
+                            "or pass --no-baseline")
     return Method(name=name, pipeline=pipe, base_name=name, source="baseline", baseline=True)

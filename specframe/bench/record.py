@@ -12,7 +12,10 @@ specframe fields:
 * request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
   repeat whose time is the median), ``total_ns_repeats`` (all repeats);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``tree_depth``,
-  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds).
+  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds);
+* machine — ``machine_load`` (optional; absent in files written before it existed): the load average and the CPU
+  seconds other processes used while the turn's repeats ran, and whether that was contention
+  (:class:`specframe.metrics.machine_load.MachineLoad`).
 """
 
 from __future__ import annotations
@@ -24,9 +27,13 @@ from typing import Any
 
 from specframe.datasets.base import Sample
 from specframe.metrics.acceptance import accept_histogram
+from specframe.metrics.machine_load import MachineLoad
 from specframe.metrics.records import GenerationResult
 
 SCHEMA_VERSION = 1
+#: How every serialised record starts (``json.dumps`` of :func:`build_record`, whose first key is
+#: ``question_id``); a last line cut by a crash is recognised by it.
+RECORD_PREFIX = b'{"question_id": '
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,8 @@ class RunInfo:
 
 
 def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationResult,
-                 repeats_ns: Sequence[int], dataset_source: str) -> dict[str, Any]:
+                 repeats_ns: Sequence[int], dataset_source: str,
+                 machine_load: MachineLoad | None = None) -> dict[str, Any]:
     """The JSON-ready record of one timed turn (``result`` is the median-time repeat)."""
     accepted = [r.accepted for r in result.rounds]
     wall = result.total_ns / 1e9
@@ -96,4 +104,5 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
+        **({"machine_load": machine_load.to_dict()} if machine_load is not None else {}),
     }

@@ -7,7 +7,8 @@ Order of work::
         for each method, in the method list rotated by i:        # interleaved: drift hits all methods alike
             for each turn t of the question:                     # turn 2 sees this method's own turn-1 answer
                 skip if (method, dataset, question, t) is already in the result file
-                decode `repeats` times; record the median-time run; append + fsync
+                decode `repeats` times (the machine's load sampled around them); record the median-time run;
+                append + fsync
 
 Rotating the order per question keeps a method from always running right after the same neighbour (cache
 and thermal effects). The seed of every request is the method's ``seed:`` unless ``seed`` is given, so the
@@ -26,6 +27,7 @@ from specframe.bench.methods import Method
 from specframe.bench.record import RunInfo, build_record
 from specframe.bench.results import ResultStore
 from specframe.datasets.base import LoadedDataset, Sample
+from specframe.metrics.machine_load import LoadWindow
 from specframe.metrics.records import GenerationResult
 
 #: Called after each recorded turn with (method name, dataset name, question id, turn).
@@ -112,11 +114,12 @@ class BenchRunner:
                     answers.append(done["choices"][0]["turns"][0])
                     continue
                 ids = encode_turn(item.method.pipeline, item.sample.turns[: turn + 1], answers)
-                runs = sorted((self._decode(item.method, ids) for _ in range(self.repeats)),
-                              key=lambda r: r.total_ns)
+                with LoadWindow() as window:
+                    runs = sorted((self._decode(item.method, ids) for _ in range(self.repeats)),
+                                  key=lambda r: r.total_ns)
                 median = runs[(len(runs) - 1) // 2]
                 record = build_record(self.infos[item.method.name], item.sample, turn, median,
-                                      [r.total_ns for r in runs], item.dataset.source)
+                                      [r.total_ns for r in runs], item.dataset.source, machine_load=window.load)
                 self.store.append(record)
                 summary.recorded += 1
                 answers.append(record["choices"][0]["turns"][0])

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from specframe.errors import ConfigError
+from specframe.files import parse_yaml
+
+#: Most points one sweep grid may have.
+MAX_SWEEP_POINTS = 1024
 
 
 @dataclass(frozen=True)
@@ -76,14 +79,22 @@ def parse_cli_sweep(items: tuple[str, ...] | list[str]) -> dict[str, list[Any]]:
             raise ConfigError(f"--sweep {item}: expected KEY=[v1,v2,...]",
                               hint="example: --sweep pruner.budget=[16,32]")
         try:
-            raw[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ConfigError(f"--sweep {item}: the values are not a YAML list",
+            raw[key.strip()] = parse_yaml(value, source=f"--sweep {item}")[0]
+        except ConfigError as exc:
+            raise ConfigError(f"--sweep {item}: the values are not a YAML list ({exc.message})",
                               hint="example: --sweep pruner.budget=[16,32]") from None
     return parse_sweep(raw, where="--sweep")
 
 
 def expand_sweep(sweep: Mapping[str, list[Any]]) -> list[SweepPoint]:
-    """Every point of the grid, the last key varying fastest; one empty point when there is no sweep."""
+    """Every point of the grid, the last key varying fastest; one empty point when there is no sweep.
+
+    A grid of more than :data:`MAX_SWEEP_POINTS` points is refused (each point is a pipeline to build and run).
+    """
     keys = list(sweep)
+    points = math.prod(len(v) for v in sweep.values())
+    if points > MAX_SWEEP_POINTS:
+        sizes = " x ".join(f"{len(v)} ({k})" for k, v in sweep.items())
+        raise ConfigError(f"the sweep has {points} points ({sizes}); at most {MAX_SWEEP_POINTS} are run at once",
+                          hint="sweep fewer values, or split the grid over several bench runs into the same --output")
     return [SweepPoint(dict(zip(keys, combo, strict=True))) for combo in itertools.product(*sweep.values())]

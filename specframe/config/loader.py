@@ -20,6 +20,8 @@ import yaml
 
 from specframe.config.pipeline import STAGE_FIELDS
 from specframe.errors import ConfigError
+from specframe.files import MiB, parse_yaml, read_text
+from specframe.files.read import check_strings
 
 Provenance = dict[tuple[str, ...], str]
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -34,32 +36,30 @@ def _node_lines(node: yaml.Node, path: tuple[str, ...], where: str, out: Provena
             _node_lines(value_node, key, where, out)
 
 
+#: Largest pipeline file accepted (real ones are a few hundred bytes).
+MAX_PIPELINE_BYTES = MiB
+
+
 def read_yaml(path: Path) -> tuple[dict[str, Any], Provenance]:
     """Parse one YAML mapping and map each key path to ``file:line``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"pipeline file not found: {path}", hint="check the path; relative paths in "
-                          "`extends:` are resolved against the file that contains them") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"malformed YAML: {problem}", where=where,
-                          hint="check indentation and quoting around this line") from None
+    text = read_text(path, what="pipeline file", max_bytes=MAX_PIPELINE_BYTES,
+                     hint="check the path; relative paths in `extends:` are resolved against the file that "
+                          "contains them")
+    data, node = parse_yaml(text, source=str(path))
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"a pipeline file must be a YAML mapping, found {type(data).__name__}", where=str(path))
+        raise ConfigError(f"a pipeline file must be a YAML mapping, found {_yaml_kind(data)}", where=str(path),
+                          hint="write `key: value` lines, e.g. `drafter: {type: ngram}`")
     lines: Provenance = {}
     if node is not None:
         _node_lines(node, (), str(path), lines)
     return data, lines
+
+
+def _yaml_kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}.get(
+        type(value), type(value).__name__)
 
 
 def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -76,13 +76,24 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Provenance]:
-    """Load a pipeline file and, recursively, the files it ``extends:``."""
+#: Most ``extends:`` loads behind one pipeline file (a file extended twice counts twice).
+MAX_EXTENDS_LOADS = 64
+
+
+def load_file(path: str | Path, _stack: tuple[Path, ...] = (),
+              _loads: list[int] | None = None) -> tuple[dict[str, Any], Provenance]:
+    """Load a pipeline file and, recursively, the files it ``extends:`` (at most :data:`MAX_EXTENDS_LOADS`)."""
     path = Path(path)
     resolved = path.resolve()
     if resolved in _stack:
         chain = " -> ".join(str(p) for p in (*_stack, resolved))
         raise ConfigError(f"`extends:` cycle: {chain}", hint="remove one of the `extends:` lines in this chain")
+    loads = [0] if _loads is None else _loads
+    loads[0] += 1
+    if loads[0] > MAX_EXTENDS_LOADS:
+        raise ConfigError(f"`extends:` loads more than {MAX_EXTENDS_LOADS} files behind {_stack[0]}",
+                          where=str(path), hint="a base file extended from several places is loaded each time; "
+                                                "simplify the `extends:` graph")
     data, lines = read_yaml(path)
     parents = data.pop("extends", None)
     if parents is None:
@@ -100,7 +111,7 @@ def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str
             raise ConfigError(f"`extends:` names a missing file: {parent_path}",
                               where=lines.get(("extends",), str(path)),
                               hint="paths are relative to the file that contains `extends:`")
-        pdata, plines = load_file(parent_path, (*_stack, resolved))
+        pdata, plines = load_file(parent_path, (*_stack, resolved), loads)
         merged = _merge(merged, pdata)
         provenance.update(plines)
     provenance.update(lines)
@@ -109,6 +120,7 @@ def load_file(path: str | Path, _stack: tuple[Path, ...] = ()) -> tuple[dict[str
 
 def apply_override(data: dict[str, Any], override: str, provenance: Provenance) -> dict[str, Any]:
     """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, booleans)."""
+    check_strings(override, where=f"--set {override!r}")
     if "=" not in override:
         raise ConfigError(f"override '{override}' is not of the form key.path=value",
                           hint="example: --set tree_builder.width=8")
@@ -117,8 +129,10 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
     if not keys:
         raise ConfigError(f"override '{override}' has an empty key path")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+        value = parse_yaml(raw, source=f"--set {override}")[0] if raw.strip() else ""
+    except ConfigError as exc:
+        if "malformed YAML" not in exc.message:
+            raise
         value = raw
     out = copy.deepcopy(data)
     node = out
@@ -142,8 +156,8 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
 def expand_env(value: Any) -> Any:
     """Replace ``${VAR}`` and ``${VAR:-default}`` in strings with environment values.
 
-    Unset variables without a default stay as written; they are reported when the component that needs the
-    value is built, so example files with placeholders still validate.
+    Unset variables without a default stay as written here; validation then refuses them, naming the field
+    (:func:`specframe.config.validate.check_variables`), exactly as running the pipeline would.
     """
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import Field, create_model, field_validator
 
-from specframe.config.base import ComponentConfig
+from specframe.builtin.plugin import STAGE_DEFAULTS
+from specframe.config.base import ComponentConfig, StrictConfigModel
+from specframe.config.bounds import MAX_NEW_TOKENS
 from specframe.registry import ComponentRegistry
-from specframe.types import SamplingParams
 
 #: Stage fields of a pipeline, in round order, with the registry kind each one draws from.
 STAGE_FIELDS: dict[str, str] = {
@@ -25,17 +26,9 @@ STAGE_FIELDS: dict[str, str] = {
     "verifier": "verifier",
 }
 
-#: Stage defaults used when the file leaves a stage out (only if that component is installed).
-STAGE_DEFAULTS: dict[str, str] = {
-    "corrector": "identity",
-    "tree_builder": "chain",
-    "pruner": "none",
-    "verifier": "auto",
-}
 
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class StrictModel(StrictConfigModel):
+    """Sections of a pipeline besides the stages (the checks of :class:`StrictConfigModel`)."""
 
 
 class AutoVerifierConfig(ComponentConfig):
@@ -55,21 +48,26 @@ class SamplingConfig(StrictModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass (1 = off)."""
 
-    def params(self) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-
 
 class GenerationConfig(StrictModel):
     """Defaults for a generate call; the CLI and API can override each."""
 
-    max_new_tokens: int = Field(256, ge=1)
+    max_new_tokens: int = Field(256, ge=1, le=MAX_NEW_TOKENS)
     """Upper bound on generated tokens (the prefill token included)."""
     stop: tuple[str, ...] = ()
-    """Stop strings: generation ends when the text contains one (it is cut there)."""
+    """Stop strings: generation ends when the text contains one (it is cut there); none may be empty."""
     chat_template: bool = True
     """Wrap string prompts in the tokenizer's chat template when it has one."""
     stop_at_eos: bool = True
     """End at the target's end-of-sequence token."""
+
+    @field_validator("stop")
+    @classmethod
+    def _stops_not_empty(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        if any(s == "" for s in v):
+            raise ValueError("a stop string is empty; it would match at once and end every output empty "
+                             "(remove it, or give the text that should end generation)")
+        return v
 
 
 class MetricsConfig(StrictModel):
@@ -78,7 +76,7 @@ class MetricsConfig(StrictModel):
     stage_timing: bool = True
     """Record per-stage nanoseconds in every RoundRecord."""
     check_trees: bool = False
-    """Debug mode: run the DraftTree invariant checker on every built and pruned tree."""
+    """Debug mode: run the DraftTree invariant checker on every tree sent to the target (after pruning)."""
 
 
 class AutoBudgetConfig(StrictModel):
@@ -111,12 +109,12 @@ class PipelineConfigBase(StrictModel):
     generation: GenerationConfig = GenerationConfig()
     metrics: MetricsConfig = MetricsConfig()
 
-    @field_validator("budget")
+    @field_validator("budget", mode="before")
     @classmethod
-    def _budget_positive(cls, v: int | str) -> int | str:
-        if isinstance(v, int) and v < 1:
-            raise ValueError(f"budget must be a positive number of draft nodes or `auto`, got {v}")
-        return v
+    def _budget_positive_or_auto(cls, v: Any) -> int | str:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+            return v
+        raise ValueError(f"budget must be a positive integer (draft nodes per round) or `auto`, got {v!r}")
 
     @property
     def auto(self) -> bool:
@@ -136,6 +134,11 @@ class PipelineConfigBase(StrictModel):
         return v
 
 
+def stage_default(field: str) -> type[ComponentConfig] | None:
+    """The section a pipeline gets when it leaves ``field`` out: a built-in stage, ``auto`` for the verifier."""
+    return AutoVerifierConfig if field == "verifier" else STAGE_DEFAULTS.get(field)
+
+
 def _union(configs: list[type[ComponentConfig]]) -> Any:
     if len(configs) == 1:
         return configs[0]
@@ -145,11 +148,11 @@ def _union(configs: list[type[ComponentConfig]]) -> Any:
 def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase]:
     """Create the ``PipelineConfig`` model whose stage fields are unions of the registered configs.
 
-    The model is cached on the registry, so configs validated against one registry compare equal.
+    The model is cached on the registry (:attr:`ComponentRegistry.pipeline_model`), so configs validated against
+    one registry compare equal.
     """
-    cached = getattr(registry, "_pipeline_model", None)
-    if cached is not None:
-        return cached
+    if registry.pipeline_model is not None:
+        return registry.pipeline_model
     fields: dict[str, Any] = {}
     for field, kind in STAGE_FIELDS.items():
         configs = [r.spec.config for r in registry.of_kind(kind)]
@@ -159,14 +162,13 @@ def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase
             fields[field] = (None, None)
             continue
         annotation = _union(configs)
-        default_name = STAGE_DEFAULTS.get(field)
-        by_name = {c.model_fields["type"].default: c for c in configs}
+        default = stage_default(field)
         if field == "target":
             fields[field] = (Optional[annotation], None)  # noqa: UP045
-        elif default_name in by_name:
-            fields[field] = (annotation, by_name[default_name]())
+        elif default in configs:
+            fields[field] = (annotation, default())
         else:
             fields[field] = (annotation, ...)
     model = create_model("PipelineConfig", __base__=PipelineConfigBase, **fields)
-    registry._pipeline_model = model  # type: ignore[attr-defined]
+    registry.pipeline_model = model
     return model

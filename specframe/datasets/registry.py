@@ -1,6 +1,6 @@
 """The dataset registry: one :class:`DatasetSpec` per benchmark, and :func:`load_dataset`.
 
-Sample counts are the papers' (algorithms.md §9, DARTree §5.4): GSM8K 128, MATH-500 128, AIME25 30,
+Sample counts are the papers' (docs/concepts/benchmark-protocol.md): GSM8K 128, MATH-500 128, AIME25 30,
 HumanEval 164, MBPP 128, MT-Bench 80, Alpaca 128; Spec-Bench uses all 480 prompts.
 
 Example::

@@ -1,4 +1,4 @@
-"""Acceptance metrics from per-round records (docs/metrics.md, architecture.md §9).
+"""Acceptance metrics from per-round records (docs/metrics.md).
 
 Inputs are plain per-round lists so the same code serves live ``GenerationResult`` objects and result files:
 

@@ -1,7 +1,7 @@
 """Speedup of a method over the autoregressive baseline, from paired runs on the same prompts.
 
 Both arms count generated token ids identically (the decode loop's ``new_tokens``) and run on the same
-prompts and hardware. Three definitions (architecture.md §9, algorithms.md §9):
+prompts and hardware. Three definitions (docs/metrics.md, docs/concepts/benchmark-protocol.md):
 
 * **aggregate** = (Σ tokens_m / Σ time_m) / (Σ tokens_b / Σ time_b) — total throughput ratio (DARTree);
 * **geometric mean of paired ratios** — ratio_i = (tokens_m,i / time_m,i) / (tokens_b,i / time_b,i) per

@@ -9,6 +9,7 @@ and SVGs carry no date so re-rendering the same results gives the same file.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from specframe.errors import SpecframeError
+from specframe.files import ensure_dir, write_bytes
 from specframe.report.summary import MethodInfo, Summary
 from specframe.report.tables import SpeedupKind, TauKind, speedup_of, tau_of
 
@@ -80,7 +82,7 @@ def sweep_plots(summary: Summary, out_dir: Path, *, speedup: SpeedupKind = "aggr
     if not todo:
         return []
     matplotlib, figure_class = _import_matplotlib()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    ensure_dir(out_dir, what="report directory")
     written = []
     for base, key, members in todo:
         members = [m for m in members if key in m.sweep]
@@ -110,7 +112,7 @@ def sweep_plots(summary: Summary, out_dir: Path, *, speedup: SpeedupKind = "aggr
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{base}_{key}")
         with matplotlib.rc_context({"svg.hashsalt": "specframe"}):
             for suffix, metadata in ((".png", {"Software": None}), (".svg", {"Date": None})):
-                path = out_dir / f"{stem}{suffix}"
-                fig.savefig(path, metadata=metadata, dpi=120)
-                written.append(path)
+                buffer = io.BytesIO()
+                fig.savefig(buffer, format=suffix[1:], metadata=metadata, dpi=120)
+                written.append(write_bytes(out_dir / f"{stem}{suffix}", buffer.getvalue(), what="plot"))
     return written

@@ -11,14 +11,18 @@ Example::
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specframe.files import ensure_dir, write_text
+from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
 from specframe.report.plots import sweep_plots
-from specframe.report.summary import Summary
+from specframe.report.summary import ALL, Summary
 from specframe.report.tables import (
+    CONTENDED_MARK,
     SpeedupKind,
     TauKind,
     depth_rows,
@@ -58,6 +62,7 @@ class Report:
             f"Cells: speedup× / τ. Speedup: {SPEEDUP_TEXT[self.speedup]}; {TAU_TEXT[self.tau]}. "
             f"Baseline: {base}. Average = mean of the dataset cells.", "",
             markdown(main_table(s, self.speedup, self.tau)), "",
+            *self._contention_note(),
             f"## Paired speedup ({self.confidence:.0%} bootstrap CI over prompts)", "",
             markdown(paired_table(s)), "",
             "## Acceptance per depth (all datasets pooled)", "",
@@ -70,14 +75,23 @@ class Report:
         ]
         return "\n".join(parts)
 
+    def _contention_note(self) -> list[str]:
+        """The footnote of the contention mark, when any cell carries it."""
+        counts = {m: c.contended for (m, ds), c in self.summary.cells.items() if ds == ALL and c.contended}
+        if not counts:
+            return []
+        listed = ", ".join(f"{m} ({n})" for m, n in counts.items())
+        return [f"{CONTENDED_MARK} measured under contention: other processes kept more than "
+                f"{CONTENDED_OTHER_CPUS:g} of a core busy while some of the records behind the cell ran "
+                f"(records per method, baseline partners included: {listed}; `machine_load` in the result "
+                "file). Treat these speeds as lower bounds and rerun on a quiet machine.", ""]
+
     def write(self, out_dir: Path, *, formats: tuple[str, ...] = ("md", "csv"), plots: bool = True) -> list[Path]:
         """Write the chosen formats (and sweep plots) into ``out_dir``; return the paths written."""
-        out_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(out_dir, what="report directory")
         written = []
         if "md" in formats:
-            path = out_dir / "report.md"
-            path.write_text(self.markdown(), encoding="utf-8")
-            written.append(path)
+            written.append(write_text(out_dir / "report.md", self.markdown(), what="report"))
         if "csv" in formats:
             for name, rows in (("summary", summary_rows(self.summary)), ("depth", depth_rows(self.summary)),
                                ("stages", stage_rows(self.summary))):
@@ -88,10 +102,10 @@ class Report:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        if rows:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
-    return path
+    buffer = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()})
+    return write_text(path, buffer.getvalue(), what="CSV table")

@@ -3,7 +3,8 @@
 A record is paired with the baseline record of the same target (``target_hash``), dataset, question and turn;
 records without a partner count for τ but not for speedup. ``ALL`` pools every dataset of a method (used by
 the per-depth and stage tables); the main table's average column is the mean of the per-dataset cells, as in
-the papers.
+the papers. A cell counts the records behind it (its own and their baseline partners) that were measured under
+contention (``machine_load.contended``; records without the field count as quiet).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from specframe.bench.results import ResultsFileError
 from specframe.metrics.acceptance import DepthRates, depth_rates, tau_per_response, tau_pooled
+from specframe.metrics.machine_load import MachineLoad
 from specframe.metrics.speedup import (
     Estimate,
     PairedRun,
@@ -55,6 +57,7 @@ class CellStats:
     speedup_geomean: Estimate = field(default_factory=lambda: Estimate(math.nan))
     speedup_tpot: float = math.nan
     identical: tuple[int, int] | None = None  # (outputs equal to the baseline's, pairs) at temperature 0
+    contended: int = 0  # records behind the cell (own + baseline partners) measured under contention
 
     @property
     def tokens_per_s(self) -> float:
@@ -98,6 +101,12 @@ def _seconds(record: Record) -> float:
     return float(record["total_ns"]) / 1e9
 
 
+def is_contended(record: Record) -> bool:
+    """Whether the record's machine-load field says it was measured under contention."""
+    load = MachineLoad.from_dict(record.get("machine_load"))
+    return bool(load is not None and load.contended)
+
+
 def _tpot(record: Record) -> float | None:
     decoded = _tokens(record) - 1  # the prefill's token is not decoded
     return (record["total_ns"] - record["prefill_ns"]) / 1e9 / decoded if decoded > 0 else None
@@ -119,6 +128,8 @@ def _cell(method: str, dataset: str, records: Sequence[Record], partners: dict[t
                       depth=depth_rates(accepted, options.max_depth),
                       nodes_per_round=nodes / rounds if rounds else math.nan, stage_ns=stage_ns)
     pairs = [(r, partners[_key(r)]) for r in records if _key(r) in partners]
+    behind = {id(r): r for r in records} | ({} if is_baseline else {id(b): b for _, b in pairs})
+    stats.contended = sum(is_contended(r) for r in behind.values())
     if is_baseline:  # the reference itself: speedup 1 by definition
         if pairs:
             stats.speedup_aggregate = stats.speedup_geomean = Estimate(1.0, n=len(pairs))

@@ -1,6 +1,7 @@
 """The report's tables, as header + rows of strings (Markdown) and as long-format rows (CSV).
 
-* main — the papers' layout: rows = methods, columns = datasets + average, cells = ``speedup× / τ``;
+* main — the papers' layout: rows = methods, columns = datasets + average, cells = ``speedup× / τ``, marked
+  with :data:`CONTENDED_MARK` where a record behind the cell was measured under contention;
 * paired — per method and dataset: aggregate and geometric-mean speedups with bootstrap CIs, TPOT speedup,
   and (at temperature 0) how many outputs equal the baseline's token for token;
 * depth — unconditional u_d and conditional c_d per depth, all datasets pooled;
@@ -21,6 +22,9 @@ from specframe.report.summary import ALL, CellStats, Summary
 SpeedupKind = Literal["aggregate", "geomean", "tpot"]
 TauKind = Literal["per_response", "pooled"]
 Table = tuple[list[str], list[list[str]]]
+
+#: Marks a cell with at least one record measured while other processes loaded the machine.
+CONTENDED_MARK = "†"
 
 
 def _num(value: float, digits: int = 2, suffix: str = "") -> str:
@@ -48,7 +52,7 @@ def main_table(summary: Summary, speedup: SpeedupKind = "aggregate", tau: TauKin
     header = ["method", *summary.datasets, "average"]
     rows = []
     for m in summary.methods:
-        row, speeds, taus = [m.name], [], []
+        row, speeds, taus, marked = [m.name], [], [], False
         for ds in summary.datasets:
             cell = summary.cell(m.name, ds)
             if cell is None:
@@ -57,8 +61,10 @@ def main_table(summary: Summary, speedup: SpeedupKind = "aggregate", tau: TauKin
             s, t = speedup_of(cell, speedup), tau_of(cell, tau)
             speeds.append(s)
             taus.append(t)
-            row.append(f"{_num(s, suffix='×')} / {_num(t)}")
-        row.append(f"{_num(_mean(speeds), suffix='×')} / {_num(_mean(taus))}")
+            mark = CONTENDED_MARK if cell.contended else ""
+            marked = marked or bool(mark)
+            row.append(f"{_num(s, suffix='×')} / {_num(t)}{mark}")
+        row.append(f"{_num(_mean(speeds), suffix='×')} / {_num(_mean(taus))}{CONTENDED_MARK if marked else ''}")
         rows.append(row)
     return header, rows
 
@@ -141,6 +147,7 @@ def summary_rows(summary: Summary) -> list[dict[str, Any]]:
             "speedup_geomean_low": c.speedup_geomean.low, "speedup_geomean_high": c.speedup_geomean.high,
             "speedup_tpot": c.speedup_tpot, "pairs": c.speedup_aggregate.n,
             "identical": c.identical[0] if c.identical else "", "identical_of": c.identical[1] if c.identical else "",
+            "contended": c.contended,
         })
     return rows
 

@@ -1,48 +1,22 @@
-"""The smallest real implementation of each stage, for tests that must not depend on installed plugins.
+"""The smallest real verifier, for tests that must not depend on installed plugins.
 
-They run on any target (the toy target included) and are exact at temperature 0:
+The other stages such tests need are the core's built-in null stages (:mod:`specframe.builtin`): drafter
+``none``, corrector ``identity``, tree builder ``chain``, pruner ``none``. With them, plain decoding runs on
+any target (the toy target included) and is exact at temperature 0.
 
-* :class:`NoDraft`: an empty proposal (plain decoding);
-* :class:`MarginalCorrector`: the proposal's base log-probs, unchanged;
-* :class:`FirstCandidateChain`: the first candidate of every depth, as a chain of at most ``budget`` nodes;
-* :class:`KeepAllPruner`: the tree as built;
 * :class:`ArgmaxWalkVerifier`: follow the child whose token is the target's argmax (one row).
 
-Example: with candidates ``[[5, 2], [7, 1]]`` per depth and root 3, :class:`FirstCandidateChain` builds
-``3 -> 5 -> 7``; if the target's argmax after ``3`` is 5 and after ``5`` is 4, the verifier accepts ``[0, 1]``
-and emits the bonus token 4.
+Example: for the chain ``3 -> 5 -> 7``, if the target's argmax after ``3`` is 5 and after ``5`` is 4, the
+verifier accepts ``[0, 1]`` and emits the bonus token 4.
 """
 
 from __future__ import annotations
 
 import torch
 
-from specframe.interfaces import Corrector, DecodeState, Drafter, Pruner, RoundContext, TreeBuilder, Verifier
+from specframe.interfaces import RoundContext, Verifier
 from specframe.tree import DraftTree
-from specframe.types import DraftProposal, VerifyResult
-
-
-class NoDraft(Drafter):
-    def propose(self, state: DecodeState) -> DraftProposal:
-        return DraftProposal.empty(state.root)
-
-
-class MarginalCorrector(Corrector):
-    def child_logprobs(self, proposal: DraftProposal, depth: int, tokens: torch.Tensor,
-                       state: torch.Tensor) -> torch.Tensor:  # [B, M, K]
-        return proposal.logprobs[:, depth - 1 : depth].expand(-1, tokens.shape[1], -1)
-
-
-class FirstCandidateChain(TreeBuilder):
-    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
-        depth = min(proposal.depth, ctx.budget)
-        tokens = [int(proposal.root[0])] + [int(proposal.tokens[0, d, 0]) for d in range(depth)]
-        return DraftTree.from_lists(tokens, [-1, *range(depth)])
-
-
-class KeepAllPruner(Pruner):
-    def prune(self, tree: DraftTree, ctx: RoundContext) -> DraftTree:
-        return tree
+from specframe.types import VerifyResult
 
 
 class ArgmaxWalkVerifier(Verifier):

@@ -1,8 +1,16 @@
-"""specframe's pytest plugin (registered under ``pytest11``): fixtures for plugin authors and the
-parametrisation of :class:`specframe.testing.conformance.ConformanceSuite` subclasses.
+"""specframe's pytest plugin: fixtures for plugin authors and the parametrisation of
+:class:`specframe.testing.conformance.ConformanceSuite` subclasses.
 
-Fixtures: ``plugin_host`` (a fresh host, autoload off), ``installed_host`` (every installed plugin) and
-``conformance_workdir`` (a session scratch directory where conformance cases write tiny checkpoints).
+Opt-in, like pytest's own ``pytester``: a test suite that wants it names it in its top-level ``conftest.py``::
+
+    pytest_plugins = ["specframe.testing.pytest_plugin"]
+
+(it is not a ``pytest11`` entry point, so installing specframe adds nothing, torch included, to other projects'
+pytest sessions).
+
+Fixtures: ``specframe_plugin_host`` (a fresh host, autoload off), ``specframe_installed_host`` (every installed
+plugin) and ``specframe_conformance_workdir`` (a session scratch directory where conformance cases write tiny
+checkpoints).
 """
 
 from __future__ import annotations
@@ -17,19 +25,19 @@ UNUSED_MARK = "specframe_conformance_unused"
 
 
 @pytest.fixture
-def plugin_host() -> PluginHost:
+def specframe_plugin_host() -> PluginHost:
     """A fresh plugin host with entry-point autoload off: register in-process plugins on it."""
     return PluginHost(autoload=False, allowlist=None, disabled=(), trace=False)
 
 
 @pytest.fixture
-def installed_host() -> PluginHost:
+def specframe_installed_host() -> PluginHost:
     """A fresh plugin host that loads every installed plugin (first- and third-party)."""
     return PluginHost(autoload=True, allowlist=None, disabled=(), trace=False)
 
 
 @pytest.fixture(scope="session")
-def conformance_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def specframe_conformance_workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Scratch directory shared by the conformance cases of a test session."""
     return tmp_path_factory.mktemp("specframe-conformance")
 

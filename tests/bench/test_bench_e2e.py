@@ -12,9 +12,10 @@ from specframe.cli import run_cli
 
 from .toy_plugin import CharTokenizer, toy_host, write_pipeline
 
-DATA = (Path(__file__).parents[2] / "../shared/data").resolve()
-pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"benchmark data not found at {DATA}")
-METHODS = ["ar", "toy-spec[drafter.depth=1]", "toy-spec[drafter.depth=3]"]
+#: A small data directory inside the repository (GSM8K and MT-Bench in the published layout): these tests never
+#: depend on the benchmark copies outside it.
+DATA = Path(__file__).parent / "data"
+METHODS = ["autoregressive", "toy-spec[drafter.depth=1]", "toy-spec[drafter.depth=3]"]
 
 
 def bench(tmp_path: Path, *extra: str) -> int:
@@ -52,10 +53,18 @@ def test_records_cover_every_method_question_and_turn(results: Path) -> None:
         assert choice["wall_time"][0] == r["total_ns"] / 1e9 > 0
         assert set(r["stage_ns"]) == {"draft", "build", "prune", "target", "verify", "commit"}
         assert r["plugins"]["specframe"] and r["config_hash"] and r["dataset_source"].startswith(str(DATA))
-    baseline = [r for r in records if r["method"] == "ar"]
+    baseline = [r for r in records if r["method"] == "autoregressive"]
     assert all(r["baseline"] and set(r["accepted"]) == {0} and r["tree_nodes"][0] == 0 for r in baseline)
     deep = [r for r in records if r["method"] == METHODS[2]]
     assert max(max(r["accepted"]) for r in deep) > 1 and max(max(r["tree_nodes"]) for r in deep) == 3
+
+
+def test_records_carry_the_machine_load_of_their_measurement(results: Path) -> None:
+    for r in read_results(results):
+        load = r["machine_load"]
+        assert set(load) == {"loadavg_before", "loadavg_after", "other_cpu_s", "wall_s", "cpus", "contended"}
+        assert load["wall_s"] >= round(r["total_ns"] / 1e9, 4) - 1e-4 and load["cpus"] >= 1
+        assert load["contended"] in (True, False, None)
 
 
 def test_greedy_outputs_equal_the_baseline_token_for_token(results: Path) -> None:
@@ -107,6 +116,16 @@ def test_resume_skips_finished_turns_and_rebuilds_a_crash_cut_record(results: Pa
     assert results.read_bytes().count(b"\n") == len(before)
 
 
+def test_bench_refuses_an_output_that_is_not_a_result_file_and_leaves_it_untouched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    notes = tmp_path / "res.jsonl"
+    notes.write_bytes(b"my notes, one line and no newline")
+    assert bench(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"{notes}:1" in err and "not a valid result record" in err and "Traceback" not in err
+    assert notes.read_bytes() == b"my notes, one line and no newline"
+
+
 def test_resume_with_other_settings_is_refused(results: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     assert bench(tmp_path, "--max-new-tokens", "8") == 2
@@ -150,5 +169,6 @@ def test_repeats_record_the_median_run_and_progress_bar_runs(tmp_path: Path) -> 
 def test_datasets_command_lists_where_each_set_is_found(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(["datasets", "--data-dir", str(DATA), "--json"], host=toy_host()) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert len(rows) == 8 and all(row["found"].startswith(str(DATA)) for row in rows)
+    found = {row["name"]: row["found"] for row in rows}
+    assert len(rows) == 8 and found["gsm8k"].startswith(str(DATA)) and found["mt_bench"].startswith(str(DATA))
     assert next(r for r in rows if r["name"] == "gsm8k")["paper_n"] == 128

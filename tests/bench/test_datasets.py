@@ -172,3 +172,22 @@ def test_installed_packages_are_detected_without_importing_them(tmp_path: Path,
     assert math500.samples[0].turns == ("1+1?" + REASONING_SUFFIX,)
     aime = load_dataset("aime25", None, environ=NO_ENV)
     assert aime.samples[0].turns[0].startswith("Find b.") and "15 of the 30" in aime.note
+
+
+@pytest.mark.parametrize("name, filename, record, message", [
+    ("gsm8k", "test.jsonl", {"question": None}, "field 'question' is None, not a str"),
+    ("gsm8k", "test.jsonl", {"question": ["a", "b"]}, "field 'question'"),
+    ("math500", "test.jsonl", {"problem": 5}, "field 'problem' is 5, not a str"),
+    ("mbpp", "mbpp.jsonl", {"task_id": "x", "text": "t"}, "field 'task_id' is 'x', not a int"),
+    ("mbpp", "sanitized-mbpp.json", {"task_id": True, "prompt": "t"}, "field 'task_id' is True"),
+    ("alpaca", "alpaca_data.json", {"instruction": 5}, "field 'instruction' is 5, not a str"),
+    ("alpaca", "alpaca_data.json", {"instruction": "a", "input": ["x"]}, "field 'input'"),
+    ("mt_bench", "question.jsonl", {"question_id": 1, "category": None, "turns": ["a"]}, "field 'category'"),
+])
+def test_records_with_wrong_types_are_errors_not_tracebacks(tmp_path: Path, name: str, filename: str,
+                                                           record: dict, message: str) -> None:
+    path = tmp_path / filename
+    text = json.dumps([record]) if filename.endswith(".json") else json.dumps(record) + "\n"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError, match=message.replace("(", r"\(")):
+        load_dataset(name, None, path=path)

@@ -138,3 +138,27 @@ def test_report_markdown_without_baseline() -> None:
     records = [r for r in fixture_records() if not r["baseline"]]
     text = Report(summarize(records, SummaryOptions(resamples=200))).markdown()
     assert "Baseline: none" in text and "| m | — / 3.00 |" in text
+
+
+def _load(contended: bool | None) -> dict:
+    return {"loadavg_before": 1.0, "loadavg_after": 2.5, "other_cpu_s": 3.0 if contended else 0.0,
+            "wall_s": 4.0, "cpus": 2, "contended": contended}
+
+
+def test_cells_measured_under_contention_are_marked_with_a_footnote() -> None:
+    records = fixture_records()
+    records[3]["machine_load"] = _load(True)  # m, gsm8k question 2
+    records[6]["machine_load"] = _load(True)  # the math500 baseline: m's math500 speedup leans on it
+    records[0]["machine_load"] = _load(False)
+    records[1]["machine_load"] = _load(None)  # unknown counts as quiet; other records predate the field
+    summary = summarize(records, SummaryOptions(resamples=50))
+    assert summary.cell("m", "gsm8k").contended == 1 and summary.cell("m", "math500").contended == 1
+    assert summary.cell("ar", "gsm8k").contended == 0 and summary.cell("m2[budget=2]", "gsm8k").contended == 0
+    _, rows = main_table(summary)
+    assert rows[1] == ["m", "3.00× / 3.00†", "4.00× / 5.00†", "3.50× / 4.00†"]
+    assert rows[0] == ["ar", "1.00× / 1.00", "1.00× / 1.00†", "1.00× / 1.00†"]
+    assert "†" not in "".join(rows[2])
+    text = Report(summary).markdown()
+    assert "† measured under contention" in text and "m (2)" in text
+    assert "measured under contention" not in Report(summarize(fixture_records(), SummaryOptions(resamples=50))
+                                                     ).markdown()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specframe.bench import BASELINE_STAGES, build_methods, expand_sweep, parse_cli_sweep, parse_sweep
+from specframe.bench import build_methods, expand_sweep, parse_cli_sweep, parse_sweep
+from specframe.builtin.baseline import BASELINE_STAGES
 from specframe.errors import ConfigError
 
 from .toy_plugin import toy_host, write_pipeline
@@ -54,9 +55,9 @@ def test_cli_sweep_parsing() -> None:
 def test_sweep_in_a_file_builds_one_method_per_point_on_one_target(tmp_path: Path) -> None:
     path = write_pipeline(tmp_path / "p.yaml", extra="sweep:\n  drafter.depth: [1, 2, 3]\n  budget: [2, 8]\n")
     methods = build_methods([path], host=toy_host())
-    assert [m.name for m in methods] == ["ar"] + [f"toy-spec[drafter.depth={d},budget={b}]"
+    assert [m.name for m in methods] == ["autoregressive"] + [f"toy-spec[drafter.depth={d},budget={b}]"
                                                    for d in (1, 2, 3) for b in (2, 8)]
-    assert methods[0].baseline and methods[0].pipeline.stages.drafter.__class__.__name__ == "NoDraft"
+    assert methods[0].baseline and methods[0].pipeline.stages.drafter.__class__.__name__ == "NoDrafter"
     target = methods[1].pipeline.target
     assert all(m.pipeline.target is target for m in methods)
     assert methods[3].pipeline.config.drafter.depth == 2 and methods[3].pipeline.config.budget == 2

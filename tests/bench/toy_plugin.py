@@ -1,6 +1,6 @@
-"""An in-process plugin for bench tests: a toy target with a character tokenizer and one small component per
-stage, under the names the AR baseline needs (drafter ``none``, corrector ``identity``, tree builder ``chain``,
-pruner ``none``) plus a ``toy`` drafter, so the harness runs end to end without any installed plugin."""
+"""An in-process plugin for bench tests: a toy target with a character tokenizer, a ``toy`` drafter and an
+``argmax`` verifier, so the harness runs end to end without any installed plugin (the AR baseline's stages
+are the core's built-ins)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,13 @@ from typing import Any, Literal
 from pydantic import Field
 
 from specframe import (
-    Capabilities,
     ComponentConfig,
     ComponentSpec,
     PluginHost,
+    VerifierCapabilities,
     hookimpl,
 )
-from specframe.testing.minimal import (
-    ArgmaxWalkVerifier,
-    FirstCandidateChain,
-    KeepAllPruner,
-    MarginalCorrector,
-    NoDraft,
-)
+from specframe.testing.minimal import ArgmaxWalkVerifier
 from specframe.testing.toy import ToyDrafter, ToyTarget
 
 
@@ -59,22 +53,6 @@ class ToyDrafterConfig(ComponentConfig):
     distance: float = 0.3
 
 
-class NoneDrafterConfig(ComponentConfig):
-    type: Literal["none"] = "none"
-
-
-class IdentityConfig(ComponentConfig):
-    type: Literal["identity"] = "identity"
-
-
-class ChainConfig(ComponentConfig):
-    type: Literal["chain"] = "chain"
-
-
-class NonePrunerConfig(ComponentConfig):
-    type: Literal["none"] = "none"
-
-
 class ArgmaxConfig(ComponentConfig):
     type: Literal["argmax"] = "argmax"
 
@@ -97,28 +75,12 @@ def make_plugin() -> types.ModuleType:
     def specframe_drafters():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="drafter", name="toy", config=ToyDrafterConfig, summary="toy drafter",
                             factory=lambda cfg, ctx: ToyDrafter(ctx.target, depth=cfg.depth, distance=cfg.distance))
-        yield ComponentSpec(kind="drafter", name="none", config=NoneDrafterConfig, summary="no draft",
-                            factory=lambda cfg, ctx: NoDraft())
-
-    @hookimpl
-    def specframe_correctors():  # type: ignore[no-untyped-def]
-        yield ComponentSpec(kind="corrector", name="identity", config=IdentityConfig, summary="marginals",
-                            factory=lambda cfg, ctx: MarginalCorrector())
-
-    @hookimpl
-    def specframe_tree_builders():  # type: ignore[no-untyped-def]
-        yield ComponentSpec(kind="tree_builder", name="chain", config=ChainConfig, summary="first candidates",
-                            factory=lambda cfg, ctx: FirstCandidateChain())
-
-    @hookimpl
-    def specframe_pruners():  # type: ignore[no-untyped-def]
-        yield ComponentSpec(kind="pruner", name="none", config=NonePrunerConfig, summary="no pruning",
-                            factory=lambda cfg, ctx: KeepAllPruner())
 
     @hookimpl
     def specframe_verifiers():  # type: ignore[no-untyped-def]
         yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig, summary="greedy walk",
-                            factory=lambda cfg, ctx: ArgmaxWalkVerifier(), capabilities=Capabilities(greedy_only=True))
+                            factory=lambda cfg, ctx: ArgmaxWalkVerifier(),
+                            capabilities=VerifierCapabilities(lossless=True, greedy_only=True))
 
     for name, fn in list(locals().items()):
         if name.startswith("specframe_"):

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import DecodeState, RoundContext
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapabilities, VerifierCapabilities
 from specframe.testing import conformance as kit
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
@@ -82,7 +82,8 @@ def test_config_contracts(config: type, fragment: str, tmp_path: Path) -> None:
 
 def test_declaration_contracts() -> None:
     with pytest.raises(AssertionError, match="supported_regimes must be"):
-        kit.check_declaration(replace(good("verifier"), capabilities=Capabilities(requires_q=True)))
+        kit.check_declaration(replace(good("verifier"),
+                                      capabilities=VerifierCapabilities(lossless=True, requires_q=True)))
     with pytest.raises(AssertionError, match="summary"):
         kit.check_declaration(replace(good("pruner"), summary=""))
     kit.check_declaration(good("verifier"))
@@ -126,7 +127,7 @@ def _drafter(cls: type) -> Any:
 
 
 def test_drafter_state_leaking_across_requests_is_caught(tmp_path: Path) -> None:
-    case = built(broken("drafter", _drafter(LeakyDrafter), capabilities=Capabilities()), tmp_path)
+    case = built(broken("drafter", _drafter(LeakyDrafter), capabilities=DrafterCapabilities()), tmp_path)
     fails(kit.check_drafter_reproducible, case, "drafter 'toy_parallel'", "begin() on a used drafter")
 
 
@@ -153,7 +154,7 @@ class UniformCorrector(ToyCorrector):
 
 
 def test_undeclared_path_dependence_is_caught(tmp_path: Path) -> None:
-    case = built(replace(good("corrector"), capabilities=Capabilities()), tmp_path)
+    case = built(replace(good("corrector"), capabilities=CorrectorCapabilities()), tmp_path)
     fails(kit.check_corrector, case, "path_dependent=False")
 
 

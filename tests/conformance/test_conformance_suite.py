@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from specframe.errors import PluginError
 from specframe.registry import STAGE_KINDS
 from specframe.testing.conformance import ConformanceCase, ConformanceSuite, plugin_registry
 
@@ -37,5 +38,5 @@ def test_cases_for_unregistered_components_are_refused() -> None:
 
 
 def test_an_uninstalled_plugin_is_an_error() -> None:
-    with pytest.raises(ValueError, match="registered no components"):
+    with pytest.raises(PluginError, match="'no-such-plugin-installed', which matches no installed plugin"):
         plugin_registry("no-such-plugin-installed")

@@ -4,7 +4,7 @@ conformance kit's own tests. Broken variants in ``test_conformance_kit.py`` subc
 * ``toy_table`` target: :class:`~specframe.testing.toy.ToyTarget`;
 * ``toy_parallel`` drafter: :class:`~specframe.testing.toy.ToyDrafter` on the target's table;
 * ``toy_path`` corrector: :class:`~specframe.testing.toy.ToyCorrector` (path dependent);
-* ``toy_chain`` builder: the best corrected candidate at each depth;
+* ``toy_chain`` builder: the built-in ``chain`` builder (the best corrected candidate at each depth);
 * ``toy_truncate`` pruner: the first ``budget`` nodes in index order;
 * ``toy_walk`` verifier: WALK (draw the target at every node, follow the matching child), lossless.
 """
@@ -19,13 +19,21 @@ import torch
 from pydantic import Field
 
 from specframe import hookimpl
+from specframe.builtin.chain import ChainBuilder, ChainConfig
 from specframe.config.base import ComponentConfig
-from specframe.interfaces import BuildContext, Corrector, Pruner, RoundContext, TreeBuilder, Verifier
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.interfaces import BuildContext, Pruner, RoundContext, Verifier
+from specframe.registry import (
+    ComponentSpec,
+    CorrectorCapabilities,
+    DrafterCapabilities,
+    PrunerCapabilities,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
+)
 from specframe.sampling import sample
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
-from specframe.types import DraftProposal, VerifyResult
+from specframe.types import VerifyResult
 
 
 class ToyTableConfig(ComponentConfig):
@@ -58,28 +66,11 @@ class ToyWalkConfig(ComponentConfig):
     type: Literal["toy_walk"] = "toy_walk"
 
 
-class ToyChainBuilder(TreeBuilder):
-    """The best corrected candidate at every depth, until a depth has no live candidate."""
+class ToyChainBuilder(ChainBuilder):
+    """The built-in ``chain`` builder (the best corrected candidate at every depth) under the toy name."""
 
-    def build(self, proposal: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
-        rows = []
-        for b in range(proposal.batch_size):
-            p = DraftProposal(root=proposal.root[b : b + 1], tokens=proposal.tokens[b : b + 1],
-                              logprobs=proposal.logprobs[b : b + 1], logits=None, features=None)
-            tokens, parents, logq = [int(p.root[0])], [-1], [0.0]
-            state = corrector.init_state(p)
-            for d in range(1, p.depth + 1):
-                lp = corrector.child_logprobs(p, d, torch.tensor([[tokens[-1]]]), state)[0, 0]  # [K]
-                best = int(lp.argmax())
-                if not torch.isfinite(lp[best]):
-                    break
-                token = int(p.tokens[0, d - 1, best])
-                state = corrector.advance(p, d, state, torch.tensor([[token]]))
-                tokens.append(token)
-                parents.append(len(tokens) - 2)
-                logq.append(float(lp[best]))
-            rows.append(DraftTree.from_lists(tokens, parents, logq=logq))
-        return DraftTree.stack(rows)
+    def __init__(self) -> None:
+        super().__init__(ChainConfig())
 
 
 class ToyTruncatePruner(Pruner):
@@ -122,16 +113,17 @@ def _good_specs() -> dict[str, list[ComponentSpec]]:
     return {
         "target": [ComponentSpec("target", "toy_table", ToyTableConfig, target, summary="exact toy target")],
         "drafter": [ComponentSpec("drafter", "toy_parallel", ToyParallelConfig, drafter,
-                                  Capabilities(emits_logits=True), summary="toy parallel drafter")],
+                                  DrafterCapabilities(emits_logits=True), summary="toy parallel drafter")],
         "corrector": [ComponentSpec("corrector", "toy_path", ToyPathConfig,
                                     lambda cfg, ctx: ToyCorrector(ctx.target.vocab_size, strength=cfg.strength),
-                                    Capabilities(path_dependent=True), summary="path-aware toy corrector")],
+                                    CorrectorCapabilities(path_dependent=True), summary="path-aware toy corrector")],
         "tree_builder": [ComponentSpec("tree_builder", "toy_chain", ToyChainConfig, lambda c, x: ToyChainBuilder(),
-                                       Capabilities(produces_tree=False), summary="greedy corrected chain")],
+                                       TreeBuilderCapabilities(produces_tree=False), summary="greedy corrected chain")],
         "pruner": [ComponentSpec("pruner", "toy_truncate", ToyTruncateConfig, lambda c, x: ToyTruncatePruner(),
-                                 Capabilities(keeps_child_prefix=True), summary="first nodes up to the budget")],
+                                 PrunerCapabilities(keeps_child_prefix=True), summary="first nodes up to the budget")],
         "verifier": [ComponentSpec("verifier", "toy_walk", ToyWalkConfig, lambda c, x: ToyWalkVerifier(),
-                                   Capabilities(supported_regimes=frozenset({"deterministic", "sampled"})),
+                                   VerifierCapabilities(lossless=True,
+                                                        supported_regimes=frozenset({"deterministic", "sampled"})),
                                    summary="WALK verification")],
     }
 

@@ -1,7 +1,8 @@
 """In-test plugin with one small component per stage kind, for host and config tests.
 
 These components are real (they build and run on the toy target) but minimal, so config and plugin-host
-tests do not depend on which first-party plugins are installed.
+tests do not depend on which first-party plugins are installed. Their implementations are the core's built-in
+stages (:mod:`specframe.builtin`) under other names and configs.
 """
 
 from __future__ import annotations
@@ -12,14 +13,18 @@ import torch
 from pydantic import Field, field_validator
 
 from specframe import (
-    Capabilities,
     ComponentConfig,
     ComponentSpec,
     Drafter,
     DraftProposal,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
     hookimpl,
 )
-from specframe.testing.minimal import ArgmaxWalkVerifier, FirstCandidateChain, KeepAllPruner, MarginalCorrector
+from specframe.builtin.chain import ChainBuilder, ChainConfig
+from specframe.builtin.identity import IdentityCorrector
+from specframe.builtin.no_pruner import NoPruner
+from specframe.testing.minimal import ArgmaxWalkVerifier
 
 
 class FakeTargetConfig(ComponentConfig):
@@ -92,29 +97,29 @@ def specframe_drafters():  # type: ignore[no-untyped-def]
 @hookimpl
 def specframe_correctors():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="corrector", name="marginal", config=MarginalConfig,
-                        factory=lambda cfg, ctx: MarginalCorrector(), summary="marginals")
+                        factory=lambda cfg, ctx: IdentityCorrector(), summary="marginals")
 
 
 @hookimpl
 def specframe_tree_builders():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="tree_builder", name="spine", config=SpineConfig,
-                        factory=lambda cfg, ctx: FirstCandidateChain(), summary="first candidates as a chain")
+                        factory=lambda cfg, ctx: ChainBuilder(ChainConfig()), summary="first candidates as a chain")
     yield ComponentSpec(kind="tree_builder", name="sampled_spine", config=SampledSpineConfig,
-                        factory=lambda cfg, ctx: FirstCandidateChain(), summary="sampled chain",
-                        capabilities=Capabilities(draft_regime="sampled"))
+                        factory=lambda cfg, ctx: ChainBuilder(ChainConfig()), summary="sampled chain",
+                        capabilities=TreeBuilderCapabilities(draft_regime="sampled"))
 
 
 @hookimpl
 def specframe_pruners():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="pruner", name="keep_all", config=KeepAllConfig,
-                        factory=lambda cfg, ctx: KeepAllPruner(), summary="no pruning")
+                        factory=lambda cfg, ctx: NoPruner(), summary="no pruning")
 
 
 @hookimpl
 def specframe_verifiers():  # type: ignore[no-untyped-def]
     yield ComponentSpec(kind="verifier", name="argmax", config=ArgmaxConfig,
                         factory=lambda cfg, ctx: ArgmaxWalkVerifier(), summary="greedy walk",
-                        capabilities=Capabilities(greedy_only=True))
+                        capabilities=VerifierCapabilities(lossless=True, greedy_only=True))
     yield ComponentSpec(kind="verifier", name="lossy", config=LossyConfig,
                         factory=lambda cfg, ctx: ArgmaxWalkVerifier(), summary="a lossy verifier",
-                        capabilities=Capabilities(lossless=False))
+                        capabilities=VerifierCapabilities(lossless=False))

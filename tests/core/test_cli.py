@@ -29,7 +29,7 @@ def test_components_json_lists_every_stage_kind(capsys: pytest.CaptureFixture[st
     for kind in STAGE_KINDS:
         assert data[kind], f"no {kind} registered"
         for item in data[kind]:
-            assert item["summary"] and item["distribution"] in FIRST_PARTY and "capabilities" in item
+            assert item["summary"] and item["distribution"] in {*FIRST_PARTY, "specframe"} and "capabilities" in item
 
 
 def test_plugins_json_shows_first_party_distributions_with_versions(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,8 +51,25 @@ def test_schema_includes_plugin_components(capsys: pytest.CaptureFixture[str]) -
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_example_pipelines_validate(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_example_pipelines_validate(path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Examples validate once the variables they document are set (the Qwen3 ones name local model copies)."""
+    for folder in {path.parent, path.parent.parent}:
+        for other in folder.glob("*.yaml"):
+            for var in re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", other.read_text(encoding="utf-8")):
+                monkeypatch.setenv(var, f"/models/{var.lower()}")
     assert run_cli(["validate", str(path)], host=PluginHost()) == 0, capsys.readouterr().err
+
+
+def test_validate_refuses_an_unset_variable_as_run_does(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("QWEN3_4B_DIR", raising=False)
+    monkeypatch.setenv("DFLASH_4B_DIR", "/models/dflash")
+    path = ROOT / "examples/qwen3/4b/dflash-chain.yaml"
+    assert run_cli(["validate", str(path)], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("target:"))
+    assert "QWEN3_4B_DIR" in err and f"dflash-chain.yaml:{line}" in err and "not set" in err
 
 
 def test_broken_example_is_rejected_with_line_and_hint(capsys: pytest.CaptureFixture[str]) -> None:

@@ -150,17 +150,19 @@ def test_env_default_and_unset_placeholder(tmp_path: Path, host: PluginHost) -> 
     assert unresolved_variables(left) == [("a[0]", "SPECFRAME_SURELY_UNSET")]
 
 
-def test_sampled_trees_need_prefix_keeping_pruners_and_tree_capable_verifiers(installed_host: PluginHost) -> None:
+def test_sampled_trees_need_prefix_keeping_pruners_and_tree_capable_verifiers(
+        specframe_installed_host: PluginHost) -> None:
     base = {"target": {"type": "hf", "model": "/nowhere"}, "sampling": {"temperature": 1.0},
             "drafter": {"type": "ngram"}, "tree_builder": {"type": "sampled_tree"}}
     with pytest.raises(ConfigError, match="may drop a sampled sibling"):
         validate_pipeline({**base, "pruner": {"type": "deferred_topb"}, "verifier": {"type": "tree_rejection"}},
-                          installed_host)
+                          specframe_installed_host)
     with pytest.raises(ConfigError, match="handles chains only"):
-        validate_pipeline({**base, "verifier": {"type": "chain_rejection"}}, installed_host)
-    ok = validate_pipeline({**base, "verifier": {"type": "tree_rejection"}}, installed_host)
+        validate_pipeline({**base, "verifier": {"type": "chain_rejection"}}, specframe_installed_host)
+    ok = validate_pipeline({**base, "verifier": {"type": "tree_rejection"}}, specframe_installed_host)
     assert ok.pruner.type == "none"
     assert validate_pipeline({**base, "tree_builder": {"type": "sampled_chain"}},
-                             installed_host).verifier.type == "chain_rejection"
-    assert validate_pipeline(base, installed_host).verifier.type == "tree_rejection"
-    assert validate_pipeline({**base, "tree_builder": {"type": "chain"}}, installed_host).verifier.type == "walk"
+                             specframe_installed_host).verifier.type == "chain_rejection"
+    assert validate_pipeline(base, specframe_installed_host).verifier.type == "tree_rejection"
+    chain = validate_pipeline({**base, "tree_builder": {"type": "chain"}}, specframe_installed_host)
+    assert chain.verifier.type == "walk"

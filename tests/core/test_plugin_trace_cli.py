@@ -20,7 +20,8 @@ def test_trace_switch_prints_hook_calls_from_the_cli(monkeypatch: pytest.MonkeyP
     assert "[specframe trace] specframe_drafters returned" in captured.err
     assert "[specframe trace] specframe_tree_builders() -> [trees]" in captured.err
     rows = {row["name"]: row for row in json.loads(captured.out)}
-    assert set(rows) == {"lmdraft", "trees"}
+    assert {n for n, r in rows.items() if r["status"] == "loaded"} == {"builtin", "lmdraft", "trees"}
+    assert rows["hf"]["status"] == "skipped" and rows["hf"]["reason"] == "not in SPECFRAME_LOAD_PLUGINS"
     assert rows["lmdraft"]["distribution"] == "specframe-example-lmdraft"
     assert rows["lmdraft"]["components"] == ["drafter:lm_draft"]
 

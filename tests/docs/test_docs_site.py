@@ -94,3 +94,21 @@ def test_mkdocs_build_strict(tmp_path: Path) -> None:
     assert "build_lm_draft" in tutorial and "--8&lt;--" not in tutorial  # the package's real code was included
     assert "lm_draft" in (site / "plugins/catalog/index.html").read_text(encoding="utf-8")
     assert "fonts.googleapis" not in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_code_cites_only_pages_of_this_repository() -> None:
+    """Modules cite the project's own concept pages (in the mkdocs nav), never design notes kept elsewhere."""
+    import re
+
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    sources = [p for d in ("specframe", "plugins", "benchmarks", "examples") for p in (ROOT / d).rglob("*")
+               if p.suffix in (".py", ".yaml") and "build" not in p.parts]
+    cited: set[str] = set()
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"(algorithms|architecture|environment)\.md", text), path
+        cited |= set(re.findall(r"docs/((?:concepts|plugins)/[\w-]+\.md)", text))
+    assert {"concepts/block-drafters.md", "concepts/correction-heads.md", "concepts/tree-construction.md",
+            "concepts/benchmark-protocol.md"} <= cited
+    for page in cited:
+        assert (ROOT / "docs" / page).is_file() and page in nav, page

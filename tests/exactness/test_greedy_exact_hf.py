@@ -22,24 +22,22 @@ import pytest
 import torch
 from pydantic import Field
 
+# Plain imports: first-party plugins are required by the suite (the root conftest fails the session without
+# them), so this headline test can never be skipped by a broken install.
+from specframe_hf.target import HFTarget
+from specframe_hf.testing import random_ids, tiny_causal_lm
+
 from specframe import (
-    Capabilities,
     ComponentConfig,
     ComponentSpec,
     DecodeState,
     Drafter,
+    DrafterCapabilities,
     DraftProposal,
     PluginHost,
     hookimpl,
 )
 from specframe.pipeline import Pipeline
-
-transformers = pytest.importorskip("transformers")
-specframe_hf = pytest.importorskip("specframe_hf")
-pytest.importorskip("specframe_trees")
-
-from specframe_hf.target import HFTarget  # noqa: E402
-from specframe_hf.testing import random_ids, tiny_causal_lm  # noqa: E402
 
 VOCAB = 512
 MODELS = [("llama", "sdpa"), ("llama", "eager"), ("qwen3", "sdpa"), ("qwen3", "eager")]
@@ -138,7 +136,7 @@ def make_test_plugin() -> types.ModuleType:
 
     @hookimpl
     def specframe_drafters():  # type: ignore[no-untyped-def]
-        caps = Capabilities(emits_logits=True, emits_features=True)
+        caps = DrafterCapabilities(emits_logits=True, emits_features=True)
         yield ComponentSpec(kind="drafter", name="oracle", config=OracleConfig, capabilities=caps,
                             factory=lambda c, ctx: OracleDrafter(c))
         yield ComponentSpec(kind="drafter", name="miss", config=MissConfig, capabilities=caps,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import specframe
-from specframe.registry import Capabilities, ComponentRegistry, ComponentSpec
+from specframe.registry import ComponentRegistry, ComponentSpec, CorrectorCapabilities, DrafterCapabilities
 from specframe_diffusion.correctors import (
     ARCorrectorConfig,
     MarkovCorrectorConfig,
@@ -23,8 +23,8 @@ from specframe_diffusion.drafters import (
 )
 from specframe_diffusion.validation import pipeline_problems
 
-DRAFTER_CAPABILITIES = Capabilities(needs_target_hidden=True, parallel_block=True, emits_logits=True,
-                                    emits_features=True)
+DRAFTER_CAPABILITIES = DrafterCapabilities(needs_target_hidden=True, parallel_block=True, emits_logits=True,
+                                    emits_features=True, needs_target_embeddings=True)
 
 
 @specframe.hookimpl
@@ -51,7 +51,7 @@ def specframe_drafters() -> Iterator[ComponentSpec]:
 
 @specframe.hookimpl
 def specframe_correctors() -> Iterator[ComponentSpec]:
-    head = Capabilities(stateful=True, needs_features=True, path_dependent=True)
+    head = CorrectorCapabilities(stateful=True, needs_features=True, path_dependent=True, needs_target_embeddings=True)
     yield ComponentSpec(
         kind="corrector", name="ar", config=ARCorrectorConfig, factory=build_ar_corrector, capabilities=head,
         summary="Domino GRU correction head from a Domino checkpoint (slot 0 pure, low-rank form)",

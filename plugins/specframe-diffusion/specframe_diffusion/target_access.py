@@ -1,21 +1,20 @@
 """What the diffusion drafters need from the target: its token embedding, LM head, width, depth and vocabulary.
 
 DFlash and Domino checkpoints own no embedding and no LM head; they use the target's (frozen, shared). The
-Domino GRU reads the target's embedding of chosen tokens too. A target adapter exposes these through its
-``model`` attribute (a transformers ``PreTrainedModel``, as :class:`specframe_hf.HFTarget` does); nothing
-else about the adapter is assumed.
+Domino GRU reads the target's embedding of chosen tokens too. A target adapter offers these by implementing
+:class:`specframe.interfaces.SharedEmbeddings` (as :class:`specframe_hf.HFTarget` does); nothing else about the
+adapter is assumed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
 from specframe.errors import CheckpointError, ConfigError
-from specframe.interfaces import TargetModel
+from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
 
 
@@ -37,21 +36,15 @@ def target_parts(target: TargetModel | None, *, component: str) -> TargetParts:
     if target is None:
         raise ConfigError(f"{component} needs the target model, but none was built",
                           hint="give the pipeline a `target:` section (type: hf)")
-    model: Any = getattr(target, "model", None)
-    get_in = getattr(model, "get_input_embeddings", None)
-    get_out = getattr(model, "get_output_embeddings", None)
-    embed = get_in() if callable(get_in) else None
-    head = get_out() if callable(get_out) else None
-    if embed is None or head is None:
+    if not isinstance(target, SharedEmbeddings):
         raise ConfigError(
             f"{component} shares the target's token embedding and LM head, but the {type(target).__name__} "
-            "target exposes no `model.get_input_embeddings()` / `model.get_output_embeddings()`",
+            "target does not implement SharedEmbeddings (input_embeddings() / output_embeddings())",
             hint="use the `hf` target adapter (a transformers causal LM)",
         )
+    embed, head = target.input_embeddings(), target.output_embeddings()
     weight = embed.weight  # [V, H]
-    config = getattr(model, "config", None)
-    text_config = getattr(config, "text_config", None) or config
-    num_layers = getattr(text_config, "num_hidden_layers", None)
+    num_layers = target.num_layers()
     return TargetParts(
         embed_tokens=embed,
         lm_head=head,

@@ -1,12 +1,13 @@
 """Test kit: tiny random drafter checkpoints written in the *published* layouts, and a from-scratch reference.
 
 The checkpoint writer below spells every key and config field out by hand from the published descriptions
-(algorithms.md §1.2, §3.2, §4.3; z-lab ``config.json``; DeepSpec ``Qwen3DSparkModel`` state dicts; Model-Optimizer
+(docs/concepts/block-drafters.md, docs/concepts/correction-heads.md; z-lab ``config.json``; DeepSpec
+``Qwen3DSparkModel`` state dicts; Model-Optimizer
 DSpark exports). It deliberately does not use ``specframe_diffusion.checkpoint``, so loader tests check the
 package against the layouts, not against itself.
 
 The reference forward recomputes a block from the full committed context with explicit per-head loops in float64
-and no cache, straight from the forward semantics (algorithms.md §1.3).
+and no cache, straight from the forward semantics (docs/concepts/block-drafters.md).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from diffusion_testkit import TARGET_LAYERS, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, VOCAB, write_published_checkpoint
 
+from specframe.draft_vocab import DraftVocab, save_draft_vocab
 from specframe.testing.conformance import ConformanceCase, ConformanceSuite, ProposalShape
 
 
@@ -37,6 +38,19 @@ def checkpoint(kind: str, **config: Any) -> Callable[[Path], dict[str, Any]]:
     return fields
 
 
+def with_draft_vocab(kind: str, size: int, **config: Any) -> Callable[[Path], dict[str, Any]]:
+    """``checkpoint(kind)`` plus a reduced draft vocabulary of ``size`` tokens (every third id, then the rest)."""
+
+    def fields(workdir: Path) -> dict[str, Any]:
+        mapping = workdir / "draft-vocab.safetensors"
+        if not mapping.is_file():
+            ids = [*range(0, VOCAB, 3), *range(1, VOCAB, 3)][:size]
+            save_draft_vocab(DraftVocab.from_target_ids(ids, VOCAB), mapping)
+        return checkpoint(kind, **config)(workdir) | {"draft_vocab": str(mapping)}
+
+    return fields
+
+
 SHAPE = ProposalShape(depth=4, candidates=4, hidden_size=64)
 
 
@@ -47,6 +61,8 @@ class TestDiffusionConformance(ConformanceSuite):
         ConformanceCase("drafter", "dflash", config=checkpoint("dflash_deepseek", block_size=5), target=hf_target,
                         variant="deepseek"),
         ConformanceCase("drafter", "domino", config=checkpoint("domino", block_size=6), target=hf_target),
+        ConformanceCase("drafter", "domino", config=with_draft_vocab("domino", 200, block_size=6), target=hf_target,
+                        variant="draft-vocab"),
         ConformanceCase("drafter", "dspark", config=checkpoint("dspark_deepseek", block_size=5), target=hf_target),
         ConformanceCase("drafter", "dspark", config=checkpoint("dspark_zlab", block_size=5, head_type="rnn"),
                         target=hf_target, variant="zlab-rnn"),

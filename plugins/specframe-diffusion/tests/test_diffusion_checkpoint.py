@@ -190,3 +190,45 @@ def test_layout_tables_agree_with_the_hand_written_keys() -> None:
             data = published_config(kind, head_type=head)
             cfg = DraftModelConfig.from_dict(data)
             assert {s.key: s.shape for s in checkpoint_layout(cfg)} == published_keys(data), (kind, head)
+
+
+def test_shard_index_pointing_outside_the_checkpoint_is_refused(make_checkpoint, tmp_path: Path) -> None:
+    target = tmp_path / "sharded"
+    save_checkpoint(load_checkpoint(make_checkpoint("dflash")), target, max_shard_bytes=40_000)
+    index_path = target / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    victim = sorted(target.glob("model-*.safetensors"))[-1]
+    victim.rename(tmp_path / "outside.safetensors")
+    index["weight_map"] = {k: ("../outside.safetensors" if v == victim.name else v)
+                           for k, v in index["weight_map"].items()}
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="outside the checkpoint directory"):
+        open_checkpoint(target)
+    index["weight_map"] = list(index["weight_map"])
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="'weight_map' is list"):
+        open_checkpoint(target)
+
+
+def test_exported_checkpoint_gets_ordinary_permissions(make_checkpoint, tmp_path: Path) -> None:
+    import os
+
+    old = os.umask(0o022)
+    try:
+        out = save_checkpoint(load_checkpoint(make_checkpoint("dflash")), tmp_path / "new")
+        save_checkpoint(load_checkpoint(out), out)  # overwrite in place
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()} == {"config.json": 0o644,
+                                                                         "model.safetensors": 0o644}
+
+
+def test_saving_into_a_directory_of_other_files_is_refused(make_checkpoint, tmp_path: Path) -> None:
+    foreign = tmp_path / "models"
+    foreign.mkdir()
+    (foreign / "someone-else.safetensors").write_text("keep me")
+    with pytest.raises(CheckpointError, match="not a checkpoint to overwrite"):
+        save_checkpoint(load_checkpoint(make_checkpoint("dflash")), foreign)
+    assert (foreign / "someone-else.safetensors").read_text() == "keep me"
+    save_checkpoint(load_checkpoint(make_checkpoint("dflash")), tmp_path / "empty-ok")

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 import torch
-from diffusion_testkit import TARGET_LAYERS, make_two_way, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, TWO_WAY_TOKENS, VOCAB, make_two_way, write_published_checkpoint
 
+from specframe.draft_vocab import DraftVocab, save_draft_vocab
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
 
@@ -77,7 +78,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory, targets: dict[str, Any
     return out
 
 
-def run(host: PluginHost, model: Any, checkpoint: Path, layout: str, builder: str, budget: int) -> Any:
+def run(host: PluginHost, model: Any, checkpoint: Path, layout: str, builder: str, budget: int,
+        draft_vocab: Path | None = None) -> Any:
     from specframe_hf import HFTarget
 
     _, _, drafter, corrector = LAYOUTS[layout]
@@ -85,7 +87,8 @@ def run(host: PluginHost, model: Any, checkpoint: Path, layout: str, builder: st
     config = {
         "name": f"{layout}-{builder}",
         "budget": budget,
-        "drafter": {"type": drafter, "checkpoint": str(checkpoint), "top_k": 4},
+        "drafter": {"type": drafter, "checkpoint": str(checkpoint), "top_k": 4,
+                    "draft_vocab": None if draft_vocab is None else str(draft_vocab)},
         "corrector": {"type": "identity"} if builder == "heap" else corrector,
         "tree_builder": tree_builder,
         "pruner": pruner or {"type": "none"},
@@ -114,3 +117,21 @@ def test_greedy_equality_on_a_random_target(host, targets, checkpoints, layout: 
     model, expected = targets["random"]
     result = run(host, model, checkpoints[("random", layout)], layout, "dartree_pruned", budget=8)
     assert result.tokens == expected
+
+
+@pytest.mark.parametrize("keep", ["both", "one"])
+@pytest.mark.parametrize("layout", ["dflash", "domino", "dspark_deepseek"])
+def test_greedy_equality_with_a_reduced_draft_vocabulary(host, targets, checkpoints, tmp_path: Path, layout: str,
+                                                         keep: str) -> None:
+    """Drafts only from a subset (with both two-way tokens, or without 301): the output is still plain decoding's."""
+    model, expected = targets["two_way"]
+    others = [t for t in torch.randperm(VOCAB, generator=torch.Generator().manual_seed(1)).tolist()
+              if t not in TWO_WAY_TOKENS][:150]
+    ids = [*others, *(TWO_WAY_TOKENS if keep == "both" else TWO_WAY_TOKENS[:1])]
+    mapping = save_draft_vocab(DraftVocab.from_target_ids(ids, VOCAB), tmp_path / "map.safetensors")
+    result = run(host, model, checkpoints[("two_way", layout)], layout, "dartree_pruned", budget=10,
+                 draft_vocab=mapping)
+    assert result.tokens == expected
+    accepted = [r.accepted for r in result.rounds]
+    if keep == "both":
+        assert max(accepted) >= 1, accepted

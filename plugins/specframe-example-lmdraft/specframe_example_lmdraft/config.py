@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import MAX_CANDIDATES, StageShape
 
 
 class LMDraftConfig(ComponentConfig):
@@ -23,12 +24,16 @@ class LMDraftConfig(ComponentConfig):
                                    "save_pretrained); it must use the target's tokenizer")
     num_speculative_tokens: int = Field(4, ge=1, le=64, description="L: depths drafted per round, one draft-model "
                                                                     "forward each")
-    num_candidates: int = Field(4, ge=1, description="K: candidates per depth, the draft distribution's top K")
+    num_candidates: int = Field(4, ge=1, le=MAX_CANDIDATES,
+                                description="K: candidates per depth, the draft distribution's top K")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="draft model dtype; auto = the target's (float32 if the target does not say)")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="draft model device; auto = the target's")
     check_tokenizer: bool = Field(True, description="when both model directories ship a tokenizer, require "
                                                     "identical vocabularies")
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        return StageShape(depth=self.num_speculative_tokens, candidates=self.num_candidates)
 
     @field_validator("model")
     @classmethod

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import specframe
 from specframe.interfaces import BuildContext
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, DrafterCapabilities
 from specframe_example_lmdraft.config import LMDraftConfig
 from specframe_example_lmdraft.drafter import LMDrafter
 from specframe_example_lmdraft.loading import check_fits_target, load_draft_model, model_directory, resolve_placement
@@ -31,6 +31,6 @@ def build_lm_draft(config: LMDraftConfig, ctx: BuildContext) -> LMDrafter:
 def specframe_drafters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="drafter", name="lm_draft", config=LMDraftConfig, factory=build_lm_draft,
-        capabilities=Capabilities(emits_logits=True),
+        capabilities=DrafterCapabilities(emits_logits=True),
         summary="small causal LM sharing the target's tokenizer: top-K candidates along its greedy rollout",
     )

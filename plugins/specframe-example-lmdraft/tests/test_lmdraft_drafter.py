@@ -91,3 +91,38 @@ def test_tokenizers_must_agree(tmp_path: Path) -> None:
         build_lm_draft(LMDraftConfig(model=str(tmp_path)), ctx)
     drafter = build_lm_draft(LMDraftConfig(model=str(tmp_path), check_tokenizer=False), ctx)
     assert drafter.vocab_size == VOCAB
+
+
+def test_pickle_only_draft_model_is_refused_unread(tmp_path: Path) -> None:
+    save_draft(tmp_path, "other")
+    for weights in tmp_path.glob("*.safetensors"):
+        weights.unlink()
+    marker = tmp_path / "MARKER"
+    torch.save({"x": _Exploit(marker)}, tmp_path / "pytorch_model.bin")
+    ctx = BuildContext(pipeline=None, target=HFTarget.from_model(target_model()))
+    with pytest.raises(CheckpointError, match="only pickle weights") as info:
+        build_lm_draft(LMDraftConfig(model=str(tmp_path)), ctx)
+    assert "safetensors" in info.value.hint and not marker.exists()
+
+
+class _Exploit:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_draft_weights_missing_a_tensor_are_refused(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    save_draft(tmp_path, "other")
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    dropped = sorted(k for k in weights if "layers.0.mlp" in k)[0]
+    del weights[dropped]  # transformers alone would fill it at random and only warn
+    save_file(weights, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    ctx = BuildContext(pipeline=None, target=HFTarget.from_model(target_model()))
+    with pytest.raises(CheckpointError, match=f"missing keys .*{dropped}"):
+        build_lm_draft(LMDraftConfig(model=str(tmp_path)), ctx)

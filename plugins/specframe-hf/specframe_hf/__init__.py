@@ -1,4 +1,4 @@
-"""specframe-hf: the ``hf`` target adapter for Hugging Face causal LMs and the ``ngram`` / ``none`` drafters.
+"""specframe-hf: the ``hf`` target adapter for Hugging Face causal LMs and the ``ngram`` drafter.
 
 ``HFTarget`` is imported lazily (``from specframe_hf import HFTarget`` works), so that loading the plugin to
 list components or to use the model-free drafters does not import transformers.
@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from specframe_hf.config import HFTargetConfig, NgramConfig, NoDraftConfig
+from specframe_hf.config import HFTargetConfig, NgramConfig
 from specframe_hf.ngram_drafter import NgramDrafter, lookup_continuation
-from specframe_hf.no_drafter import NoDrafter
 
 __all__ = [
     "HFTarget",
     "HFTargetConfig",
     "NgramConfig",
     "NgramDrafter",
-    "NoDraftConfig",
-    "NoDrafter",
     "lookup_continuation",
 ]
 

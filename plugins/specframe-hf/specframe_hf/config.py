@@ -1,4 +1,4 @@
-"""Config models of the components this plugin registers: the ``hf`` target and the ``ngram`` / ``none`` drafters.
+"""Config models of the components this plugin registers: the ``hf`` target and the ``ngram`` drafter.
 
 Example pipeline sections::
 
@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import MAX_DRAFT_DEPTH, StageShape
 
 
 class HFTargetConfig(ComponentConfig):
@@ -69,9 +70,13 @@ class NgramConfig(ComponentConfig):
     """Prompt-lookup drafting: continue the most recent earlier occurrence of the context's last n tokens."""
 
     type: Literal["ngram"] = "ngram"
-    num_speculative_tokens: int = Field(8, ge=1, description="longest continuation proposed per round")
-    max_ngram: int = Field(3, ge=1, description="longest suffix tried first")
-    min_ngram: int = Field(1, ge=1, description="shortest suffix tried before giving up")
+    num_speculative_tokens: int = Field(8, ge=1, le=MAX_DRAFT_DEPTH, description="longest continuation proposed "
+                                                                                   "per round")
+    max_ngram: int = Field(3, ge=1, le=MAX_DRAFT_DEPTH, description="longest suffix tried first")
+    min_ngram: int = Field(1, ge=1, le=MAX_DRAFT_DEPTH, description="shortest suffix tried before giving up")
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        return StageShape(depth=self.num_speculative_tokens, candidates=1)
 
     @model_validator(mode="after")
     def _ngram_range(self) -> NgramConfig:
@@ -81,9 +86,3 @@ class NgramConfig(ComponentConfig):
                 "lower min_ngram or raise max_ngram"
             )
         return self
-
-
-class NoDraftConfig(ComponentConfig):
-    """No drafting: every round verifies the root alone, i.e. plain autoregressive decoding."""
-
-    type: Literal["none"] = "none"

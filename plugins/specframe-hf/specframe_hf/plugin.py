@@ -1,4 +1,4 @@
-"""Entry point ``hf`` of the ``specframe`` group: registers the ``hf`` target and the ``ngram`` / ``none`` drafters."""
+"""Entry point ``hf`` of the ``specframe`` group: registers the ``hf`` target and the ``ngram`` drafter."""
 
 from __future__ import annotations
 
@@ -7,11 +7,10 @@ from typing import TYPE_CHECKING
 
 import specframe
 from specframe.interfaces import BuildContext
-from specframe.registry import Capabilities, ComponentSpec
-from specframe_hf.config import HFTargetConfig, NgramConfig, NoDraftConfig
+from specframe.registry import ComponentSpec, TargetCapabilities
+from specframe_hf.config import HFTargetConfig, NgramConfig
 from specframe_hf.device_map import DeviceMap
 from specframe_hf.ngram_drafter import NgramDrafter
-from specframe_hf.no_drafter import NoDrafter
 
 if TYPE_CHECKING:
     from specframe_hf.target import HFTarget
@@ -30,7 +29,7 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
 def specframe_target_adapters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="target", name="hf", config=HFTargetConfig, factory=build_hf_target,
-        capabilities=Capabilities(exposes_taps=True),
+        capabilities=TargetCapabilities(exposes_taps=True, shares_embeddings=True),
         summary="Hugging Face causal LM (Llama, Mistral, Qwen2, Qwen3) with tree attention and KV compaction",
     )
 
@@ -40,8 +39,4 @@ def specframe_drafters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="drafter", name="ngram", config=NgramConfig, factory=lambda cfg, ctx: NgramDrafter(cfg),
         summary="prompt lookup: continue the most recent earlier match of the context's suffix",
-    )
-    yield ComponentSpec(
-        kind="drafter", name="none", config=NoDraftConfig, factory=lambda cfg, ctx: NoDrafter(),
-        summary="no draft: plain autoregressive decoding through the same loop (the speedup baseline)",
     )

@@ -30,15 +30,16 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
-from specframe.errors import ConfigError, GenerationError
-from specframe.interfaces import TargetModel
+from specframe.errors import ConfigError, ContractError, GenerationError
+from specframe.interfaces import SharedEmbeddings, TargetModel
+from specframe.placement import resolve_device, resolve_dtype
+from specframe.prompts import Messages, user_message
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
 from specframe_hf.device_map import DeviceMap, compute_devices, execution_device, parameter_dtype
 from specframe_hf.kv_compaction import compact_tree_entries
-from specframe_hf.loading import load_model, load_tokenizer, model_directory, resolve_device, resolve_dtype
-from specframe_hf.prompts import Messages, encode_prompt
+from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
 from specframe_hf.taps import LayerTaps
 from specframe_hf.tree_mask import TreeMaskBuffer
 
@@ -58,7 +59,7 @@ def eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
     return tuple(dict.fromkeys(int(i) for i in ids))
 
 
-class HFTarget(TargetModel):
+class HFTarget(TargetModel, SharedEmbeddings):
     """A transformers ``*ForCausalLM`` driven with tree attention and KV compaction.
 
     Args:
@@ -117,12 +118,15 @@ class HFTarget(TargetModel):
         if split and cpu_linear == "onednn":
             raise ConfigError("target.cpu_linear: onednn cannot be combined with target.device_map",
                               hint="use cpu_linear: default (or auto) with a device_map")
-        torch_device = torch.device("cpu") if split else resolve_device(device)
-        model = load_model(directory, dtype=resolve_dtype(dtype), device=torch_device, attn=attn, placement=placement)
+        torch_device = torch.device("cpu") if split else resolve_device(device, field="target.device")
+        model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn,
+                           placement=placement)
+        tokenizer = load_tokenizer(directory)
+        check_tokenizer_matches(tokenizer, model, directory)
         cpu_linear = "default" if split else resolve_cpu_linear(cpu_linear, model)
         if cpu_linear == "onednn":
             pack_linear_layers(model, what=f"the target '{directory}'")
-        target = cls(model, load_tokenizer(directory), taps=taps, source=f"'{directory}'")
+        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'")
         target.cpu_linear = cpu_linear
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
@@ -231,8 +235,8 @@ class HFTarget(TargetModel):
                                   hint="the hf adapter keeps one cache length for the batch; decode rows separately")
         path = accepted_nodes[:, :length]  # [B, L]
         if length == 0 or not all(row[1] for row in facts):
-            raise GenerationError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree",
-                                  hint="accepted_nodes must start with node 0 and be padded with -1 at the end")
+            raise ContractError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree "
+                                "(it must start with node 0 and be padded with -1 at the end)", stage="verifier")
         with torch.inference_mode():
             compact_tree_entries(self._cache, self._past, path.to(self.device), self._pending,
                                  in_place=all(row[2] for row in facts))
@@ -245,10 +249,23 @@ class HFTarget(TargetModel):
             self._cache.crop(-self._pending)
         self._pending = 0
 
+    # ------------------------------------------------------------------------------- shared embeddings
+    def input_embeddings(self) -> torch.nn.Module:
+        return self.model.get_input_embeddings()
+
+    def output_embeddings(self) -> torch.nn.Module:
+        return self.model.get_output_embeddings()
+
+    def num_layers(self) -> int | None:
+        config = self.model.config
+        layers = getattr(getattr(config, "text_config", None) or config, "num_hidden_layers", None)
+        return int(layers) if layers is not None else None
+
     # ------------------------------------------------------------------------------------------ text
     def encode(self, prompt: str | Messages, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
-        """Prompt ids through the tokenizer (and its chat template; see :func:`specframe_hf.prompts.encode_prompt`)."""
-        return torch.tensor([encode_prompt(self.tokenizer, prompt, chat=chat)], dtype=torch.long)
+        """Prompt ids of a text or chat messages through :meth:`encode_messages` (the core's encoder)."""
+        messages = user_message(prompt) if isinstance(prompt, str) else prompt
+        return torch.tensor([self.encode_messages(messages, chat=chat)], dtype=torch.long)
 
     def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
         if self.tokenizer is None:

@@ -7,7 +7,7 @@ import torch
 from specframe_hf.target import HFTarget
 from specframe_hf.testing import causal_hidden, causal_logits, random_ids, random_tree_parents
 
-from specframe.errors import GenerationError
+from specframe.errors import ContractError, GenerationError
 from specframe.tree import DraftTree
 
 ATOL = 1e-4
@@ -125,7 +125,7 @@ def test_bad_commits_raise_generation_errors(tiny_model):
     with pytest.raises(GenerationError, match="without a pending forward_tree"):
         target.commit(tree, torch.tensor([[0, -1, -1]]))
     target.forward_tree(tree)
-    with pytest.raises(GenerationError, match="root-first path"):
+    with pytest.raises(ContractError, match="root-first path"):
         target.commit(tree, torch.tensor([[1, 2, -1]]))
     with pytest.raises(GenerationError, match="tree of 2 nodes"):
         target.commit(DraftTree.from_lists([1, 2], [-1, 0]), torch.tensor([[0, 1]]))

@@ -11,8 +11,8 @@ import torch
 from pydantic import ValidationError
 from specframe_hf.config import NgramConfig
 from specframe_hf.ngram_drafter import NgramDrafter, lookup_continuation
-from specframe_hf.no_drafter import NoDrafter
 
+from specframe.builtin.no_drafter import NoDrafter
 from specframe.interfaces import DecodeState
 from specframe.plugins import PluginHost
 from specframe.types import RngStreams, SamplingParams

@@ -17,6 +17,7 @@ from specframe_hf.testing import random_rounds, tiny_causal_lm
 
 from specframe.errors import ConfigError
 from specframe.pipeline import Pipeline
+from specframe.tensor_files import load_tensor_file
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -43,7 +44,7 @@ def test_two_tensor_parallel_ranks_equal_one_process(tmp_path: Path) -> None:
                          timeout=180)
     assert run.returncode == 0, run.stderr[-4000:]
     for rank in range(2):
-        got = torch.load(out / f"rank-{rank}.pt", weights_only=False)
+        got = load_tensor_file(out / f"rank-{rank}.pt")
         assert got["q_proj_local"] == (32, 64)  # each rank holds half the query heads
         assert got["tokens"] == tokens
         for ours, theirs in zip(got["logits"], expected, strict=True):

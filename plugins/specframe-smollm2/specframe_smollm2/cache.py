@@ -70,7 +70,7 @@ def read_manifest(directory: Path) -> dict:
         )
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"cannot read {path}: {exc}",
                               hint="run `specframe setup-target --force` to convert it again") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT or \
@@ -84,8 +84,12 @@ def verify_manifest(directory: Path, *, checksums: bool = True) -> dict:
     """Check that every listed file exists with its size (and SHA-256 when ``checksums``); return the manifest."""
     manifest = read_manifest(directory)
     problems = []
+    root = directory.resolve()
     for rel, entry in manifest["files"].items():
         path = directory / rel
+        if not isinstance(entry, dict) or not (directory / rel).resolve().is_relative_to(root):
+            raise CheckpointError(f"{directory / MANIFEST} lists {rel!r} with {entry!r}: not a file entry inside "
+                                  f"{directory}", hint="run `specframe setup-target --force` to convert it again")
         if not path.is_file():
             problems.append(f"{rel} is missing")
         elif path.stat().st_size != entry.get("bytes"):

@@ -1,4 +1,5 @@
-"""CLI commands: ``specframe setup-target``, ``specframe train RECIPE.yaml`` and ``specframe demo``.
+"""CLI commands: ``specframe setup-target``, ``specframe train RECIPE.yaml``, ``specframe vocab-subset`` and
+``specframe demo``.
 
 Errors are :class:`~specframe.errors.SpecframeError` subclasses; the core CLI prints them without a traceback.
 """
@@ -41,6 +42,45 @@ def register(cli: click.Group) -> None:
 
         run_recipe(recipe, parse_overrides(overrides), progress=not no_progress, log=_log, data_only=data_only)
 
+    @cli.command("vocab-subset")
+    @click.option("--from", "sources", multiple=True, required=True, type=click.Path(path_type=Path),
+                  help="Directory of target-written data shards (repeatable), e.g. data-cache/smollm2-vocab.")
+    @click.option("--size", "sizes", multiple=True, required=True, type=int,
+                  help="Draft vocabulary size (repeatable), e.g. --size 16384.")
+    @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+                  help="FILE.safetensors for one size, else a directory (frNk.safetensors + coverage.json).")
+    @click.option("--target", "target", type=click.Path(path_type=Path), default=None,
+                  help="Converted target directory (tokenizer and vocabulary size; default: the cache).")
+    @click.option("--heldout", type=int, default=0, show_default=True,
+                  help="Also report the coverage of the last N shards by subsets ranked from the others.")
+    def vocab_subset_cmd(sources: tuple[Path, ...], sizes: tuple[int, ...], output: Path,
+                         target: Path | None, heldout: int) -> None:
+        """Frequency-ranked draft vocabularies (EAGLE-3 d2t/t2d) from the response tokens of training data."""
+        from specframe_smollm2.cache import target_dir, verify_manifest
+        from specframe_smollm2.vocab_subset import (
+            count_response_tokens,
+            heldout_coverage,
+            special_token_ids,
+            target_vocab_size,
+            write_subsets,
+        )
+
+        model_dir = target or target_dir()
+        if target is None:
+            verify_manifest(model_dir, checksums=False)
+        vocab_size = target_vocab_size(model_dir)
+        per_shard = count_response_tokens(sources, vocab_size)  # [S, V]
+        counts = per_shard.sum(0)
+        _log(f"{int(counts.sum())} response tokens from {per_shard.shape[0]} shards; "
+             f"{int((counts > 0).sum())} distinct")
+        wanted, always = sorted(set(sizes)), special_token_ids(model_dir)
+        held = heldout_coverage(per_shard, wanted, always, heldout) if heldout else None
+        summary = write_subsets(counts, wanted, always, output, sources=[str(s) for s in sources], heldout=held)
+        for size, row in summary.items():
+            extra = f", {100 * held[size]:.2f}% of the held-out shards'" if held else ""
+            click.echo(f"{size:>6} tokens  {row['file']}  covers {100 * float(row['coverage']):.2f}% of the "
+                       f"counted response tokens{extra}")
+
     @cli.command("demo")
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")
     @click.option("--quick", is_flag=True, help="Fewer prompts and methods (a smoke run).")
@@ -64,16 +104,21 @@ def register(cli: click.Group) -> None:
 
 def parse_overrides(items: tuple[str, ...]) -> dict:
     """``a.b=c`` strings -> a nested dict; values are parsed as YAML scalars."""
-    import yaml
+    from specframe.files import parse_yaml
 
     out: dict = {}
     for item in items:
         if "=" not in item:
             raise ConfigError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set optim.steps=500")
         key, value = item.split("=", 1)
-        node = out
         parts = key.strip().split(".")
+        if not all(parts):
+            raise ConfigError(f"--set {item!r}: the key {key!r} is not a dotted field path", hint="e.g. optim.steps")
+        node = out
         for part in parts[:-1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = yaml.safe_load(value)
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {item!r}: '{part}' was set to a value by another --set",
+                                  hint="set either a section's fields or the section itself")
+        node[parts[-1]] = parse_yaml(value, source=f"--set {item}")[0]
     return out

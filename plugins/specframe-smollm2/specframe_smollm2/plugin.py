@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import click
 
 import specframe
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, TargetCapabilities
 from specframe_smollm2.target import SmolLM2TargetConfig, build_smollm2_target
 
 
@@ -15,7 +15,7 @@ from specframe_smollm2.target import SmolLM2TargetConfig, build_smollm2_target
 def specframe_target_adapters() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="target", name="smollm2", config=SmolLM2TargetConfig, factory=build_smollm2_target,
-        capabilities=Capabilities(exposes_taps=True),
+        capabilities=TargetCapabilities(exposes_taps=True, shares_embeddings=True),
         summary="SmolLM2-135M-Instruct from the `specframe setup-target` cache (manifest-checked)",
     )
 

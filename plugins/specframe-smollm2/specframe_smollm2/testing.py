@@ -8,13 +8,13 @@ Example::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from specframe.tensor_files import save_tensor_file
 from specframe_smollm2.training.generate_data import generate_batch_ids
 from specframe_smollm2.training.recipe import Recipe
 
@@ -59,8 +59,7 @@ def write_tiny_shards(model: Any, out_dir: Path, *, num_seqs: int = 24, batch_si
         shard = generate_batch_ids(model, ids, attn, list(range(start, start + n)), max_new_tokens=max_new_tokens,
                                    taps=taps, topk=topk)
         path = out_dir / f"shard-{b:05d}.pt"
-        torch.save(shard, path.with_suffix(".tmp"))
-        os.replace(path.with_suffix(".tmp"), path)
+        save_tensor_file(shard, path)
         paths.append(path)
     return paths
 

@@ -69,3 +69,76 @@ def test_corrupted_cache_fails_the_pipeline_build(monkeypatch, tmp_path) -> None
     data = {"target": {"type": "smollm2"}, "drafter": {"type": "none"}, "budget": 1}
     with pytest.raises(CheckpointError, match="corrupted"):
         Pipeline.from_dict(data, host=PluginHost())
+
+
+def _edit_manifest(d: Path, edit) -> None:
+    manifest = json.loads((d / MANIFEST).read_text())
+    edit(manifest["files"])
+    (d / MANIFEST).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda files: files.update({"../outside.bin": {"bytes": 4, "sha256": "0" * 64}}),
+    lambda files: files.update({"config.json": "not an entry"}),
+])
+def test_hostile_manifest_entries_are_refused(tmp_path, edit) -> None:
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    (tmp_path / "outside.bin").write_bytes(b"1234")
+    _edit_manifest(d, edit)
+    with pytest.raises(CheckpointError, match="not a file entry inside"):
+        verify_manifest(d)
+
+
+def test_undecodable_manifest_is_named(tmp_path) -> None:
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    (d / MANIFEST).write_bytes(b"\xff\xfe{")
+    with pytest.raises(CheckpointError, match="cannot read"):
+        verify_manifest(d)
+
+
+@pytest.mark.parametrize("kind", ["file", "foreign_dir"])
+def test_setup_target_force_never_deletes_a_foreign_path(tmp_path, capsys, kind) -> None:
+    from specframe.cli import run_cli
+
+    victim = tmp_path / "precious"
+    if kind == "file":
+        victim.write_text("keep me")
+    else:
+        victim.mkdir()
+        (victim / "thesis.tex").write_text("keep me")
+    assert run_cli(["setup-target", "--force", "--path", str(victim)], host=PluginHost()) == 2
+    err = capsys.readouterr().err
+    assert "not a specframe target conversion" in err and "Traceback" not in err
+    assert (victim.read_text() if kind == "file" else (victim / "thesis.tex").read_text()) == "keep me"
+
+
+def test_conversion_gets_ordinary_permissions_and_force_replaces_it(monkeypatch, tmp_path) -> None:
+    import os
+
+    from specframe_smollm2 import convert
+
+    def fake_convert(directory: Path, log) -> dict:  # a writer that creates a private file, as save_pretrained can
+        (directory / "config.json").write_text("{}")
+        fd = os.open(directory / "model.safetensors", os.O_CREAT | os.O_WRONLY, 0o600)
+        os.write(fd, b"\x00" * 8)
+        os.close(fd)
+        return {"package": "test"}
+
+    monkeypatch.setattr(convert, "_convert_into", fake_convert)
+    monkeypatch.setattr(convert, "gguf_location", lambda: (tmp_path, "x.gguf"))
+    final = tmp_path / "target"
+    old = os.umask(0o022)
+    try:
+        convert.convert_target(final, log=lambda m: None)
+        (final / "stale.txt").write_text("from the first conversion")
+        _edit_manifest(final, lambda files: files.update({"stale.txt": {"bytes": 24, "sha256": "0"}}))
+        convert.convert_target(final, force=True, log=lambda m: None)
+    finally:
+        os.umask(old)
+    assert final.stat().st_mode & 0o777 == 0o755
+    assert {p.name: p.stat().st_mode & 0o777 for p in final.iterdir()} == {
+        "config.json": 0o644, "model.safetensors": 0o644, MANIFEST: 0o644}
+    verify_manifest(final)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no temporary or old copy left behind

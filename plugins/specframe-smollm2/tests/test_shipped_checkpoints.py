@@ -3,6 +3,8 @@ converted target present) decode exactly like plain decoding with an acceptance 
 
 from __future__ import annotations
 
+import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from specframe_hf.target import HFTarget
 from specframe_smollm2.cache import target_dir
 from specframe_smollm2.testing import tiny_llama
 
+from specframe.draft_vocab import load_draft_vocab
 from specframe.errors import CheckpointError
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
@@ -61,14 +64,29 @@ def test_checkpoint_for_another_target_is_refused(hidden, vocab, layers, message
         Pipeline.from_dict(data, target=target, host=PluginHost())
 
 
+def test_shipped_draft_vocabularies_fit_the_target_and_nest() -> None:
+    report = json.loads((CKPTS / "draft-vocab" / "coverage.json").read_text())
+    subsets = []
+    for entry in report["subsets"]:
+        vocab = load_draft_vocab(CKPTS / "draft-vocab" / entry["file"])
+        assert vocab.size == entry["size"] and vocab.target_vocab_size == 49152
+        ids = set(vocab.target_ids.tolist())
+        assert set(report["always_kept"]) <= ids and 2 in ids  # EOS (<|im_end|>) and the special tokens
+        subsets.append(ids)
+    assert [len(s) for s in subsets] == sorted(len(s) for s in subsets) and len(subsets) >= 3
+    assert all(a < b for a, b in itertools.pairwise(subsets))  # frequency ranks nest
+    assert (CKPTS / "draft-vocab" / "README.md").is_file()
+
+
 @pytest.mark.real_model
 @pytest.mark.skipif(not HAVE_TARGET, reason="no converted SmolLM2 (run `specframe setup-target`)")
-def test_dartree_on_the_shipped_pair_is_greedy_exact_with_real_acceptance(monkeypatch) -> None:
+@pytest.mark.parametrize("example", ["dartree-pruned.yaml", "dartree-pruned-fr16k.yaml"])
+def test_dartree_on_the_shipped_pair_is_greedy_exact_with_real_acceptance(monkeypatch, example: str) -> None:
     monkeypatch.setenv("SPECFRAME_CHECKPOINTS", str(CKPTS))
     host = PluginHost()
     plain = Pipeline.from_yaml(EXAMPLES / "plain.yaml", host=host)
-    dartree = Pipeline.from_yaml(EXAMPLES / "dartree-pruned-b16.yaml", target=plain.target, host=host)
-    auto = Pipeline.from_yaml(EXAMPLES / "dartree-pruned.yaml", target=plain.target, host=host)
+    dartree = Pipeline.from_yaml(EXAMPLES / example, target=plain.target, host=host, overrides=["budget=16"])
+    auto = Pipeline.from_yaml(EXAMPLES / example, target=plain.target, host=host)  # budget: auto, as shipped
     prompts = ["Tom has 12 apples and gives 5 to Ana. How many apples does Tom have left? Explain step by step.",
                "Write a Python function that returns the squares of a list of numbers."]
     rounds = committed = 0

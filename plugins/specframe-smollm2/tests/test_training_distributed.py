@@ -19,6 +19,7 @@ from specframe_smollm2.training.trainer import train
 
 from specframe.distributed import DistContext
 from specframe.errors import ConfigError
+from specframe.tensor_files import load_tensor_file
 
 HERE = Path(__file__).parent
 STEPS = 30
@@ -53,7 +54,7 @@ def test_two_gloo_ranks_follow_the_single_process_loss_curve(tmp_path: Path, tin
           progress=False, log=lambda m: None)
     run = torchrun(str(two), str(tiny_data), str(STEPS), "15")  # interrupted after step 15 (state at 15)
     assert run.returncode == 0, run.stderr[-4000:]
-    state = torch.load(two / "work-drafter" / "state.pt", weights_only=False)
+    state = load_tensor_file(two / "work-drafter" / "state.pt")
     assert state["step"] == 15
     run = torchrun(str(two), str(tiny_data), str(STEPS))  # resumed by both ranks
     assert run.returncode == 0, run.stderr[-4000:]
@@ -107,6 +108,6 @@ def test_data_generation_is_shared_out_by_rank(tmp_path: Path, tiny_target) -> N
     names = sorted(p.name for p in one.glob("shard-*.pt"))
     assert names == sorted(p.name for p in two.glob("shard-*.pt")) and len(names) == 3
     for name in names:
-        a, b = torch.load(one / name, weights_only=False), torch.load(two / name, weights_only=False)
+        a, b = load_tensor_file(one / name), load_tensor_file(two / name)
         assert a["index"] == b["index"]
         assert all(torch.equal(x, y) for x, y in zip(a["ids"], b["ids"], strict=True))

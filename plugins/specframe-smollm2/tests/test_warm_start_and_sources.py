@@ -14,6 +14,7 @@ from specframe_smollm2.training.recipe import Recipe
 from specframe_smollm2.training.trainer import _build_objective, train
 
 from specframe.errors import CheckpointError, ConfigError
+from specframe.tensor_files import load_tensor_file
 
 QUIET = {"progress": False, "log": lambda m: None}
 
@@ -34,7 +35,7 @@ def test_warm_started_drafter_reproduces_the_exported_one(tmp_path, tiny_target,
     warm, _ = _build_objective(warm_recipe, tiny_target, seqs, torch.Generator().manual_seed(5))
     exported, _ = _build_objective(tiny_recipe("drafter", tmp_path / "c", tiny_data), tiny_target, seqs,
                                    torch.Generator().manual_seed(5))
-    state = torch.load(tmp_path / "a" / "work-drafter" / "state.pt", weights_only=False)
+    state = load_tensor_file(tmp_path / "a" / "work-drafter" / "state.pt")
     exported.trainable.load_state_dict(state["module"])
     exported.tap_scale = state["tap_scale"]
     want = _drafter_outputs(exported, batch)
@@ -104,7 +105,7 @@ def test_prompt_file_problems_are_explained(tmp_path, template, id_range, messag
     with pytest.raises(ConfigError, match=message):
         file_prompts(PromptFile(path=str(src), template=template, id_range=id_range,
                                 id_field="name" if "integer" in message else "id"))
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="not found"):
         file_prompts(PromptFile(path=str(tmp_path / "missing.jsonl"), template="{text}"))
 
 

@@ -1,7 +1,7 @@
 """Registration of the tree stages (entry point ``trees`` in the ``specframe`` group).
 
-Correctors: ``identity``, ``random_gru``, ``random_markov``. Tree builders: ``chain``, ``heap``,
-``heap_sequential``, ``dartree``, ``chain_then_heap``. Pruners: ``none``, ``deferred_topb``. Plus a
+Correctors: ``random_gru``, ``random_markov``. Tree builders: ``heap``, ``heap_sequential``, ``dartree``,
+``chain_then_heap``. Pruners: ``deferred_topb``. Plus a
 ``specframe_validate_pipeline`` check (see :mod:`specframe_trees.validation`).
 
 Capabilities of the learned correctors are the most any of their configurations needs: ``random_markov``
@@ -15,13 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from specframe.plugins import hookimpl
-from specframe.registry import Capabilities, ComponentRegistry, ComponentSpec
-from specframe_trees.builders.chain import ChainConfig, build_chain
+from specframe.registry import ComponentRegistry, ComponentSpec, CorrectorCapabilities
 from specframe_trees.builders.chain_then_heap import ChainThenHeapConfig, build_chain_then_heap
 from specframe_trees.builders.dartree import DARTreeConfig, build_dartree
 from specframe_trees.builders.heap import HeapConfig, build_heap
 from specframe_trees.builders.heap_sequential import HeapSequentialConfig, build_heap_sequential
-from specframe_trees.correctors.identity import IdentityConfig, build_identity
 from specframe_trees.correctors.random_heads import (
     RandomGRUConfig,
     RandomMarkovConfig,
@@ -29,18 +27,13 @@ from specframe_trees.correctors.random_heads import (
     build_random_markov,
 )
 from specframe_trees.pruners.deferred_topb import DeferredTopBConfig, build_deferred_topb
-from specframe_trees.pruners.none import NoPruneConfig, build_no_pruner
 from specframe_trees.validation import pipeline_problems
 
-LEARNED_CORRECTOR = Capabilities(stateful=True, needs_features=True, path_dependent=True)
+LEARNED_CORRECTOR = CorrectorCapabilities(stateful=True, needs_features=True, path_dependent=True)
 
 
 @hookimpl
 def specframe_correctors() -> Iterator[ComponentSpec]:
-    yield ComponentSpec(
-        kind="corrector", name="identity", config=IdentityConfig, factory=build_identity,
-        summary="no correction: the drafter's per-depth marginals for every node",
-    )
     yield ComponentSpec(
         kind="corrector", name="random_gru", config=RandomGRUConfig, factory=build_random_gru,
         capabilities=LEARNED_CORRECTOR,
@@ -55,11 +48,6 @@ def specframe_correctors() -> Iterator[ComponentSpec]:
 
 @hookimpl
 def specframe_tree_builders() -> Iterator[ComponentSpec]:
-    yield ComponentSpec(
-        kind="tree_builder", name="chain", config=ChainConfig, factory=build_chain,
-        capabilities=Capabilities(produces_tree=False),
-        summary="one path: the best corrected candidate at each depth",
-    )
     yield ComponentSpec(
         kind="tree_builder", name="heap", config=HeapConfig, factory=build_heap,
         summary="DDTree: top-B prefixes under the drafter's marginals (ignores the corrector)",
@@ -80,11 +68,6 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
 
 @hookimpl
 def specframe_pruners() -> Iterator[ComponentSpec]:
-    yield ComponentSpec(
-        kind="pruner", name="none", config=NoPruneConfig, factory=build_no_pruner,
-        capabilities=Capabilities(keeps_child_prefix=True),
-        summary="keep the tree as built",
-    )
     yield ComponentSpec(
         kind="pruner", name="deferred_topb", config=DeferredTopBConfig, factory=build_deferred_topb,
         summary="global top-B by path score + beta * depth (beta <= 0, Lemma 1)",

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from specframe.registry import Capabilities, ComponentRegistry
+from specframe.registry import ComponentRegistry
 
 
-def _capabilities(registry: ComponentRegistry, kind: str, name: str | None) -> Capabilities | None:
+def _capabilities(registry: ComponentRegistry, kind: str, name: str | None) -> Any:
     if name is None or (kind, name) not in registry:
         return None
     return registry.get(kind, name).spec.capabilities

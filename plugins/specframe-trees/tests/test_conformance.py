@@ -8,7 +8,6 @@ from specframe.testing.conformance import ConformanceCase, ConformanceSuite
 class TestTreesConformance(ConformanceSuite):
     plugin = "trees"
     cases = (
-        ConformanceCase("corrector", "identity"),
         ConformanceCase("corrector", "random_gru"),
         ConformanceCase("corrector", "random_gru", config={"low_rank": False, "dtype": "float64"}, variant="direct"),
         ConformanceCase("corrector", "random_markov"),

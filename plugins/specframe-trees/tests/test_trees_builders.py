@@ -9,8 +9,6 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from specframe_trees.builders import (
-    ChainBuilder,
-    ChainConfig,
     ChainThenHeapBuilder,
     ChainThenHeapConfig,
     DARTreeBuilder,
@@ -20,9 +18,10 @@ from specframe_trees.builders import (
     HeapSequentialBuilder,
     HeapSequentialConfig,
 )
-from specframe_trees.correctors import IdentityCorrector
 from trees_testkit import CORRECTORS, brute_force_top_prefixes, ctx, small_gru, small_markov
 
+from specframe.builtin.chain import ChainBuilder, ChainConfig
+from specframe.builtin.identity import IdentityCorrector
 from specframe.interfaces import Corrector, TreeBuilder
 from specframe.testing.strategies import proposals
 from specframe.tree import DraftTree, check_tree
@@ -147,7 +146,7 @@ def test_chain_then_heap_uses_the_chain_conditioned_rows(p: DraftProposal) -> No
 
 def _row_along_chain(p: DraftProposal, corr: Corrector, chain: DraftTree, b: int, depth: int) -> torch.Tensor:
     """The corrected row of ``depth`` for the chain's node at ``depth - 1``, recomputed node by node."""
-    from specframe_trees.proposal_view import proposal_row
+    from specframe.tree.proposal_view import proposal_row
 
     row_p = proposal_row(p, b)
     state = corr.init_state(row_p)
@@ -251,6 +250,6 @@ def _fixed_proposal(g: torch.Generator, *, k: int = 4, length: int = 3, b: int =
 
 
 def _clamp(p: DraftProposal, *, k: int | None = None, depth: int | None = None) -> DraftProposal:
-    from specframe_trees.proposal_view import clamp_proposal
+    from specframe.tree.proposal_view import clamp_proposal
 
     return clamp_proposal(p, depth, k if k is not None else p.num_candidates)

@@ -8,10 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
-from specframe_trees.correctors import GRUCorrector, IdentityCorrector, MarkovCorrector
+from specframe_trees.correctors import GRUCorrector, MarkovCorrector
 from specframe_trees.heads import DominoGRUHead, GRUHeadSizes, MarkovHead, MarkovHeadSizes
 from trees_testkit import HIDDEN, VOCAB, small_gru, small_markov
 
+from specframe.builtin.identity import IdentityCorrector
 from specframe.errors import CheckpointError, GenerationError
 from specframe.testing.strategies import proposals
 from specframe.types import DraftProposal

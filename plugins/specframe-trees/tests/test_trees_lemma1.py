@@ -11,14 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 from specframe_trees.builders import DARTreeBuilder, DARTreeConfig, HeapSequentialBuilder, HeapSequentialConfig
-from specframe_trees.proposal_view import proposal_row
-from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner, NoPruneConfig, NoPruner
+from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner
 from trees_testkit import ctx, heap_pops, small_gru, small_markov, token_paths
 
-from specframe.errors import GenerationError
+from specframe.builtin.no_pruner import NoPruneConfig, NoPruner
+from specframe.errors import ContractError
 from specframe.interfaces import Corrector
 from specframe.testing.strategies import draft_trees, proposals
 from specframe.tree import DraftTree, check_tree
+from specframe.tree.proposal_view import proposal_row
 from specframe.types import DraftProposal
 
 SETTINGS = settings(max_examples=40, deadline=None)
@@ -94,7 +95,7 @@ def test_pruner_worked_example_and_passthrough() -> None:
 
 def test_pruner_refuses_trees_whose_scores_rise() -> None:
     tree = DraftTree.from_lists([9, 1, 2], [-1, 0, 1], score=[0.0, -1.0, -0.5])
-    with pytest.raises(GenerationError, match="ranks above its parent"):
+    with pytest.raises(ContractError, match="ranks above its parent"):
         DeferredTopBPruner(DeferredTopBConfig(beta=0.0)).prune(tree, ctx(1))
 
 

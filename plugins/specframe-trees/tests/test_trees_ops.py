@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from specframe_trees.heads.linear import FrozenLinear
-from specframe_trees.ops import apply_to_unique_rows, first_argmax, masked_log_softmax, stable_topk
+
+from specframe.tree.ops import apply_to_unique_rows, first_argmax, masked_log_softmax, stable_topk
 
 NEG_INF = -math.inf
 

@@ -13,12 +13,12 @@ from specframe.config.validate import validate_pipeline
 from specframe.errors import ConfigError
 from specframe.interfaces import BuildContext, Corrector, Pruner, TreeBuilder
 from specframe.plugins import PluginHost, hookimpl
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapabilities, VerifierCapabilities
 
-EXPECTED = {
-    "corrector": {"identity", "random_gru", "random_markov"},
-    "tree_builder": {"chain", "heap", "heap_sequential", "dartree", "chain_then_heap"},
-    "pruner": {"none", "deferred_topb"},
+EXPECTED = {  # the null stages (identity, chain, none) are the core's built-ins
+    "corrector": {"random_gru", "random_markov"},
+    "tree_builder": {"heap", "heap_sequential", "dartree", "chain_then_heap"},
+    "pruner": {"deferred_topb"},
 }
 INTERFACE = {"corrector": Corrector, "tree_builder": TreeBuilder, "pruner": Pruner}
 
@@ -35,11 +35,11 @@ def test_entry_point_registers_every_stage() -> None:
             assert record.spec.summary
 
 
-def test_capabilities_are_declared(plugin_host: PluginHost) -> None:
-    plugin_host.register(trees_plugin, "trees")
-    registry = plugin_host.registry
+def test_capabilities_are_declared(specframe_plugin_host: PluginHost) -> None:
+    specframe_plugin_host.register(trees_plugin, "trees")
+    registry = specframe_plugin_host.registry
     identity = registry.get("corrector", "identity").spec.capabilities
-    assert identity == Capabilities()
+    assert identity == CorrectorCapabilities()
     for name in ("random_gru", "random_markov"):
         caps = registry.get("corrector", name).spec.capabilities
         assert caps.stateful and caps.needs_features and caps.path_dependent and not caps.needs_logits
@@ -55,10 +55,10 @@ def _config(**stages: object) -> types.SimpleNamespace:
 
 
 @pytest.fixture
-def host(plugin_host: PluginHost) -> PluginHost:
-    plugin_host.register(trees_plugin, "trees")
-    plugin_host.register(_FakeStages, "fake")
-    return plugin_host
+def host(specframe_plugin_host: PluginHost) -> PluginHost:
+    specframe_plugin_host.register(trees_plugin, "trees")
+    specframe_plugin_host.register(_FakeStages, "fake")
+    return specframe_plugin_host
 
 
 def test_heap_with_a_path_dependent_corrector_is_rejected(host: PluginHost) -> None:
@@ -121,13 +121,13 @@ class _FakeStages:
     @hookimpl
     def specframe_drafters():
         yield ComponentSpec(kind="drafter", name="fake", config=_FakeDrafterConfig, factory=lambda c, x: None,
-                            capabilities=Capabilities(emits_features=True))
+                            capabilities=DrafterCapabilities(emits_features=True))
         yield ComponentSpec(kind="drafter", name="fake_logits", config=_FakeLogitsDrafterConfig,
                             factory=lambda c, x: None,
-                            capabilities=Capabilities(emits_features=True, emits_logits=True))
+                            capabilities=DrafterCapabilities(emits_features=True, emits_logits=True))
 
     @staticmethod
     @hookimpl
     def specframe_verifiers():
         yield ComponentSpec(kind="verifier", name="fake_verifier", config=_FakeVerifierConfig,
-                            factory=lambda c, x: None)
+                            factory=lambda c, x: None, capabilities=VerifierCapabilities(lossless=True))

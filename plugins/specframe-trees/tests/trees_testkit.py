@@ -12,13 +12,13 @@ import math
 from collections.abc import Callable
 
 from specframe_trees.correctors import (
-    IdentityCorrector,
     RandomGRUConfig,
     RandomMarkovConfig,
     build_random_gru,
     build_random_markov,
 )
 
+from specframe.builtin.identity import IdentityCorrector
 from specframe.interfaces import Corrector, RoundContext
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, RngStreams, SamplingParams

@@ -45,12 +45,6 @@ def child_at_rank(tree: DraftTree, rank: torch.Tensor, node: torch.Tensor, j: in
     return _first_true(children_mask(tree, node) & (rank == j))
 
 
-def max_children(tree: DraftTree) -> int:
-    """Largest number of children of any node in the batch."""
-    rank = sibling_rank(tree)
-    return int(rank.max().item()) + 1 if rank.numel() else 0
-
-
 def gather_rows(x: torch.Tensor, node: torch.Tensor) -> torch.Tensor:  # [B, ...]
     """``x[b, node[b]]`` for ``x`` ``[B, N, ...]`` and ``node`` ``[B]`` (-1 is read as node 0)."""
     idx = node.clamp(min=0).view(-1, *([1] * (x.dim() - 1))).expand(-1, 1, *x.shape[2:])

@@ -13,7 +13,7 @@ from typing import Literal
 import specframe
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import BuildContext
-from specframe.registry import Capabilities, ComponentSpec
+from specframe.registry import ComponentSpec, TreeBuilderCapabilities, VerifierCapabilities
 from specframe_verifiers.chain_rejection import ChainRejectionVerifier
 from specframe_verifiers.sampled_builders import SampledChainConfig, SampledTreeBuilder, SampledTreeConfig
 from specframe_verifiers.tree_rejection import TreeRejectionVerifier
@@ -54,25 +54,25 @@ def _vocab_size(ctx: BuildContext) -> int | None:
 def specframe_verifiers() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="verifier", name="greedy", config=GreedyConfig, factory=lambda cfg, ctx: GreedyVerifier(),
-        capabilities=Capabilities(lossless=True, supported_regimes=BOTH_REGIMES, greedy_only=True),
+        capabilities=VerifierCapabilities(lossless=True, supported_regimes=BOTH_REGIMES, greedy_only=True),
         summary="walk the tree along the target's argmax (exact at temperature 0)",
     )
     yield ComponentSpec(
         kind="verifier", name="walk", config=WalkConfig, factory=lambda cfg, ctx: WalkVerifier(),
-        capabilities=Capabilities(lossless=True, supported_regimes=BOTH_REGIMES),
+        capabilities=VerifierCapabilities(lossless=True, supported_regimes=BOTH_REGIMES),
         summary="draw the target at every node, follow matching children (WALK)",
     )
     yield ComponentSpec(
         kind="verifier", name="chain_rejection", config=ChainRejectionConfig,
         factory=lambda cfg, ctx: ChainRejectionVerifier(),
-        capabilities=Capabilities(lossless=True, supported_regimes=frozenset({"sampled"}), requires_q=True,
+        capabilities=VerifierCapabilities(lossless=True, supported_regimes=frozenset({"sampled"}), requires_q=True,
                                   chain_only=True),
         summary="speculative sampling on a sampled chain: accept w.p. min(1, p/q), else a residual token",
     )
     yield ComponentSpec(
         kind="verifier", name="tree_rejection", config=TreeRejectionConfig,
         factory=lambda cfg, ctx: TreeRejectionVerifier(),
-        capabilities=Capabilities(lossless=True, supported_regimes=frozenset({"sampled"}), requires_q=True),
+        capabilities=VerifierCapabilities(lossless=True, supported_regimes=frozenset({"sampled"}), requires_q=True),
         summary="recursive rejection over siblings sampled without replacement",
     )
 
@@ -83,12 +83,12 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
         kind="tree_builder", name="sampled_chain", config=SampledChainConfig,
         factory=lambda cfg, ctx: SampledTreeBuilder(
             None if cfg.depth is None else (1,) * cfg.depth, _vocab_size(ctx), config_field="tree_builder.depth"),
-        capabilities=Capabilities(draft_regime="sampled", produces_tree=False),
+        capabilities=TreeBuilderCapabilities(draft_regime="sampled", produces_tree=False),
         summary="a chain of drafts sampled from the corrected draft law (records q)",
     )
     yield ComponentSpec(
         kind="tree_builder", name="sampled_tree", config=SampledTreeConfig,
         factory=lambda cfg, ctx: SampledTreeBuilder(cfg.branching, _vocab_size(ctx)),
-        capabilities=Capabilities(draft_regime="sampled"),
+        capabilities=TreeBuilderCapabilities(draft_regime="sampled"),
         summary="children sampled without replacement per depth, e.g. branching [3, 2, 1] (records q)",
     )

@@ -25,6 +25,7 @@ import torch
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import MAX_DRAFT_DEPTH, MAX_TREE_NODES, StageShape, capped_min, tree_nodes
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.sampling import processed_logprobs, sample_without_replacement
@@ -36,7 +37,12 @@ class SampledChainConfig(ComponentConfig):
     """A chain of drafts, each sampled from the corrected draft law of its parent."""
 
     type: Literal["sampled_chain"] = "sampled_chain"
-    depth: int | None = Field(None, ge=1, description="draft depth; default: every depth the drafter proposes")
+    depth: int | None = Field(None, ge=1, le=MAX_DRAFT_DEPTH,
+                              description="draft depth; default: every depth the drafter proposes")
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        depth = capped_min(upstream.depth, self.depth)
+        return StageShape(depth, 1, depth)
 
 
 class SampledTreeConfig(ComponentConfig):
@@ -50,7 +56,14 @@ class SampledTreeConfig(ComponentConfig):
     def _positive(cls, value: tuple[int, ...]) -> tuple[int, ...]:
         if not value or any(b < 1 for b in value):
             raise ValueError(f"branching must be a non-empty list of positive counts, got {list(value)}")
+        if len(value) > MAX_DRAFT_DEPTH or tree_nodes(len(value), list(value)) > MAX_TREE_NODES:  # type: ignore[operator]
+            raise ValueError(f"branching {list(value)} makes trees of more than {MAX_TREE_NODES} nodes, the most "
+                             "one target forward verifies; use fewer children or depths")
         return value
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        depth = min(upstream.depth if upstream.depth is not None else len(self.branching), len(self.branching))
+        return StageShape(depth, max(self.branching), tree_nodes(depth, list(self.branching)))
 
 
 class SampledTreeBuilder(TreeBuilder):

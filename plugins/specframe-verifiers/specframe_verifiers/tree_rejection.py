@@ -1,4 +1,4 @@
-"""Multi-draft recursive rejection sampling for trees sampled without replacement (algorithms.md §8.3).
+"""Multi-draft recursive rejection sampling for trees sampled without replacement (docs/concepts/losslessness.md).
 
 Setting: the children ``c_1..c_n`` of every node ``v`` were drawn *without replacement* from the draft law
 ``q = tree.child_q[:, v]`` in child-index order (Gumbel-top-k, as the sampled builders do): ``c_1 ~ q``,

@@ -1,4 +1,4 @@
-"""WALK verification (algorithms.md §8.1) and its temperature-0 special case, greedy verification.
+"""WALK verification (docs/concepts/losslessness.md) and its temperature-0 special case, greedy verification.
 
 Vocabulary: the **accepted** tokens are the draft nodes on the walked path; the **bonus** token is the target's
 draw at the node where the walk stops. WALK never produces a residual token.

@@ -15,7 +15,7 @@ from specframe_verifiers import (
 )
 from verifier_scenarios import PROMPT, ROOT, SETTINGS, make_corrector, make_drafter, make_target, sampled_round
 
-from specframe.errors import GenerationError
+from specframe.errors import ContractError, GenerationError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import probs
 from specframe.testing.stats import proportion_test
@@ -168,9 +168,9 @@ def test_rejection_verifiers_need_child_q() -> None:
 def test_chain_rejection_rejects_branching_trees() -> None:
     tree = DraftTree.from_lists([1, 2, 3], [-1, 0, 0])
     tree = DraftTree(**{**tree.__dict__, "child_q": torch.full((1, 3, 5), 0.2)})
-    with pytest.raises(GenerationError, match="several children") as info:
+    with pytest.raises(ContractError, match="several children") as info:  # a builder bug, not bad input
         ChainRejectionVerifier().verify(tree, torch.randn(1, 3, 5), _ctx(SamplingParams(temperature=1.0)))
-    assert "tree_rejection" in info.value.hint
+    assert info.value.stage == "tree_builder"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import Corrector, Drafter, Pruner, TargetModel, TreeBuilder, Verifier
-from specframe.registry import STAGE_KINDS, ComponentSpec
+from specframe.registry import CAPABILITIES, STAGE_KINDS, ComponentSpec
 
 #: The interface each stage kind's factory must return.
 INTERFACES: dict[str, type] = {
@@ -71,7 +71,10 @@ def check_declaration(spec: ComponentSpec) -> None:
     if not callable(spec.factory):
         raise fail(who, "factory must be callable as factory(config, ctx)")
     caps = spec.capabilities
-    if caps.draft_regime not in ("deterministic", "sampled"):
+    expected = CAPABILITIES.get(spec.kind)
+    if expected is not None and not isinstance(caps, expected):
+        raise fail(who, f"capabilities must be a {expected.__name__}, not {type(caps).__name__}")
+    if spec.kind == "tree_builder" and caps.draft_regime not in ("deterministic", "sampled"):
         raise fail(who, f"draft_regime must be 'deterministic' or 'sampled', not {caps.draft_regime!r}")
     if spec.kind == "verifier":
         regimes = set(caps.supported_regimes)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from specframe.registry import Capabilities
+from specframe.registry import DrafterCapabilities
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import DecodeTrace, greedy_decode, random_ids
@@ -20,7 +20,7 @@ PROMPT_LEN = 12
 
 
 def check_proposal(who: str, proposal: DraftProposal, root: torch.Tensor, vocab_size: int,
-                   caps: Capabilities) -> None:
+                   caps: DrafterCapabilities) -> None:
     """Shapes, dtypes, devices and invariants of one proposal (see :class:`specframe.types.DraftProposal`)."""
     if not isinstance(proposal, DraftProposal):
         raise fail(who, f"propose returned {type(proposal).__name__}, expected DraftProposal")
@@ -59,7 +59,7 @@ def check_proposal(who: str, proposal: DraftProposal, root: torch.Tensor, vocab_
     _check_full_outputs(who, proposal, vocab_size, caps)
 
 
-def _check_full_outputs(who: str, proposal: DraftProposal, vocab_size: int, caps: Capabilities) -> None:
+def _check_full_outputs(who: str, proposal: DraftProposal, vocab_size: int, caps: DrafterCapabilities) -> None:
     b, depth = proposal.batch_size, proposal.depth
     if caps.emits_logits and proposal.logits is None:
         raise fail(who, "declares emits_logits=True but the proposal has no logits")

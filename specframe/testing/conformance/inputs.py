@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specframe.interfaces import Corrector, DecodeState, Drafter, TargetModel
+from specframe.interfaces import DecodeState, Drafter, TargetModel
 from specframe.testing.conformance.cases import ProposalShape
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, RngStreams, SamplingParams, VerifyResult
@@ -134,15 +134,6 @@ def oracle_result(tree: DraftTree, logits: torch.Tensor) -> VerifyResult:
         nodes[b, : len(path)] = torch.tensor(path)
     return VerifyResult(accepted_nodes=nodes, num_accepted=torch.tensor([len(p) - 1 for p in paths]),
                         bonus_token=torch.tensor(bonus))
-
-
-class MarginalCorrector(Corrector):
-    """Stateless corrector that returns the proposal's own log-probs for every frontier node."""
-
-    def child_logprobs(self, proposal: DraftProposal, depth: int, tokens: torch.Tensor,
-                       state: torch.Tensor) -> torch.Tensor:  # [B, M, K]
-        base = proposal.logprobs[:, depth - 1]  # [B, K]
-        return base[:, None, :].expand(-1, tokens.shape[1], -1).float()
 
 
 def probe_tree(proposal: DraftProposal) -> DraftTree:

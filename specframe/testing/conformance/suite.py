@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import pytest
 
 from specframe.plugins import PluginHost
-from specframe.registry import STAGE_KINDS, Capabilities, ComponentRegistry
+from specframe.registry import STAGE_KINDS, ComponentRegistry, StageCapabilities
 from specframe.testing.conformance import correctors, drafters, targets, trees, verifiers
 from specframe.testing.conformance.cases import BuiltCase, ConformanceCase, resolve
 from specframe.testing.conformance.common import check_config_round_trip, check_declaration
@@ -37,7 +37,7 @@ _CASES: dict[type, list[ConformanceCase]] = {}
 _BUILT: dict[tuple[type, str], BuiltCase] = {}
 
 
-def contract(*kinds: str, when: Callable[[Capabilities], bool] | None = None) -> Callable[[Any], Any]:
+def contract(*kinds: str, when: Callable[[StageCapabilities], bool] | None = None) -> Callable[[Any], Any]:
     """Mark a test method as a contract for ``kinds`` (optionally only for specs whose capabilities match)."""
 
     def mark(fn: Any) -> Any:
@@ -49,13 +49,18 @@ def contract(*kinds: str, when: Callable[[Capabilities], bool] | None = None) ->
 
 
 def plugin_registry(plugin: str | ModuleType) -> ComponentRegistry:
-    """The components of one plugin: an installed entry point (by name) or a module registered in-process."""
+    """The components of one plugin: an installed entry point (by name), ``"builtin"`` (the core's own
+    stages), or a module registered in-process."""
     if isinstance(plugin, str):
         host = PluginHost(autoload=True, allowlist=[plugin], disabled=(), trace=False)
+        name = plugin
     else:
         host = PluginHost(autoload=False, allowlist=None, disabled=(), trace=False)
-        host.register(plugin, name=plugin.__name__)
-    registry = host.registry
+        name = host.register(plugin, name=plugin.__name__)
+    registry = ComponentRegistry()
+    for rec in host.registry:
+        if rec.plugin == name:
+            registry.add(rec.spec, plugin=rec.plugin, distribution=rec.distribution, version=rec.version)
     if not list(registry):
         raise ValueError(f"plugin {plugin!r} registered no components; is its distribution installed "
                          "(pip install -e .) and is the entry point in the `specframe` group?")
@@ -126,61 +131,65 @@ class ConformanceSuite:
         check_declaration(conformance_case.spec)
 
     @contract(*STAGE_KINDS)
-    def test_config_round_trip(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        built = self.built(conformance_case, conformance_workdir)
+    def test_config_round_trip(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        built = self.built(conformance_case, specframe_conformance_workdir)
         check_config_round_trip(built.spec, built.config)
 
     # --------------------------------------------------------------------------------------------- stages
     @contract("target")
     def test_target_tree_forward_and_commit(self, conformance_case: ConformanceCase,
-                                            conformance_workdir: Path) -> None:
-        targets.check_target(self.built(conformance_case, conformance_workdir))
+                                            specframe_conformance_workdir: Path) -> None:
+        targets.check_target(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("drafter")
-    def test_drafter_proposals(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        drafters.check_drafter(self.built(conformance_case, conformance_workdir))
+    def test_drafter_proposals(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        drafters.check_drafter(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("drafter")
-    def test_drafter_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        drafters.check_drafter_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_drafter_reproducible(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        drafters.check_drafter_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("corrector")
-    def test_corrector_scores(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        correctors.check_corrector(self.built(conformance_case, conformance_workdir))
+    def test_corrector_scores(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        correctors.check_corrector(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("corrector")
-    def test_corrector_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        correctors.check_corrector_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_corrector_reproducible(self, conformance_case: ConformanceCase,
+                                    specframe_conformance_workdir: Path) -> None:
+        correctors.check_corrector_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("tree_builder")
-    def test_tree_builder_trees(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_tree_builder(self.built(conformance_case, conformance_workdir))
+    def test_tree_builder_trees(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        trees.check_tree_builder(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("tree_builder")
-    def test_tree_builder_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_tree_builder_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_tree_builder_reproducible(self, conformance_case: ConformanceCase,
+                                       specframe_conformance_workdir: Path) -> None:
+        trees.check_tree_builder_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("pruner")
-    def test_pruner_subtrees(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_pruner(self.built(conformance_case, conformance_workdir))
+    def test_pruner_subtrees(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        trees.check_pruner(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("pruner")
-    def test_pruner_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        trees.check_pruner_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_pruner_reproducible(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        trees.check_pruner_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier")
-    def test_verifier_results(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        verifiers.check_verifier(self.built(conformance_case, conformance_workdir))
+    def test_verifier_results(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        verifiers.check_verifier(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier")
-    def test_verifier_reproducible(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        verifiers.check_verifier_reproducible(self.built(conformance_case, conformance_workdir))
+    def test_verifier_reproducible(self, conformance_case: ConformanceCase,
+                                   specframe_conformance_workdir: Path) -> None:
+        verifiers.check_verifier_reproducible(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier", when=lambda caps: caps.lossless or caps.greedy_only)
     def test_verifier_matches_greedy_oracle(self, conformance_case: ConformanceCase,
-                                            conformance_workdir: Path) -> None:
-        verifiers.check_verifier_greedy(self.built(conformance_case, conformance_workdir))
+                                            specframe_conformance_workdir: Path) -> None:
+        verifiers.check_verifier_greedy(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("verifier", when=lambda caps: caps.lossless and not caps.greedy_only)
-    def test_verifier_lossless(self, conformance_case: ConformanceCase, conformance_workdir: Path) -> None:
-        verifiers.check_verifier_lossless(self.built(conformance_case, conformance_workdir), self.lossless_rows)
+    def test_verifier_lossless(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        built = self.built(conformance_case, specframe_conformance_workdir)
+        verifiers.check_verifier_lossless(built, self.lossless_rows)

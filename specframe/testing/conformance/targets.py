@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from specframe.interfaces import TargetModel
+from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import random_ids, random_tree
@@ -100,6 +100,19 @@ def check_target(built: BuiltCase) -> None:
     _close(who, "a second build from the same config", guarded(who, lambda: _prefill(rebuilt, prompt)).logits[0, -1],
            first.logits[0, -1])
     guarded(who, lambda: _check_taps(who, built, target, prompt, tree))
+    _check_shared_embeddings(who, built, target)
+
+
+def _check_shared_embeddings(who: str, built: BuiltCase, target: TargetModel) -> None:
+    declared = built.capabilities.shares_embeddings
+    if declared != isinstance(target, SharedEmbeddings):
+        raise fail(who, f"declares shares_embeddings={declared} but {type(target).__name__} "
+                        f"{'does not implement' if declared else 'implements'} SharedEmbeddings")
+    if declared:
+        weight = target.input_embeddings().weight  # [V, H]
+        if weight.shape[0] < target.vocab_size or weight.dtype != target.dtype or weight.device != target.device:
+            raise fail(who, f"input_embeddings() is {tuple(weight.shape)} {weight.dtype} on {weight.device}, "
+                            f"expected [>= V={target.vocab_size}, H] {target.dtype} on {target.device}")
 
 
 def _check_taps(who: str, built: BuiltCase, target: TargetModel, prompt: list[int], tree: DraftTree) -> None:

@@ -11,12 +11,13 @@ from dataclasses import replace
 
 import torch
 
+from specframe.builtin.identity import IdentityCorrector
 from specframe.errors import SpecframeError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
-from specframe.registry import Capabilities
+from specframe.registry import TreeBuilderCapabilities
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
-from specframe.testing.conformance.inputs import MarginalCorrector, random_proposal, random_tree
+from specframe.testing.conformance.inputs import random_proposal, random_tree
 from specframe.testing.toy import ToyCorrector
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, RngStreams, SamplingParams
@@ -38,7 +39,8 @@ def trees_equal(a: DraftTree, b: DraftTree) -> bool:
             and torch.allclose(a.score.cpu()[v].double(), b.score.cpu()[v].double(), equal_nan=True))
 
 
-def check_built_tree(who: str, tree: DraftTree, p: DraftProposal, caps: Capabilities, vocab_size: int) -> None:
+def check_built_tree(who: str, tree: DraftTree, p: DraftProposal, caps: TreeBuilderCapabilities,
+                     vocab_size: int) -> None:
     """A valid tree rooted at the proposal's root whose nodes are live candidates of their depth."""
     if not isinstance(tree, DraftTree):
         raise fail(who, f"build returned {type(tree).__name__}, expected DraftTree")
@@ -88,7 +90,7 @@ def _proposals(built: BuiltCase, vocab_size: int) -> list[DraftProposal]:
 
 
 def _correctors(vocab_size: int) -> dict[str, Corrector]:
-    return {"marginal corrector": MarginalCorrector(), "path-aware toy corrector": ToyCorrector(vocab_size, seed=2)}
+    return {"marginal corrector": IdentityCorrector(), "path-aware toy corrector": ToyCorrector(vocab_size, seed=2)}
 
 
 def _build(who: str, builder: TreeBuilder, p: DraftProposal, corrector: Corrector, ctx: RoundContext) -> DraftTree:
@@ -124,7 +126,7 @@ def _check_empty_proposal(who: str, builder: TreeBuilder, vocab_size: int) -> No
     """Depth 0 (a drafter with nothing to propose) gives the root alone, or a SpecframeError that says why."""
     root = torch.tensor([3 % vocab_size, 5 % vocab_size])
     try:
-        tree = _build(who, builder, DraftProposal.empty(root), MarginalCorrector(),
+        tree = _build(who, builder, DraftProposal.empty(root), IdentityCorrector(),
                       _ctx(BUDGET, SETTINGS[0], seed=0))
     except SpecframeError:
         return

@@ -1,6 +1,7 @@
 """`DraftModelConfig`: the fields of a published block-diffusion drafter's ``config.json``, read as published.
 
-Three families share one backbone (algorithms.md §1, §3, §4) and two file layouts:
+Three families share one backbone (docs/concepts/block-drafters.md, docs/concepts/correction-heads.md) and two file
+layouts:
 
 * **z-lab layout** (``z-lab/Qwen3-*-DFlash-b16``, ``Huang2020/Qwen3-*-Domino-b16``, SpecForge / Model-Optimizer
   DSpark exports): a Qwen3 config plus a ``dflash_config`` dict. ``dflash_config.projector_type`` selects the
@@ -22,12 +23,12 @@ taps of :func:`build_target_layer_ids`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from specframe.errors import CheckpointError
+from specframe.tensor_files import read_json_object
 
 DraftFamily = Literal["dflash", "domino", "dspark"]
 DraftLayout = Literal["zlab", "deepseek"]
@@ -44,7 +45,7 @@ PROJECTOR_FAMILIES: dict[str | None, DraftFamily] = {
 
 
 def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
-    """Default taps when a config has no ``target_layer_ids`` (algorithms.md §1.1).
+    """Default taps when a config has no ``target_layer_ids`` (docs/concepts/block-drafters.md).
 
     One draft layer taps the middle target layer; otherwise ``num_draft_layers`` evenly spaced points from 1 to
     ``num_target_layers - 3``, rounded. Example: 36 target layers, 5 draft layers -> ``(1, 9, 17, 25, 33)``.
@@ -109,13 +110,7 @@ class DraftModelConfig:
                 f"checkpoint config file {path} does not exist",
                 hint="point `checkpoint:` at the directory holding the drafter's config.json and *.safetensors",
             )
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"cannot read {path}: {exc}", hint="the file must be valid JSON") from None
-        if not isinstance(data, dict):
-            raise CheckpointError(f"{path} holds a {type(data).__name__}, expected a JSON object")
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_json_object(path, what="checkpoint config"), source=str(path))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config.json") -> DraftModelConfig:

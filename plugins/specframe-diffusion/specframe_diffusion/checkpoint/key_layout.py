@@ -29,6 +29,10 @@ Group = Literal["backbone", "domino_head", "markov_head", "confidence", "embeddi
 #: Keys some writers add that carry no information (RoPE tables are recomputed); accepted and ignored.
 IGNORED_SUFFIXES: tuple[str, ...] = ("rotary_emb.inv_freq",)
 
+#: The optional EAGLE-3 reduced-vocabulary mapping (:mod:`specframe.draft_vocab`); its shapes depend on the
+#: subset, so it is checked by :meth:`~specframe_diffusion.checkpoint.loader.CheckpointFiles.draft_vocab`.
+VOCAB_MAP_KEYS: tuple[str, ...] = ("d2t", "t2d")
+
 
 @dataclass(frozen=True)
 class TensorSlot:
@@ -41,7 +45,7 @@ class TensorSlot:
 
 
 def backbone_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
-    """Local names and shapes of the DFlash backbone (algorithms.md §1.2)."""
+    """Local names and shapes of the DFlash backbone (docs/concepts/block-drafters.md)."""
     h, inter, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     q_out, kv_out = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
     shapes: dict[str, tuple[int, ...]] = {
@@ -67,7 +71,7 @@ def backbone_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def domino_head_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
-    """Domino GRU correction head (algorithms.md §3.2): GRU without biases, then Linear-SiLU-Linear."""
+    """Domino GRU correction head (docs/concepts/correction-heads.md): GRU without biases, then Linear-SiLU-Linear."""
     h, g, e, v = cfg.hidden_size, cfg.gru_hidden_dim or 0, cfg.emb_dim or 0, cfg.vocab_size
     return {
         "prefix_gru.weight_ih_l0": (3 * g, h),
@@ -78,7 +82,7 @@ def domino_head_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def markov_head_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
-    """DSpark Markov head (algorithms.md §4.2); gated and rnn projections carry biases."""
+    """DSpark Markov head (docs/concepts/correction-heads.md); gated and rnn projections carry biases."""
     h, r, v = cfg.hidden_size, cfg.markov_rank or 0, cfg.vocab_size
     shapes: dict[str, tuple[int, ...]] = {"markov_w1.weight": (v, r), "markov_w2.weight": (v, r)}
     if cfg.markov_head_type == "gated":

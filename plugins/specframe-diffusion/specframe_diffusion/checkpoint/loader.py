@@ -3,7 +3,8 @@
 ``open_checkpoint(dir)`` reads ``config.json`` and the safetensors headers and checks every published key
 against :func:`~specframe_diffusion.checkpoint.key_layout.checkpoint_layout`: missing keys, unexpected keys and
 shape mismatches are reported together in one :class:`CheckpointError`. Components then load only the tensors
-they own (the drafter its backbone, a corrector its head), so nothing is read twice.
+they own (the drafter its backbone, a corrector its head), so nothing is read twice. An EAGLE-3 reduced-vocabulary
+mapping (``d2t`` / ``t2d``) is optional and read by :meth:`CheckpointFiles.draft_vocab`.
 
 ``save_checkpoint`` writes the same layout back (same key spellings as the loaded files, same ``config.json``),
 atomically, so the authors' own loaders can read the result.
@@ -16,10 +17,12 @@ from pathlib import Path
 
 import torch
 
+from specframe.draft_vocab import D2T, T2D, DraftVocab
 from specframe.errors import CheckpointError
 from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
 from specframe_diffusion.checkpoint.key_layout import (
     IGNORED_SUFFIXES,
+    VOCAB_MAP_KEYS,
     Group,
     TensorSlot,
     checkpoint_layout,
@@ -61,6 +64,24 @@ class CheckpointFiles:
                                   hint=_group_hint(group))
         loaded = self.weights.load(list(names.values()), dtype=dtype, device=device)
         return {local: loaded[key] for local, key in names.items()}
+
+    def draft_vocab(self) -> DraftVocab | None:
+        """The checkpoint's own reduced vocabulary (EAGLE-3 ``d2t`` / ``t2d``), validated; None when it has none."""
+        present = [k for k in VOCAB_MAP_KEYS if k in self.weights.file_of]
+        if not present:
+            return None
+        source = f"checkpoint {self.directory}"
+        if len(present) != len(VOCAB_MAP_KEYS):
+            raise CheckpointError(f"{source} holds {present[0]} but not {'/'.join(set(VOCAB_MAP_KEYS) - set(present))}",
+                                  hint="a reduced-vocabulary checkpoint needs both d2t and t2d")
+        loaded = self.weights.load(list(VOCAB_MAP_KEYS))
+        vocab = DraftVocab.from_mapping(loaded[D2T], loaded[T2D], source=source)
+        declared = self.config.raw.get("draft_vocab_size")
+        if declared is not None and int(declared) != vocab.size:
+            raise CheckpointError(f"{source}: config.json says draft_vocab_size {declared}, d2t maps {vocab.size} "
+                                  "tokens", hint="the mapping and config.json must come from the same checkpoint")
+        vocab.check_target(self.config.vocab_size)
+        return vocab
 
     def load_backbone(self, *, dtype: torch.dtype = torch.float32,
                       device: str | torch.device = "cpu") -> DFlashBackbone:
@@ -107,7 +128,7 @@ def _match_keys(directory: Path, config: DraftModelConfig,
     unexpected: list[str] = []
     mismatched: list[str] = []
     for key in sorted(found):
-        if key.endswith(IGNORED_SUFFIXES):
+        if key.endswith(IGNORED_SUFFIXES) or key in VOCAB_MAP_KEYS:
             continue
         slot: TensorSlot | None = slots.get(key) or slots.get(aliases.get(key, ""))
         if slot is None or (slot.group, slot.local) in stored:

@@ -6,8 +6,9 @@ tensors, so key and shape checks are cheap and a component can load just the key
 
 Writing is atomic per file: every file is written under a temporary name in the destination directory and moved
 into place with :func:`os.replace`; a directory that does not exist yet is built in a temporary sibling and moved
-into place whole. Files this write does not produce but an older save left behind (a stale index or shard) are
-removed afterwards, so the directory never mixes two saves.
+into place whole. Files and directories get the modes of ordinary new ones (umask respected), not the private
+modes of the temporary names. Files this write does not produce but an older save left behind (a stale index or
+shard) are removed afterwards, so the directory never mixes two saves.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from specframe.errors import CheckpointError
+from specframe.tensor_files import INDEX_FILE, safetensors_key_files, umask_mode
 
-INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 
@@ -40,44 +41,8 @@ class SafetensorsDir:
                 hint="set `checkpoint:` to a local directory with config.json and *.safetensors "
                      "(download it first, e.g. with `huggingface-cli download <repo> --local-dir <dir>`)",
             )
-        self.file_of: dict[str, Path] = self._locate_keys()
+        self.file_of: dict[str, Path] = safetensors_key_files(self.directory)
         self._shapes: dict[str, tuple[int, ...]] | None = None
-
-    def _locate_keys(self) -> dict[str, Path]:
-        index_path = self.directory / INDEX_FILE
-        if index_path.is_file():
-            try:
-                weight_map = json.loads(index_path.read_text())["weight_map"]
-            except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise CheckpointError(f"cannot read the shard index {index_path}: {exc}",
-                                      hint="the index must be JSON with a 'weight_map' object") from None
-            files = {name: self.directory / name for name in set(weight_map.values())}
-            for path in sorted(files.values()):
-                if not path.is_file():
-                    raise CheckpointError(f"shard {path} listed in {index_path.name} is missing",
-                                          hint="download every shard of the checkpoint")
-            return {key: files[name] for key, name in weight_map.items()}
-        shards = sorted(self.directory.glob("*.safetensors"))
-        if not shards:
-            others = sorted(p.name for p in self.directory.glob("*.bin")) + sorted(
-                p.name for p in self.directory.glob("*.pt"))
-            hint = "specframe reads safetensors weights only" + (f"; found {', '.join(others)}" if others else "")
-            raise CheckpointError(f"weights file {self.directory / SINGLE_FILE} is missing "
-                                  f"(no *.safetensors in {self.directory})", hint=hint)
-        out: dict[str, Path] = {}
-        for path in shards:
-            for key in self._header_keys(path):
-                out[key] = path
-        return out
-
-    @staticmethod
-    def _header_keys(path: Path) -> list[str]:
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                return list(f.keys())
-        except Exception as exc:  # any unreadable file is reported with its name
-            raise CheckpointError(f"cannot read safetensors file {path}: {exc}",
-                                  hint="the file may be truncated; download it again") from None
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         """Shape of every stored tensor, from the file headers (no tensor data is read)."""
@@ -88,11 +53,7 @@ class SafetensorsDir:
                 by_file.setdefault(path, []).append(key)
             for path, keys in by_file.items():
                 with safe_open(str(path), framework="pt") as f:
-                    present = set(f.keys())
                     for key in keys:
-                        if key not in present:
-                            raise CheckpointError(f"{path.name} does not contain {key}, although the shard "
-                                                  f"index says it does", hint="the index and shards disagree")
                         shapes[key] = tuple(f.get_slice(key).get_shape())
             self._shapes = shapes
         return self._shapes
@@ -142,6 +103,7 @@ def _write_files(directory: Path, config: dict, tensors: dict[str, torch.Tensor]
         os.close(fd)
         try:
             write(tmp)  # type: ignore[operator]
+            os.chmod(tmp, umask_mode())  # mkstemp makes 0600; a published file gets an ordinary file's mode
             os.replace(tmp, directory / name)
         finally:
             if os.path.exists(tmp):
@@ -165,6 +127,18 @@ def _write_files(directory: Path, config: dict, tensors: dict[str, torch.Tensor]
     return written
 
 
+def check_checkpoint_destination(directory: Path) -> None:
+    """A save may create ``directory`` or overwrite a checkpoint in it, but never write into (and prune stale
+    weights from) a file or a directory of other files."""
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"cannot save a checkpoint to {directory}: it is a file",
+                              hint="give a directory path (created when missing)")
+    if directory.is_dir() and not (directory / CONFIG_FILE).is_file() and any(directory.iterdir()):
+        raise CheckpointError(f"cannot save a checkpoint into {directory}: it holds other files and no "
+                              f"{CONFIG_FILE}, so it is not a checkpoint to overwrite",
+                              hint="give a new or empty directory (or an earlier checkpoint's directory)")
+
+
 def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str, torch.Tensor], *,
                          max_shard_bytes: int | None = None) -> Path:
     """Write ``config.json`` and the weights into ``directory`` atomically; returns the directory.
@@ -176,11 +150,13 @@ def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str,
         max_shard_bytes: split into ``model-0000i-of-0000n.safetensors`` + index above this size.
     """
     directory = Path(directory)
+    check_checkpoint_destination(directory)
     if not directory.exists():
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
         try:
             _write_files(tmp_dir, config, tensors, max_shard_bytes)
+            os.chmod(tmp_dir, umask_mode(0o777))  # mkdtemp makes 0700
             os.replace(tmp_dir, directory)
         finally:
             if tmp_dir.exists():

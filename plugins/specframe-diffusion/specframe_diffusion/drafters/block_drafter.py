@@ -1,6 +1,6 @@
 """`BlockDiffusionDrafter`: one parallel block forward per round, conditioned on the target's hidden states.
 
-Round structure (algorithms.md §1.5, §1.8), per batch row::
+Round structure (docs/concepts/block-drafters.md), per batch row::
 
     begin:    pending = prefill taps of the prompt             # [P, n_taps*H], not yet in the draft cache
     propose:  start = committed tokens (= position of the root / bonus)
@@ -8,6 +8,7 @@ Round structure (algorithms.md §1.5, §1.8), per batch row::
               z = backbone(pending, embed(block), cache)        # cache now covers [0, start); pending = []
               slots = z[1:] (non-shift: output j predicts start+j)  or  z (shift: output j predicts start+1+j)
               logits = lm_head(slots); candidates = top-K of log_softmax(logits) per slot
+              (with a reduced draft vocabulary: over the subset's rows only, see ``vocab_head``)
     commit:   pending = target taps at the accepted tree nodes (root first)
 
 Worked example (non-shift, bs = 4): prompt of 6 tokens, root r. Block ``[r, M, M, M]`` at positions 6..9;
@@ -22,11 +23,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from specframe.draft_vocab import DraftVocab
 from specframe.errors import GenerationError
 from specframe.interfaces import DecodeState, Drafter
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, TargetOutput, VerifyResult
 from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
+from specframe_diffusion.drafters.vocab_head import DraftVocabHead
 from specframe_diffusion.models.backbone import DFlashBackbone
 from specframe_diffusion.models.draft_cache import DraftKVCache
 
@@ -39,16 +42,19 @@ class BlockDiffusionDrafter(Drafter):
         config: the checkpoint's config (block size, mask token, taps, shift layout).
         embed_tokens: token ids -> embeddings (the target's, or the DeepSeek checkpoint's copy).
         lm_head: hidden -> vocabulary logits (the target's, or the DeepSeek checkpoint's copy).
-        top_k: candidates per depth (capped by the vocabulary size).
+        top_k: candidates per depth (capped by the (draft) vocabulary size).
+        draft_vocab: a reduced draft vocabulary (candidates only from it), or None for the full one.
         name: the registered name, for error messages.
     """
 
     def __init__(self, backbone: DFlashBackbone, config: DraftModelConfig, embed_tokens: nn.Module,
-                 lm_head: nn.Module, *, top_k: int, name: str = "dflash") -> None:
+                 lm_head: nn.Module, *, top_k: int, name: str = "dflash",
+                 draft_vocab: DraftVocab | None = None) -> None:
         self.backbone = backbone
         self.config = config
         self.embed_tokens = embed_tokens
         self.lm_head = lm_head
+        self.head = DraftVocabHead(lm_head, draft_vocab)
         self.top_k = top_k
         self.name = name
         self.target_layers = tuple(config.target_layer_ids)
@@ -107,16 +113,12 @@ class BlockDiffusionDrafter(Drafter):
             self._pending[row] = pending[:0]
             slot_outputs.append(z[:, 0 if cfg.shift_label else 1 :])
         features = torch.cat(slot_outputs, dim=0)  # [B, L, H]
-        head_weight = self.lm_head.weight
-        logits = self.lm_head(features.to(head_weight.device, head_weight.dtype)).float()  # [B, L, V]
-        log_probs = torch.log_softmax(logits, dim=-1)
-        k = min(self.top_k, logits.shape[-1])
-        top_logprobs, top_tokens = torch.topk(log_probs, k, dim=-1)  # [B, L, K], sorted descending
+        scores = self.head(features, self.top_k)  # [B, L, K] candidates, sorted descending
         return DraftProposal(
             root=state.root,
-            tokens=top_tokens,
-            logprobs=top_logprobs,
-            logits=logits,
+            tokens=scores.tokens,
+            logprobs=scores.logprobs,
+            logits=scores.logits,
             features=features,
         )
 

@@ -2,7 +2,8 @@
 
 Steps: open and validate the checkpoint; check that it is the family the config asks for; check that it fits the
 target (width, vocabulary, taps, mask token); load the backbone in the chosen dtype/device; pick the embedding and
-LM head (the target's, or the DeepSeek checkpoint's own copies); ask the target for the drafter's taps.
+LM head (the target's, or the DeepSeek checkpoint's own copies); pick the draft vocabulary (``draft_vocab:``, else the
+checkpoint's own ``d2t`` / ``t2d``, else the full one); ask the target for the drafter's taps.
 """
 
 from __future__ import annotations
@@ -11,15 +12,15 @@ import torch
 from torch import nn
 
 from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
-from specframe.errors import CheckpointError, ConfigError
+from specframe.draft_vocab import DraftVocab, load_draft_vocab
+from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext
+from specframe.placement import resolve_device, resolve_dtype
 from specframe_diffusion.checkpoint.draft_config import DraftFamily
 from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
 from specframe_diffusion.drafters.block_drafter import BlockDiffusionDrafter
 from specframe_diffusion.drafters.configs import DiffusionDrafterConfig
 from specframe_diffusion.target_access import TargetParts, check_fits_target, target_parts
-
-DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 _FAMILY_HINT = {
     "dflash": "use `drafter: {type: dflash}` for z-lab DFlash checkpoints (no dflash_config.projector_type)",
@@ -29,19 +30,9 @@ _FAMILY_HINT = {
 
 
 def resolve_dtype_device(dtype: str, device: str, parts: TargetParts) -> tuple[torch.dtype, torch.device]:
-    """``auto`` follows the target; an unavailable CUDA device is a config error."""
-    torch_dtype = parts.dtype if dtype == "auto" else DTYPES[dtype]
-    if device == "auto":
-        return torch_dtype, parts.device
-    try:
-        torch_device = torch.device(device)
-    except RuntimeError:
-        raise ConfigError(f"drafter.device '{device}' is not a device name",
-                          hint="use auto, cpu, cuda or cuda:N") from None
-    if torch_device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"drafter.device is '{device}' but no CUDA device is available",
-                          hint="use device: auto (the target's device) or cpu")
-    return torch_dtype, torch_device
+    """``auto`` follows the target (:mod:`specframe.placement`)."""
+    return (resolve_dtype(dtype, field="drafter.dtype", follow=parts.dtype),
+            resolve_device(device, field="drafter.device", follow=parts.device))
 
 
 def _own_embeddings(files: CheckpointFiles, dtype: torch.dtype,
@@ -54,6 +45,16 @@ def _own_embeddings(files: CheckpointFiles, dtype: torch.dtype,
     embed.weight = nn.Parameter(state["embed_tokens.weight"], requires_grad=False)
     head.weight = nn.Parameter(state["lm_head.weight"], requires_grad=False)
     return embed, head
+
+
+def resolve_draft_vocab(setting: str | None, files: CheckpointFiles, target_vocab_size: int) -> DraftVocab | None:
+    """The pipeline's ``draft_vocab`` file, ``full``, or the checkpoint's own mapping; checked against the target."""
+    if setting == "full":
+        return None
+    vocab = load_draft_vocab(setting) if setting is not None else files.draft_vocab()
+    if vocab is not None:
+        vocab.check_target(target_vocab_size)
+    return vocab
 
 
 def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
@@ -77,6 +78,8 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
         embed, head = _own_embeddings(files, dtype, device)
     else:
         embed, head = parts.embed_tokens, parts.lm_head
+    draft_vocab = resolve_draft_vocab(config.draft_vocab, files, parts.vocab_size)
     if ctx.target is not None:
         ctx.target.set_taps(tuple(cfg.target_layer_ids))
-    return BlockDiffusionDrafter(backbone, cfg, embed, head, top_k=config.top_k, name=config.type)
+    return BlockDiffusionDrafter(backbone, cfg, embed, head, top_k=config.top_k, name=config.type,
+                                 draft_vocab=draft_vocab)

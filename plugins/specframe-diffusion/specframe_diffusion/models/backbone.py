@@ -1,4 +1,4 @@
-"""The DFlash block-diffusion backbone shared by DFlash, Domino and DSpark (algorithms.md §1.3).
+"""The DFlash block-diffusion backbone shared by DFlash, Domino and DSpark (docs/concepts/block-drafters.md).
 
 Per round, with ``C`` new context positions (target taps of freshly committed tokens) and a block of ``bs``
 token embeddings ``[bonus, MASK, ..., MASK]``::

@@ -2,7 +2,7 @@
 
 Each round the backbone computes K/V for the new context positions and for the block; attention reads the cached
 context, the new context and the block, and then only the new *context* K/V are kept. This is DFlash's
-"append context + block, then ``crop(start)``" (algorithms.md §1.3 step 4) without materialising the block
+"append context + block, then ``crop(start)``" (docs/concepts/block-drafters.md) without materialising the block
 entries in the cache. After a round the cache covers positions ``[0, start)`` exactly.
 
 Example: prompt of 5 tokens, first round -> 5 context entries appended (positions 0..4), block positions 5..20

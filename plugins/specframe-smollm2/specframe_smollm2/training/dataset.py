@@ -17,9 +17,11 @@ from pathlib import Path
 
 import torch
 
-from specframe.errors import ConfigError
+from specframe.errors import CheckpointError, ConfigError
+from specframe.tensor_files import load_tensor_file
 
 IGNORE = -100
+SHARD_KEYS = ("ids", "prompt_len", "taps", "topk_ids", "topk_logp", "index")
 
 
 @dataclass
@@ -53,13 +55,31 @@ def load_sequences(directory: Path, max_shards: int | None = None) -> list[Seque
         raise ConfigError(f"no data shards in {directory}", hint="run the recipe's data generation first")
     out: list[Sequence] = []
     for path in paths:
-        shard = torch.load(path, weights_only=True)
-        for i in range(len(shard["ids"])):
+        out += [seq for seq in _shard_sequences(path) if seq.num_anchors >= 1]
+    return out
+
+
+def _shard_sequences(path: Path) -> list[Sequence]:
+    """The sequences of one shard; a truncated or malformed shard is an error naming it."""
+    hint = f"delete {path}; the next `specframe train` of the recipe generates it again"
+    shard = load_tensor_file(path, what="data shard", hint=hint)
+    try:
+        count = len(shard["ids"])
+        if any(len(shard[key]) != count for key in SHARD_KEYS):
+            raise ValueError("its fields hold different numbers of sequences")
+        seqs = []
+        for i in range(count):
             seq = Sequence(shard["ids"][i].long(), int(shard["prompt_len"][i]), shard["taps"][i],
                            shard["topk_ids"][i].long(), shard["topk_logp"][i], int(shard["index"][i]))
-            if seq.num_anchors >= 1:
-                out.append(seq)
-    return out
+            length, p = len(seq.ids), seq.prompt_len
+            if not 1 <= p <= length or seq.taps.shape[0] != length - 1 or seq.topk_ids.shape[0] != length - p \
+                    or seq.topk_logp.shape != seq.topk_ids.shape:
+                raise ValueError(f"sequence {i} has inconsistent shapes")
+            seqs.append(seq)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as exc:
+        raise CheckpointError(f"data shard {path} is malformed: {type(exc).__name__}: {exc}"[:400],
+                              hint=hint) from None
+    return seqs
 
 
 def split(seqs: list[Sequence], every: int) -> tuple[list[Sequence], list[Sequence]]:

@@ -6,8 +6,9 @@ For each batch of prompts (chat template, **left padding**) one ``model.generate
   decode step ``[B, 1, H]``), so the taps come from the generation itself, not from a second pass;
 * a logits processor records the target's top-k log-probabilities at every step (soft labels for distillation).
 
-Each batch becomes one shard file ``shard-00012.pt`` written atomically (temporary file + ``os.replace``); an
-existing shard is skipped, so an interrupted generation resumes where it stopped. Per sequence a shard holds::
+Each batch becomes one shard file ``shard-00012.pt`` written atomically
+(:func:`specframe.tensor_files.save_tensor_file`); an existing shard is skipped, so an interrupted generation
+resumes where it stopped. Per sequence a shard holds::
 
     ids        [L] int32     prompt + response (through the first EOS), left padding removed
     prompt_len int           P: the response starts at position P
@@ -20,13 +21,17 @@ existing shard is skipped, so an interrupted generation resumes where it stopped
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from specframe.errors import ConfigError
+from specframe.locking import hold_lock
+from specframe.prompts import encode_messages, user_message
+from specframe.tensor_files import read_json_object, replace_file, save_tensor_file
 
 META = "meta.json"
 
@@ -70,13 +75,16 @@ class _TapRecorder:
 
 def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[str], indices: Sequence[int], *,
                    max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
-    """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels."""
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                           add_generation_prompt=True) for p in prompts]
-    tokenizer.padding_side = "left"
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-    return generate_batch_ids(model, enc["input_ids"], enc["attention_mask"], indices,
-                              max_new_tokens=max_new_tokens, taps=taps, topk=topk)
+    """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels.
+
+    Prompts are encoded by :func:`specframe.prompts.encode_messages`, the encoder ``run`` and ``bench`` use.
+    """
+    rows = [encode_messages(tokenizer, user_message(p), chat=True) for p in prompts]
+    width = max(len(r) for r in rows)
+    pad = int(tokenizer.pad_token_id)
+    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)  # [B, Pmax]
+    attn = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)  # [B, Pmax]
+    return generate_batch_ids(model, input_ids, attn, indices, max_new_tokens=max_new_tokens, taps=taps, topk=topk)
 
 
 def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, indices: Sequence[int], *,
@@ -121,25 +129,42 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
                      max_shards: int | None = None, rank: int = 0, world_size: int = 1) -> list[Path]:
     """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths.
 
-    Under ``torchrun`` each rank writes the missing shards ``i`` with ``i % world_size == rank`` (the caller waits
-    for all ranks before reading them); the shards are the ones a single process writes.
-    """
-    from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    The directory is locked while this runs, so two runs never generate into one directory at once. Under
+    ``torchrun`` each rank writes the missing shards ``i`` with ``i % world_size == rank`` (rank 0 holds the lock
+    for the launch; the caller waits for all ranks before reading them); the shards are a single process's."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the data directory {out_dir}: {exc.strerror}", where="data.dir",
+                          hint="give a writable directory") from None
+    lock = hold_lock(out_dir / ".lock", message=f"another run is generating data in {out_dir}",
+                     hint="wait for it to finish (its shards are then reused), or give this recipe another data.dir"
+                     ) if rank == 0 else None
+    try:
+        return _generate_locked(model_dir, out_dir, prompts, meta, batch_size=batch_size,
+                                max_new_tokens=max_new_tokens, taps=taps, topk=topk, log=log, progress=progress,
+                                max_shards=max_shards, rank=rank, world_size=world_size)
+    finally:
+        if lock is not None:
+            lock.close()
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
+                     batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
+                     log: Callable[[str], None], progress: bool, max_shards: int | None, rank: int,
+                     world_size: int) -> list[Path]:
+    from specframe_hf.loading import load_model, load_tokenizer, model_directory
+    from tqdm import tqdm
+
     meta_path = out_dir / META
     if meta_path.exists():
-        old = json.loads(meta_path.read_text())
+        old = read_json_object(meta_path, what="data settings")
         if old != meta:
-            from specframe.errors import ConfigError
-
             raise ConfigError(f"{out_dir} holds data generated with other settings",
                               hint="use another data.dir, or delete the directory to regenerate")
-    else:  # every rank may get here first: identical content, written atomically
-        tmp = meta_path.with_name(f".{META}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(meta, indent=2) + "\n")
-        os.replace(tmp, meta_path)
+    else:
+        text = json.dumps(meta, indent=2) + "\n"
+        replace_file(meta_path, lambda handle: handle.write(text.encode()))
     # Batches keep the (random) prompt order, so any prefix of the shards is a fair sample of every kind.
     order = list(range(len(prompts)))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
@@ -147,17 +172,16 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
     todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists() and i % world_size == rank]
     if not todo:
         return paths
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
+    directory = model_directory(str(model_dir))
+    tokenizer = load_tokenizer(directory)
+    model = load_model(directory, dtype=torch.float32, device=torch.device("cpu"), role="target")
     t0, tokens = time.perf_counter(), 0
     bar = tqdm(todo, desc="generating data", disable=not progress, unit="batch")
     for i in bar:
         batch = batches[i]
         shard = generate_batch(model, tokenizer, [prompts[j] for j in batch], batch, max_new_tokens=max_new_tokens,
                                taps=taps, topk=topk)
-        tmp = paths[i].with_suffix(".tmp")
-        torch.save(shard, tmp)
-        os.replace(tmp, paths[i])
+        save_tensor_file(shard, paths[i])
         tokens += sum(len(t) for t in shard["topk_ids"])
         rate = tokens / (time.perf_counter() - t0)
         bar.set_postfix(tokens=tokens, tok_s=f"{rate:.0f}")

@@ -139,7 +139,8 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
     lines += ["", "## Notes", "",
               "* Held-out τ is measured on blocks of the training distribution (teacher-forced target taps); the "
               "benchmark prompts differ, so τ there is lower.",
-              "* On 2 CPU cores a verify of 9-33 tokens costs well over one decode step (environment.md §6) and the "
+              "* On 2 CPU cores a verify of 9-33 tokens costs well over one decode step "
+              "(docs/concepts/benchmark-protocol.md) and the "
               "draft forward takes 15-20% of a round, so speedups stay near or below 1x; τ at temperature 0 is the "
               "hardware-independent number."]
     path = output_dir / "README.md"

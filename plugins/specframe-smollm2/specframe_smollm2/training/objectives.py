@@ -4,7 +4,8 @@
 * ``ar_head``: Domino's GRU head on a frozen drafter; teacher-forced GRU over the true continuation, slot 0 pure;
 * ``markov_head``: DSpark's Markov head on a frozen drafter; bias from the previous token, every slot corrected.
 
-Corrected logits (algorithms.md §3.2, §4.2), slot ``i`` of a block whose true tokens are ``x_a, x_{a+1}, ...``::
+Corrected logits (docs/concepts/correction-heads.md), slot ``i`` of a block whose true tokens are
+``x_a, x_{a+1}, ...``::
 
     ar:      final_i = base_i + W2 · SiLU(W_z z_i + W_s s_i),  s_i = GRU(E[x_a], ..., E[x_{a+i}])   (i >= 1)
     markov:  final_i = base_i + W2 · W1[x_{a+i}]                                                    (i >= 0)

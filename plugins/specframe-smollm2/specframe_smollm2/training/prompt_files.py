@@ -18,8 +18,6 @@ Example (MBPP task ids 511-974 are its validation and train splits; 11-510 is th
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 import string
 from collections.abc import Sequence
@@ -28,6 +26,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from specframe.errors import ConfigError
+from specframe.files import MiB, json_lines, parse_json, read_text
+
+#: Largest prompt file accepted (after decompression).
+MAX_PROMPT_FILE_BYTES = 512 * MiB
 
 
 class PromptFile(BaseModel):
@@ -42,20 +44,18 @@ class PromptFile(BaseModel):
     limit: int | None = Field(None, ge=1, description="keep at most this many records (file order)")
 
 
-def _records(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise ConfigError(f"prompt file {path} does not exist",
-                          hint="fix data.prompt_files[].path (relative paths are taken from the working directory)")
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            if path.name.endswith((".json", ".json.gz")):
-                data = json.load(f)
-                return list(data)
-            return [json.loads(line) for line in f if line.strip()]
-    except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-        raise ConfigError(f"prompt file {path} is not valid JSON / JSON Lines: {exc}",
-                          hint="give a .jsonl file with one object per line, or a .json array of objects") from None
+def _records(path: Path) -> list[tuple[str, object]]:
+    """``(where, record)`` for every record of a prompt file, read with the project's one text reader."""
+    hint = "fix data.prompt_files[].path (relative paths are taken from the working directory)"
+    text = read_text(path, what="prompt file", max_bytes=MAX_PROMPT_FILE_BYTES, hint=hint)
+    json_hint = "give a .jsonl file with one object per line, or a .json array of objects"
+    if path.name.endswith((".json", ".json.gz")):
+        data = parse_json(text, where=str(path), hint=json_hint)
+        if not isinstance(data, list):
+            raise ConfigError(f"prompt file {path} holds a JSON {type(data).__name__}, not an array of records",
+                              hint=json_hint)
+        return [(f"{path} record {i + 1}", record) for i, record in enumerate(data)]
+    return [(f"{path}:{lineno}", record) for lineno, record in json_lines(text, source=str(path), hint=json_hint)]
 
 
 def _format(source: PromptFile, record: dict, where: str) -> str:
@@ -80,8 +80,7 @@ def file_prompts(source: PromptFile) -> list[str]:
     """The formatted prompts of ``source`` (see the module docstring)."""
     path = Path(source.path).expanduser()
     out: list[str] = []
-    for i, record in enumerate(_records(path)):
-        where = f"{path} record {i + 1}"
+    for where, record in _records(path):
         if not isinstance(record, dict):
             raise ConfigError(f"{where} is a {type(record).__name__}, not an object with fields",
                               hint="give a file of JSON objects (one per line, or a JSON array of objects)")

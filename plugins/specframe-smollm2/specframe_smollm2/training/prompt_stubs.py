@@ -1,7 +1,8 @@
 """Templated function-stub prompts: a signature and a docstring with examples, to be completed by the target.
 
 Code benchmarks in the speculative-decoding papers hand the model a *stub* (imports, a typed signature and a
-docstring with ``>>>`` examples) inside an instruction (algorithms.md §9). Free-form "write a function that ..."
+docstring with ``>>>`` examples) inside an instruction (docs/concepts/benchmark-protocol.md). Free-form "write a
+function that ..."
 requests teach a drafter a different distribution, so this module builds stubs of the same shape from its own
 task table, with random names, argument spellings, docstring styles and wrappers. Nothing comes from an
 evaluation set; ``tests/test_prompts.py`` checks for shared long n-grams.

@@ -24,10 +24,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from specframe.errors import ConfigError
+from specframe.files import MiB, parse_yaml, read_text
 from specframe_smollm2.training.data_config import DataConfig
 
 
@@ -133,18 +133,28 @@ def _deep_update(base: dict, extra: dict) -> None:
             base[key] = value
 
 
+def _read_mapping(path: Path) -> object:
+    """The YAML document of a recipe file, read with the project's one text reader (size, encoding, duplicate
+    keys and alias expansion checked)."""
+    text = read_text(path, what="recipe file", max_bytes=MiB, hint="give the path of a RECIPE.yaml")
+    return parse_yaml(text, source=str(path))[0]
+
+
 def _resolve_extends(path: Path, data: dict, seen: tuple[Path, ...]) -> dict:
     """``extends: other.yaml`` (relative to ``path``): the other recipe's fields, deep-updated with this one's."""
     parent = data.pop("extends", None)
     if parent is None:
         return data
+    if not isinstance(parent, str) or not parent.strip():
+        raise ConfigError(f"{path}: `extends:` must be one recipe path, found {parent!r}",
+                          hint="e.g. extends: drafter.yaml (relative to this file)")
     base_path = (path.parent / str(parent)).resolve()
     if base_path in seen:
         raise ConfigError(f"{path}: `extends: {parent}` makes a cycle", hint="remove one of the extends lines")
     if not base_path.is_file():
         raise ConfigError(f"{path}: `extends: {parent}` names no file ({base_path})",
                           hint="give a recipe path relative to this file")
-    base = yaml.safe_load(base_path.read_text(encoding="utf-8"))
+    base = _read_mapping(base_path)
     if not isinstance(base, dict):
         raise ConfigError(f"{base_path} must hold a mapping of recipe fields", hint="start with `kind: drafter`")
     merged = _resolve_extends(base_path, base, (*seen, base_path))
@@ -155,12 +165,7 @@ def _resolve_extends(path: Path, data: dict, seen: tuple[Path, ...]) -> dict:
 def load_recipe(path: str | Path, overrides: dict | None = None) -> Recipe:
     """Read and validate ``path``; every problem becomes a :class:`ConfigError` naming the field."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"recipe file {path} does not exist", hint="give the path of a RECIPE.yaml")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}", hint="fix the YAML syntax") from None
+    data = _read_mapping(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of recipe fields", hint="start with `kind: drafter`")
     data = _resolve_extends(path, data, seen=(path.resolve(),))

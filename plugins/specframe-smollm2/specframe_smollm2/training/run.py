@@ -8,7 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from specframe_diffusion.checkpoint.safetensors_dir import check_checkpoint_destination
+
 from specframe.distributed import DistContext, from_env
+from specframe.errors import ConfigError
+from specframe.tensor_files import read_json_object, replace_file
 from specframe_smollm2.cache import target_dir, verify_manifest
 from specframe_smollm2.training.data_config import DataConfig
 from specframe_smollm2.training.recipe import Recipe, load_recipe
@@ -53,9 +57,35 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
     if not dist.is_main:
         return
     stats_path = out / DATA_STATS
-    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {"cpu_seconds": 0.0}
-    stats["cpu_seconds"] = round(stats["cpu_seconds"] + cpu, 1)
-    stats_path.write_text(json.dumps(stats, indent=2) + "\n")
+    stats = read_json_object(stats_path, what="data statistics") if stats_path.exists() else {}
+    before = stats.get("cpu_seconds", 0.0)
+    if not isinstance(before, (int, float)):
+        raise ConfigError(f"{stats_path}: cpu_seconds is {before!r}, not a number",
+                          hint=f"fix or delete {stats_path}")
+    stats["cpu_seconds"] = round(before + cpu, 1)
+    text = json.dumps(stats, indent=2) + "\n"
+    replace_file(stats_path, lambda handle: handle.write(text.encode()))
+
+
+def check_paths(recipe: Recipe, model_dir: Path) -> None:
+    """Directories the run writes must be directories (or not exist yet), and the export must not land on an
+    input: a file there, or an ``output`` that is the target, a data directory or ``base``, is named
+    instead of being clobbered."""
+    fields = {"output": recipe.output, "work_dir": recipe.work_dir, "data.dir": recipe.data.dir}
+    fields.update({f"data.include[{i}].dir": d.dir for i, d in enumerate(recipe.data.include)})
+    for field, value in fields.items():
+        path = Path(value).expanduser()
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"{field} is {path}, which is a file, not a directory", where=field,
+                              hint="give a directory path (it is created when missing)")
+    check_checkpoint_destination(Path(recipe.output).expanduser())
+    # init_from may be the output (continue a checkpoint in place: it is read once, before the first export).
+    inputs = {"the target": model_dir, "base": recipe.base, **{k: v for k, v in fields.items() if k.startswith("data")}}
+    output = Path(recipe.output).expanduser().resolve()
+    for name, value in inputs.items():
+        if value is not None and Path(value).expanduser().resolve() == output:
+            raise ConfigError(f"output {recipe.output} is also {name}: the export would overwrite it",
+                              where="output", hint="give the trained checkpoint its own output directory")
 
 
 def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,
@@ -65,6 +95,7 @@ def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: boo
 
     recipe = load_recipe(path, overrides)
     model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
+    check_paths(recipe, model_dir)
     verify_manifest(model_dir, checksums=False)
     dist = from_env(backend="gloo")  # torchrun: data generation and training shared out by rank (CPU, gloo)
     ensure_data(recipe, model_dir, progress=progress and dist.is_main, log=log, dist=dist)

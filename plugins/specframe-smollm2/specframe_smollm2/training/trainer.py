@@ -1,11 +1,14 @@
 """``train(recipe)``: data, model set-up, the optimisation loop, resumable state and the published export.
 
 Resumability: every ``checkpoint_every`` steps (and when stopping) the trainable weights, the optimizer, the
-batch generator's state and the step are written to ``work_dir/state.pt`` (temporary file + ``os.replace``), and
-the published-layout checkpoint is refreshed in ``output``. A restarted run loads the state and continues with the
-next step; the batches it draws are the ones the uninterrupted run would have drawn, so no step is lost or
-repeated. ``work_dir/metrics.jsonl`` holds one line per logged step (loss, lr) and per evaluation (held-out
-per-slot acceptance and chain τ); lines past the restored step are dropped on resume.
+batch generator's state and the step are written to ``work_dir/state.pt`` (atomically, tensors and plain values
+only, so it is read back with ``weights_only=True`` and never unpickles code), and the published-layout checkpoint
+is refreshed in ``output``. A restarted run loads the state and continues with the next step; the batches it draws
+are the ones the uninterrupted run would have drawn, so no step is lost or repeated. ``work_dir/metrics.jsonl``
+holds one line per logged step (loss, lr) and per evaluation (held-out per-slot acceptance and chain τ); lines past
+the restored step are dropped on resume (rewritten atomically), a crash-cut last line is dropped, and any other
+damaged line is an error naming it. A run holds ``work_dir/.lock`` (``flock``), so a second run on the same
+work_dir is refused instead of interleaving with the first.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +24,9 @@ from typing import Any
 import torch
 
 from specframe.distributed import DistContext, from_env
-from specframe.errors import CheckpointError
+from specframe.errors import CheckpointError, ConfigError
+from specframe.locking import hold_lock
+from specframe.tensor_files import load_tensor_file, replace_file, save_tensor_file
 from specframe_smollm2.training.data_parallel import loss_function
 from specframe_smollm2.training.dataset import load_sequences, make_batch, split, tap_rms
 from specframe_smollm2.training.export import drafter_config, head_config, write_export
@@ -31,6 +35,7 @@ from specframe_smollm2.training.recipe import Recipe
 
 STATE = "state.pt"
 METRICS = "metrics.jsonl"
+LOCK = ".lock"
 
 
 def _lr_at(step: int, recipe: Recipe) -> float:
@@ -39,12 +44,6 @@ def _lr_at(step: int, recipe: Recipe) -> float:
         return o.lr * (step + 1) / o.warmup
     frac = (step - o.warmup) / max(1, o.steps - o.warmup)
     return o.lr * (o.lr_min_ratio + (1 - o.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
-
-
-def _atomic_save(obj: Any, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator, *,
@@ -100,10 +99,58 @@ def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.G
     return Objective(recipe, embed, backbone, ones, head), config
 
 
-def _read_metrics(path: Path, upto: int) -> list[str]:
+def _read_metrics(path: Path, upto: int) -> list[dict[str, Any]]:
+    """The entries of ``metrics.jsonl`` up to step ``upto``; a crash-cut last line is dropped."""
     if not path.exists():
         return []
-    return [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= upto]
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {path}: {exc.strerror}", hint="check the work_dir's permissions") from None
+    kept = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if not isinstance(entry, dict) or not isinstance(entry.get("step"), int):
+                raise ValueError("not an object with an integer 'step'")
+        except (ValueError, UnicodeDecodeError) as exc:
+            if lineno == len(lines):  # no newline after it: a write cut by a crash
+                continue
+            raise CheckpointError(f"line {lineno} is not a metrics entry ({exc})", where=f"{path}:{lineno}",
+                                  hint="fix or delete that line (the other lines are kept)") from None
+        if entry["step"] <= upto:
+            kept.append(entry)
+    return kept
+
+
+def _restore(state_path: Path, recipe: Recipe, module: torch.nn.Module, opt: torch.optim.Optimizer,
+             batch_gen: torch.Generator, objective: Objective) -> tuple[int, float]:
+    """Load ``state.pt`` into the modules; returns (step, CPU seconds so far). Every problem names the file."""
+    hint = f"delete {state_path} to start the run over, or use another work_dir"
+    state = load_tensor_file(state_path, what="training state", hint=hint)
+    if not isinstance(state, dict):
+        raise CheckpointError(f"training state {state_path} holds a {type(state).__name__}, not a dict", hint=hint)
+    if state.get("recipe_kind") != recipe.kind:
+        raise CheckpointError(f"{state_path} belongs to a {state.get('recipe_kind')} run, not {recipe.kind}",
+                              hint="use another work_dir, or delete it to start over")
+    try:
+        module.load_state_dict(state["module"])
+        opt.load_state_dict(state["optimizer"])
+        batch_gen.set_state(state["batch_gen"])
+        tap_scale = state["tap_scale"]
+        if not isinstance(tap_scale, torch.Tensor) or tap_scale.shape != objective.tap_scale.shape:
+            raise ValueError(f"tap_scale must be a tensor of shape {tuple(objective.tap_scale.shape)}")
+        objective.tap_scale = tap_scale
+        step, cpu = int(state["step"]), float(state.get("cpu_seconds", 0.0))
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        raise CheckpointError(f"training state {state_path} does not fit this recipe's model: "
+                              f"{type(exc).__name__}: {reason}", hint=hint) from None
+    if step < 0:
+        raise CheckpointError(f"training state {state_path} says step {step}", hint=hint)
+    return step, cpu
 
 
 def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = print, progress: bool = True,
@@ -119,15 +166,33 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
         stop_after: stop after this many steps *in this call* (tests use it to simulate an interruption).
         target_model: an in-memory target instead of loading ``target_dir`` (tests).
     """
-    from tqdm import tqdm
-
     dist = dist or from_env(backend="gloo")  # the trainer computes on the CPU
-    main = dist.is_main
-    if not main:
+    if not dist.is_main:
         log, progress = (lambda message: None), False
     torch.set_num_threads(recipe.threads)
     work = Path(recipe.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create work_dir {work}: {exc.strerror}", where="work_dir",
+                          hint="give a writable directory") from None
+    # Rank 0 holds the lock for the whole launch (the other ranks write nothing in work_dir).
+    lock = hold_lock(work / LOCK, message=f"another `specframe train` is using work_dir {work}",
+                     hint="wait for it to finish, or give this run another work_dir") if dist.is_main else None
+    try:
+        return _train(recipe, work, target_dir=target_dir, log=log, progress=progress, stop_after=stop_after,
+                      target_model=target_model, dist=dist)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str], None], progress: bool,
+           stop_after: int | None, target_model: Any, dist: DistContext) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    main = dist.is_main
+
     cpu0 = time.process_time()
     sections = (recipe.data, *recipe.data.include)
     train_seqs, helds = [], []
@@ -143,9 +208,10 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
                               hint="generate more prompts (data.num_prompts) or lower data.heldout_every")
     log(f"data: {len(train_seqs)} training / {len(held)} held-out sequences from {names}")
     if target_model is None:
-        from transformers import AutoModelForCausalLM
+        from specframe_hf.loading import load_model, model_directory
 
-        target_model = AutoModelForCausalLM.from_pretrained(target_dir, local_files_only=True, dtype=torch.float32)
+        target_model = load_model(model_directory(str(target_dir)), dtype=torch.float32, device=torch.device("cpu"),
+                                  role="target")
     init_gen = torch.Generator().manual_seed(recipe.seed)
     state_path = work / STATE
     # A resumed run restores its own weights, so init_from is read only by a run that starts afresh.
@@ -161,21 +227,17 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
                     for i in range(0, min(len(held), recipe.eval.seqs), recipe.optim.batch_seqs)]
     step, cpu_before = 0, 0.0
     if state_path.exists():
-        state = torch.load(state_path, weights_only=False)
-        if state.get("recipe_kind") != recipe.kind:
-            raise CheckpointError(f"{state_path} belongs to a {state.get('recipe_kind')} run, not {recipe.kind}",
-                                  hint="use another work_dir, or delete it to start over")
-        module.load_state_dict(state["module"])
-        opt.load_state_dict(state["optimizer"])
-        batch_gen.set_state(state["batch_gen"])
-        objective.tap_scale = state["tap_scale"]
-        step, cpu_before = int(state["step"]), float(state.get("cpu_seconds", 0.0))
+        step, cpu_before = _restore(state_path, recipe, module, opt, batch_gen, objective)
         log(f"resumed {recipe.name} from step {step} ({state_path})")
     loss_fn = loss_function(objective, recipe.optim.batch_seqs, dist)
     metrics_path = work / METRICS
+    kept = _read_metrics(metrics_path, step)
     if main:
-        kept = _read_metrics(metrics_path, step)
-        metrics_path.write_text("".join(line + "\n" for line in kept))
+        text = "".join(json.dumps(entry) + "\n" for entry in kept)
+        replace_file(metrics_path, lambda handle: handle.write(text.encode()))
+    # The step of the last recorded evaluation: the final evaluation is recorded once, never twice.
+    evaluated_at = max((e["step"] for e in kept if "eval_tau" in e), default=-1)
+    saved_at = -1
 
     def record(entry: dict) -> None:
         if not main:
@@ -184,16 +246,19 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
             f.write(json.dumps(entry) + "\n")
 
     def checkpoint() -> None:
+        nonlocal saved_at
+        saved_at = step
         if not main:
             return
         cpu = cpu_before + time.process_time() - cpu0
-        _atomic_save({"recipe_kind": recipe.kind, "step": step, "module": module.state_dict(),
+        save_tensor_file({"recipe_kind": recipe.kind, "step": step, "module": module.state_dict(),
                       "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
                       "tap_scale": objective.tap_scale, "cpu_seconds": cpu}, state_path)
         write_export(Path(recipe.output), export_cfg, objective.backbone, objective.tap_scale, objective.head,
                      recipe.kind)
 
     def evaluate() -> EvalResult:
+        nonlocal evaluated_at
         module.eval()
         res = objective.evaluate(eval_batches)
         module.train()
@@ -201,7 +266,9 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
         if res.base_tau is not None:
             entry["base_slot_acc"] = [round(a, 4) for a in res.base_slot_acc or []]
             entry["base_tau"] = round(res.base_tau, 4)
-        record(entry)
+        if evaluated_at != step:
+            record(entry)
+            evaluated_at = step
         log(f"step {step}: held-out tau {res.tau:.3f}, slot acc {' '.join(f'{a:.2f}' for a in res.slot_acc)}"
             + (f" (base tau {res.base_tau:.3f})" if res.base_tau is not None else ""))
         return res
@@ -241,13 +308,15 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
     bar.close()
     if not main:
         return {"name": recipe.name, "kind": recipe.kind, "steps": step, "rank": dist.rank}
-    final = evaluate()
-    checkpoint()
+    final = evaluate()  # recomputed (deterministic) when this step was just evaluated, but recorded once
+    if saved_at != step:
+        checkpoint()
     cpu = cpu_before + time.process_time() - cpu0
     summary = {"name": recipe.name, "kind": recipe.kind, "steps": step, "cpu_seconds": round(cpu, 1),
                "wall_seconds_this_run": round(time.perf_counter() - t0, 1), "train_sequences": len(train_seqs),
                "heldout_sequences": len(held), "eval_tau": final.tau, "eval_slot_acc": final.slot_acc,
                "base_tau": final.base_tau, "base_slot_acc": final.base_slot_acc}
-    (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    summary_text = json.dumps(summary, indent=2) + "\n"
+    replace_file(work / "summary.json", lambda handle: handle.write(summary_text.encode()))
     log(f"{recipe.name}: {step} steps, CPU {cpu / 3600:.2f} h, held-out tau {final.tau:.3f}")
     return summary

@@ -1,14 +1,11 @@
-"""Tree builders: `chain`, `heap` (DDTree), `heap_sequential`, `dartree` and `chain_then_heap`."""
+"""Tree builders: `heap` (DDTree), `heap_sequential`, `dartree` and `chain_then_heap` (`chain` is built in)."""
 
-from specframe_trees.builders.chain import ChainBuilder, ChainConfig, greedy_chain
 from specframe_trees.builders.chain_then_heap import ChainThenHeapBuilder, ChainThenHeapConfig
 from specframe_trees.builders.dartree import DARTreeBuilder, DARTreeConfig
 from specframe_trees.builders.heap import HeapBuilder, HeapConfig, best_first_prefixes
 from specframe_trees.builders.heap_sequential import HeapSequentialBuilder, HeapSequentialConfig
 
 __all__ = [
-    "ChainBuilder",
-    "ChainConfig",
     "ChainThenHeapBuilder",
     "ChainThenHeapConfig",
     "DARTreeBuilder",
@@ -18,5 +15,4 @@ __all__ = [
     "HeapSequentialBuilder",
     "HeapSequentialConfig",
     "best_first_prefixes",
-    "greedy_chain",
 ]

@@ -1,6 +1,6 @@
-"""The `chain_then_heap` builder (Domino-chain + DDTree, algorithms.md §7).
+"""The `chain_then_heap` builder (Domino-chain + DDTree, docs/concepts/tree-construction.md).
 
-1. Roll out the corrected greedy chain once (:func:`~specframe_trees.builders.chain.greedy_chain`) over all
+1. Roll out the corrected greedy chain once (:func:`~specframe.builtin.chain.greedy_chain`) over all
    L depths, keeping each depth's full corrected row (the corrector conditioned on that one path).
 2. Use those rows as per-depth marginals: sort every depth's candidates by corrected log-prob (stable,
    ties -> lower candidate index).
@@ -20,12 +20,12 @@ from typing import Literal
 
 import torch
 
+from specframe.builtin.chain import greedy_chain
+from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal
-from specframe_trees.builders.chain import greedy_chain
 from specframe_trees.builders.heap import heap_tree
-from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
 
 
 class ChainThenHeapConfig(TreeShapeConfig):

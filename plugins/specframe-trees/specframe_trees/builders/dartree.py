@@ -1,4 +1,4 @@
-"""The `dartree` builder (algorithms.md §5.2–5.3): depth-wise batched expansion with a corrector.
+"""The `dartree` builder (docs/concepts/tree-construction.md): depth-wise batched expansion with a corrector.
 
 At every depth the whole frontier is expanded at once::
 
@@ -32,12 +32,13 @@ from typing import Literal
 import torch
 from pydantic import Field
 
+from specframe.builtin.shape import TreeShapeConfig
+from specframe.config.bounds import MAX_TREE_NODES, StageShape, capped_min, tree_nodes
 from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
+from specframe.tree.assembly import Level, tree_from_levels
+from specframe.tree.ops import NEG_INF, stable_topk
 from specframe.types import DraftProposal
-from specframe_trees.builders.assembly import Level, tree_from_levels
-from specframe_trees.builders.shape import TreeShapeConfig
-from specframe_trees.ops import NEG_INF, stable_topk
 
 
 class DARTreeConfig(TreeShapeConfig):
@@ -47,7 +48,15 @@ class DARTreeConfig(TreeShapeConfig):
     mode: Literal["pruned", "fixed"] = Field(
         "pruned", description="pruned: keep `width` nodes per depth (then prune); fixed: ceil(remaining/depths)"
     )
-    width: int = Field(12, ge=1, description="W: nodes kept per depth in pruned mode")
+    width: int = Field(12, ge=1, le=MAX_TREE_NODES, description="W: nodes kept per depth in pruned mode")
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        """Pruned mode keeps up to ``width`` nodes per depth (before the pruner); fixed mode fills the budget."""
+        shape = self.clamped_shape(upstream)
+        nodes = tree_nodes(shape.depth, shape.candidates)
+        if self.mode == "pruned" and shape.depth is not None:
+            nodes = capped_min(nodes, shape.depth * self.width)
+        return StageShape(shape.depth, shape.candidates, capped_min(nodes, self.budget))
 
 
 class DARTreeBuilder(TreeBuilder):

@@ -1,4 +1,5 @@
-"""The `heap` builder (DDTree, algorithms.md §2.2): the B most likely prefixes under per-depth marginals.
+"""The `heap` builder (DDTree, docs/concepts/tree-construction.md): the B most likely prefixes under per-depth
+marginals.
 
 A prefix ``u = (r_1 .. r_d)`` names the ``r_i``-th candidate at each depth ``i`` (candidates are sorted by
 log-prob, so rank 0 is the best) and scores ``σ(u) = Σ_i logq[i][r_i]``. The builder ignores the corrector
@@ -32,11 +33,11 @@ from typing import Literal
 
 import torch
 
+from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
+from specframe.tree.assembly import RowNodes, tree_from_rows
 from specframe.types import DraftProposal
-from specframe_trees.builders.assembly import RowNodes, tree_from_rows
-from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
 
 
 class HeapConfig(TreeShapeConfig):

@@ -1,6 +1,6 @@
 """The `heap_sequential` builder: best-first search that calls the corrector once per popped node.
 
-This is the "sequential correction + heap" baseline (algorithms.md §7): a DDTree-style heap over the
+This is the "sequential correction + heap" baseline (docs/concepts/tree-construction.md): a DDTree-style heap over the
 *corrected*, path-conditioned scores. Popping a node runs the corrector on that node alone (``M = 1``): one
 ``advance`` for its state and one ``child_logprobs`` for its children, which are then sorted (descending,
 ties -> lower candidate index). The heap holds at most one entry per parent, its next unexpanded child::
@@ -28,12 +28,12 @@ from typing import Literal
 
 import torch
 
+from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
+from specframe.tree.assembly import RowNodes, tree_from_rows
+from specframe.tree.proposal_view import proposal_row
 from specframe.types import DraftProposal
-from specframe_trees.builders.assembly import RowNodes, tree_from_rows
-from specframe_trees.builders.shape import BudgetedTreeBuilder, TreeShapeConfig
-from specframe_trees.proposal_view import proposal_row
 
 
 class HeapSequentialConfig(TreeShapeConfig):

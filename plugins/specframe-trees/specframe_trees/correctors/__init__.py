@@ -1,7 +1,6 @@
-"""Correctors: `identity`, and the Domino GRU and DSpark Markov heads behind the `Corrector` interface."""
+"""Correctors: the Domino GRU and DSpark Markov heads behind the `Corrector` interface."""
 
 from specframe_trees.correctors.gru import GRUCorrector
-from specframe_trees.correctors.identity import IdentityConfig, IdentityCorrector
 from specframe_trees.correctors.markov import MarkovCorrector
 from specframe_trees.correctors.random_heads import (
     RandomGRUConfig,
@@ -13,8 +12,6 @@ from specframe_trees.correctors.residual import Normalize, ResidualCorrector
 
 __all__ = [
     "GRUCorrector",
-    "IdentityConfig",
-    "IdentityCorrector",
     "MarkovCorrector",
     "Normalize",
     "RandomGRUConfig",

@@ -1,4 +1,4 @@
-"""`GRUCorrector`: Domino's GRU head (algorithms.md §3.2–3.4) behind the `Corrector` interface.
+"""`GRUCorrector`: Domino's GRU head (docs/concepts/correction-heads.md) behind the `Corrector` interface.
 
 Per-node state is the GRU hidden state ``s`` (``G`` floats):
 
@@ -34,11 +34,11 @@ import torch
 import torch.nn.functional as F
 
 from specframe.errors import CheckpointError
+from specframe.tree.ops import apply_to_unique_rows
 from specframe.types import DraftProposal
 from specframe_trees.correctors.residual import Normalize, ProposalCache, ResidualCorrector
 from specframe_trees.heads.gru import DominoGRUHead, GRUFastForm
 from specframe_trees.heads.linear import FrozenLinear
-from specframe_trees.ops import apply_to_unique_rows
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""`MarkovCorrector`: DSpark's Markov head (algorithms.md §4.2) behind the `Corrector` interface.
+"""`MarkovCorrector`: DSpark's Markov head (docs/concepts/correction-heads.md) behind the `Corrector` interface.
 
 The bias of slot ``depth - 1`` for a frontier node depends on the node's own token ``x`` (the previous
 token of its children; the root for depth 1) and, for the gated and rnn variants, on the slot's backbone

@@ -28,10 +28,10 @@ from typing import Generic, Literal, TypeVar
 
 import torch
 
-from specframe.errors import GenerationError
+from specframe.errors import ContractError, GenerationError
 from specframe.interfaces import Corrector
+from specframe.tree.ops import masked_log_softmax
 from specframe.types import DraftProposal
-from specframe_trees.ops import masked_log_softmax
 
 Normalize = Literal["candidates", "full_vocab"]
 T = TypeVar("T")
@@ -104,10 +104,9 @@ class ResidualCorrector(Corrector):
     ) -> torch.Tensor:  # [B, M, K]
         slot = depth - 1
         if not 0 <= slot < proposal.depth:
-            raise GenerationError(
-                f"corrector '{self.name}' was asked for depth {depth}, but the proposal has {proposal.depth}",
-                hint="tree builders must clamp their max_depth to the proposal depth",
-            )
+            raise ContractError(
+                f"corrector '{self.name}' was asked for depth {depth}, but the proposal has {proposal.depth} "
+                "(tree builders must clamp their max_depth to the proposal depth)", stage="tree_builder")
         b, m = tokens.shape
         k = proposal.num_candidates
         corrected = slot >= self.pure_prefix_len

@@ -1,4 +1,4 @@
-"""Domino's GRU correction head (algorithms.md §3.2–3.4) with the published checkpoints' parameter names.
+"""Domino's GRU correction head (docs/concepts/correction-heads.md) with the published checkpoints' parameter names.
 
 Parameters (``G`` = GRU hidden, ``H`` = backbone hidden, ``E`` = projection width, ``V`` = vocabulary)::
 

@@ -1,4 +1,4 @@
-"""DSpark's Markov correction head (algorithms.md §4.2), three variants, with checkpoint parameter names.
+"""DSpark's Markov correction head (docs/concepts/correction-heads.md), three variants, with checkpoint parameter names.
 
 ``p_k(v) ∝ exp(U_k(v) + B_k(v))`` where ``U_k`` are the base logits of slot ``k`` and the bias ``B_k`` is a
 rank-``r`` product ``W2 · u_k``. ``x_{k-1}`` is the previous token on the path (the root for slot 0) and

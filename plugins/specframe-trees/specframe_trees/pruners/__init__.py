@@ -1,6 +1,5 @@
-"""Pruners: `none` and `deferred_topb` (DARTree's deferred global top-B)."""
+"""Pruners: `deferred_topb` (DARTree's deferred global top-B); `none` is built into specframe."""
 
 from specframe_trees.pruners.deferred_topb import DeferredTopBConfig, DeferredTopBPruner
-from specframe_trees.pruners.none import NoPruneConfig, NoPruner
 
-__all__ = ["DeferredTopBConfig", "DeferredTopBPruner", "NoPruneConfig", "NoPruner"]
+__all__ = ["DeferredTopBConfig", "DeferredTopBPruner"]

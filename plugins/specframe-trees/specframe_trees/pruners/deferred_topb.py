@@ -1,4 +1,4 @@
-"""The `deferred_topb` pruner (DARTree, algorithms.md §5.3 and §6): keep the global top-B nodes.
+"""The `deferred_topb` pruner (DARTree; docs/concepts/draft-tree.md, Lemma 1): keep the global top-B nodes.
 
 Every non-root node is ranked by ``s(v) = score(v) + beta * depth(v)`` (``score`` = the builder's path
 score); the B best are kept in one stable sort and the tree is re-indexed with `DraftTree.subtree`.
@@ -26,7 +26,8 @@ import torch
 from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
-from specframe.errors import GenerationError
+from specframe.config.bounds import MAX_TREE_NODES
+from specframe.errors import ContractError
 from specframe.interfaces import BuildContext, Pruner, RoundContext
 from specframe.tree import DraftTree
 
@@ -35,7 +36,8 @@ class DeferredTopBConfig(ComponentConfig):
     """Global top-B by path score + beta * depth, after the builder over-expanded."""
 
     type: Literal["deferred_topb"] = "deferred_topb"
-    budget: int | None = Field(None, ge=1, description="B: nodes kept (root excluded); None: the pipeline's")
+    budget: int | None = Field(None, ge=1, le=MAX_TREE_NODES,
+                               description="B: nodes kept (root excluded); None: the pipeline's")
     beta: float = Field(-0.2, description="per-depth bonus, must be <= 0 (DARTree: -0.2)")
 
     @field_validator("beta")
@@ -83,12 +85,10 @@ class DeferredTopBPruner(Pruner):
         rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)
         if bool(rises.any()):
             b, i = (int(x) for x in rises.nonzero()[0])
-            raise GenerationError(
+            raise ContractError(
                 f"deferred_topb: in row {b}, node {i} ranks above its parent (score + beta * depth "
-                f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); the global top-B would not be "
-                "a valid tree",
-                hint="use a tree builder whose path scores never increase along an edge (log-probs <= 0)",
-            )
+                f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); path scores must never increase "
+                "along an edge (log-probs <= 0), or the global top-B is not a valid tree", stage="tree_builder")
 
 
 def build_deferred_topb(config: DeferredTopBConfig, ctx: BuildContext | None = None) -> DeferredTopBPruner:

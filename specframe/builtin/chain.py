@@ -23,18 +23,23 @@ from typing import Literal
 
 import torch
 
+from specframe.builtin.shape import TreeShapeConfig
+from specframe.config.bounds import StageShape, capped_min
 from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
+from specframe.tree.assembly import Level, tree_from_levels
+from specframe.tree.ops import NEG_INF, first_argmax
 from specframe.types import DraftProposal
-from specframe_trees.builders.assembly import Level, tree_from_levels
-from specframe_trees.builders.shape import TreeShapeConfig
-from specframe_trees.ops import NEG_INF, first_argmax
 
 
 class ChainConfig(TreeShapeConfig):
     """One greedy path of length at most min(max_depth, budget)."""
 
     type: Literal["chain"] = "chain"
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        shape = self.clamped_shape(upstream)
+        return StageShape(shape.depth, shape.candidates, capped_min(shape.depth, self.budget))
 
 
 @dataclass

@@ -6,8 +6,21 @@ and verifier as every speculative configuration: the denominator of a speedup me
 
 from __future__ import annotations
 
+from typing import Literal
+
+from specframe.config.base import ComponentConfig
+from specframe.config.bounds import StageShape
 from specframe.interfaces import DecodeState, Drafter
 from specframe.types import DraftProposal
+
+
+class NoDraftConfig(ComponentConfig):
+    """No drafting: every round verifies the root alone, i.e. plain autoregressive decoding."""
+
+    type: Literal["none"] = "none"
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        return StageShape(depth=0, candidates=0, nodes=0)
 
 
 class NoDrafter(Drafter):

@@ -14,18 +14,40 @@ import torch
 from pydantic import Field
 
 from specframe.config.base import ComponentConfig
+from specframe.config.bounds import (
+    MAX_CANDIDATES,
+    MAX_DRAFT_DEPTH,
+    MAX_TREE_NODES,
+    StageShape,
+    capped_min,
+    tree_nodes,
+)
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
+from specframe.tree.proposal_view import clamp_proposal
 from specframe.types import DraftProposal
-from specframe_trees.proposal_view import clamp_proposal
 
 
 class TreeShapeConfig(ComponentConfig):
     """Shared builder fields; each builder's config adds its ``type`` literal and its own fields."""
 
-    max_depth: int | None = Field(16, ge=1, description="L: deepest tree level (None: the proposal's depth)")
-    candidates: int = Field(64, ge=1, description="K: candidates per depth (clamped to the proposal's)")
-    budget: int | None = Field(None, ge=1, description="node budget B (root excluded); None: the pipeline's")
+    max_depth: int | None = Field(16, ge=1, le=MAX_DRAFT_DEPTH,
+                                  description="L: deepest tree level (None: the proposal's depth)")
+    candidates: int = Field(64, ge=1, le=MAX_CANDIDATES, description="K: candidates per depth (clamped to the "
+                                                                     "proposal's)")
+    budget: int | None = Field(None, ge=1, le=MAX_TREE_NODES,
+                               description="node budget B (root excluded); None: the pipeline's")
+
+    def clamped_shape(self, upstream: StageShape) -> StageShape:
+        """``upstream`` limited by ``max_depth`` and ``candidates`` (nodes still unknown)."""
+        return StageShape(depth=capped_min(upstream.depth, self.max_depth),
+                          candidates=capped_min(upstream.candidates, self.candidates))
+
+    def output_shape(self, upstream: StageShape) -> StageShape:
+        """Best-first heaps: every prefix of the clamped proposal, at most ``budget`` when set."""
+        shape = self.clamped_shape(upstream)
+        return StageShape(shape.depth, shape.candidates,
+                          capped_min(tree_nodes(shape.depth, shape.candidates), self.budget))
 
     def clamp(self, proposal: DraftProposal) -> DraftProposal:
         """The proposal restricted to this builder's depth and candidate limits."""

@@ -1,0 +1,186 @@
+"""Reduced draft vocabulary: drafter time per round and τ at 8k, 16k, 32k and the full vocabulary, side by side.
+
+One process, one shared SmolLM2 target. For every GSM8K and HumanEval prompt (the first ``--n`` of each, formatted
+as in ``smollm2_eval.py``) every variant of ``--pipeline`` decodes the prompt, the variants' order rotating per
+prompt so drifts in machine load hit all of them alike; plain decoding runs too (speedup denominator and the
+greedy-equality check). Per variant the script reports
+
+* the drafter's time per round (the ``draft`` stage: backbone forward + LM head + top-K), median over every round
+  with the 10th-90th percentile spread, and its ratio to the full vocabulary's;
+* τ (pooled: committed tokens / rounds) and its change against the full vocabulary's, in percent;
+* tokens/s, speedup over plain decoding, whether every greedy output equals plain decoding's;
+* the LM head alone (``DraftVocabHead`` on fixed random features, ``--head-reps`` interleaved calls): the part of
+  the drafter that the subset shrinks, free of the backbone's and the tree's noise;
+* the machine load during the variant's requests (:mod:`specframe.metrics.machine_load`).
+
+The 1-minute load average is checked first; above ``--max-load`` the script stops unless ``--force``.
+
+Usage (on a quiet machine; the shipped mappings are in checkpoints/smollm2-135m/draft-vocab)::
+
+    .venv/bin/python benchmarks/draft_vocab.py --n 10 --max-new-tokens 96 --out runs/draft-vocab.json
+    .venv/bin/python benchmarks/draft_vocab.py --n 1 --max-new-tokens 8 --force     # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).parent))
+from smollm2_eval import load_prompts  # the same prompts as the end-to-end evaluation
+from specframe_smollm2.demo import repo_root
+
+from specframe.metrics.machine_load import LoadWindow, MachineLoad, read_proc
+
+FULL = "full"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def _mapping(vocab_dir: Path, size: str) -> str:
+    if size == FULL:
+        return FULL
+    n = int(size)
+    name = f"fr{n // 1024}k.safetensors" if n % 1024 == 0 else f"fr{n}.safetensors"
+    path = vocab_dir / name
+    if not path.is_file():
+        raise SystemExit(f"no mapping {path}; build it with `specframe vocab-subset ... --size {n}`")
+    return str(path)
+
+
+def head_times(pipes: dict[str, Any], reps: int, slots: int) -> dict[str, dict[str, float]]:
+    """Milliseconds per LM-head call of each variant's drafter on the same random features, interleaved."""
+    heads = {name: pipe.stages.drafter.head for name, pipe in pipes.items()}
+    width = next(iter(pipes.values())).stages.drafter.config.hidden_size
+    x = torch.randn(1, slots, width, generator=torch.Generator().manual_seed(0))
+    times: dict[str, list[float]] = {name: [] for name in heads}
+    names = list(heads)
+    for name in names:  # warm-up
+        heads[name](x, 32)
+    for i in range(reps):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            t0 = time.perf_counter_ns()
+            heads[name](x, 32)
+            times[name].append((time.perf_counter_ns() - t0) / 1e6)
+    return {name: {"median_ms": statistics.median(v), "p10_ms": _percentile(v, 0.1), "p90_ms": _percentile(v, 0.9)}
+            for name, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
+    ap.add_argument("--n", type=int, default=10, help="prompts per dataset (GSM8K, HumanEval)")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--pipeline", type=Path, default=repo_root() / "examples" / "smollm2" / "dartree-pruned.yaml")
+    ap.add_argument("--sizes", default="8192,16384,32768,full", help="comma-separated sizes and/or `full`")
+    ap.add_argument("--vocab-dir", type=Path, default=repo_root() / "checkpoints" / "smollm2-135m" / "draft-vocab")
+    ap.add_argument("--head-reps", type=int, default=200, help="LM-head-only calls per variant (0: skip)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-load", type=float, default=0.5, help="refuse to start above this 1-minute load")
+    ap.add_argument("--force", action="store_true", help="run even on a loaded machine")
+    ap.add_argument("--out", type=Path, default=Path("runs/draft-vocab.json"))
+    args = ap.parse_args()
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    loadavg = (read_proc("loadavg") or "").split()
+    load1 = float(loadavg[0]) if loadavg else None
+    console.print(f"1-minute load average before starting: {load1 if load1 is not None else 'unknown'}")
+    if load1 is not None and load1 > args.max_load and not args.force:
+        raise SystemExit(f"the machine is busy (load {load1} > {args.max_load}); wait for a quiet machine or "
+                         "pass --force (the results would then measure the other jobs too)")
+    torch.set_num_threads(args.threads)
+
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    sets = load_prompts(args.data, args.n)
+    prompts = sets["gsm8k"] + sets["humaneval"]
+    host = PluginHost()
+    plain = Pipeline.from_yaml(repo_root() / "examples" / "smollm2" / "plain.yaml", host=host)
+    base = Pipeline.from_yaml(args.pipeline, target=plain.target, host=host)
+    drafter = base.config.drafter.model_dump(mode="python", exclude_none=True)
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    pipes = {size: base.with_stage("drafter", drafter | {"draft_vocab": _mapping(args.vocab_dir, size)})
+             for size in sizes}
+    plain.generate(prompts[0][1], 4)
+    for pipe in pipes.values():
+        pipe.generate(prompts[0][1], 8)  # warm-up
+    variants = ["plain", *sizes]
+    results: dict[str, list[Any]] = {v: [] for v in variants}
+    loads: dict[str, list[MachineLoad]] = {v: [] for v in variants}
+    t0 = time.perf_counter()
+    for i, (kind, text) in enumerate(prompts):
+        shift = i % len(variants)
+        for v in variants[shift:] + variants[:shift]:
+            pipe = plain if v == "plain" else pipes[v]
+            with LoadWindow() as window:
+                results[v].append(pipe.generate(text, args.max_new_tokens))
+            if window.load is not None:
+                loads[v].append(window.load)
+        console.print(f"  prompt {i + 1}/{len(prompts)} ({kind}) done", highlight=False)
+    heads = head_times(pipes, args.head_reps, base.stages.drafter.num_slots) if args.head_reps else {}
+
+    plain_tps = sum(len(r.tokens) for r in results["plain"]) / (sum(r.total_ns for r in results["plain"]) / 1e9)
+    rows: list[dict[str, Any]] = []
+    for v in sizes:
+        res = results[v]
+        draft_ms = [rd.stage_ns.get("draft", 0) / 1e6 for r in res for rd in r.rounds]
+        round_ms = [rd.round_ns / 1e6 for r in res for rd in r.rounds]
+        rounds = sum(r.num_rounds for r in res)
+        tps = sum(len(r.tokens) for r in res) / (sum(r.total_ns for r in res) / 1e9)
+        load = MachineLoad.merge(loads[v])
+        rows.append({
+            "draft_vocab": v, "rounds": rounds,
+            "draft_ms_median": statistics.median(draft_ms), "draft_ms_p10": _percentile(draft_ms, 0.1),
+            "draft_ms_p90": _percentile(draft_ms, 0.9), "round_ms_median": statistics.median(round_ms),
+            "draft_share": sum(draft_ms) / sum(round_ms),
+            "tau": sum(sum(r.accept_lengths()) for r in res) / rounds,
+            "tau_per_prompt": [round(r.tau, 3) for r in res],
+            "tokens_per_s": tps, "speedup": tps / plain_tps,
+            "exact": all(a.tokens == b.tokens for a, b in zip(res, results["plain"], strict=True)),
+            "head": heads.get(v), "machine_load": load.to_dict() if load else None,
+        })
+    ref = next((r for r in rows if r["draft_vocab"] == FULL), None)
+    table = Table(title=f"{args.pipeline.name}: {len(prompts)} prompts x {args.max_new_tokens} tokens, "
+                        f"{args.threads} thread(s)", title_justify="left")
+    for col in ("draft vocab", "draft ms/round [p10-p90]", "vs full", "LM head ms", "τ", "τ vs full", "tok/s",
+                "speedup", "exact", "contended"):
+        table.add_column(col, justify="left" if col == "draft vocab" else "right")
+    for r in rows:
+        if ref is not None:
+            r["draft_time_ratio_vs_full"] = ref["draft_ms_median"] / r["draft_ms_median"]
+            r["tau_change_vs_full_pct"] = 100 * (r["tau"] / ref["tau"] - 1)
+        head = r["head"]
+        table.add_row(
+            r["draft_vocab"], f"{r['draft_ms_median']:.2f} [{r['draft_ms_p10']:.2f}-{r['draft_ms_p90']:.2f}]",
+            f"{r.get('draft_time_ratio_vs_full', float('nan')):.2f}x faster",
+            f"{head['median_ms']:.2f}" if head else "—", f"{r['tau']:.3f}",
+            f"{r.get('tau_change_vs_full_pct', float('nan')):+.1f}%", f"{r['tokens_per_s']:.2f}",
+            f"{r['speedup']:.2f}x", "yes" if r["exact"] else "NO",
+            str((r["machine_load"] or {}).get("contended")))
+    console.print(table)
+    if any((r["machine_load"] or {}).get("contended") for r in rows):
+        console.print("warning: other processes loaded the machine during the measurement; rerun on a quiet "
+                      "machine", style="bold yellow")
+    report = {"pipeline": str(args.pipeline), "n": args.n, "max_new_tokens": args.max_new_tokens,
+              "threads": args.threads, "loadavg_at_start": load1, "plain_tokens_per_s": plain_tps,
+              "variants": rows, "wall_seconds": round(time.perf_counter() - t0, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""``specframe run --compare-ar`` on every shipped SmolLM2 pipeline: the baseline it builds is the AR baseline
+``bench`` builds, so it exists for every pipeline (an ``ar`` or ``markov`` corrector included) and the greedy
+outputs equal it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from specframe_smollm2.cache import target_dir
+
+from specframe.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = sorted((ROOT / "examples" / "smollm2").glob("*.yaml"))
+HAVE_TARGET = (target_dir() / "manifest.json").is_file()
+
+
+@pytest.mark.real_model
+@pytest.mark.skipif(not HAVE_TARGET, reason="no converted SmolLM2 (run `specframe setup-target`)")
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_compare_ar_runs_on_every_example(path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SPECFRAME_CHECKPOINTS", str(ROOT / "checkpoints" / "smollm2-135m"))
+    status = run_cli(["run", str(path), "--prompt", "What is 3 + 4?", "--max-new-tokens", "3", "--compare-ar",
+                      "--json"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["identical_to_ar"] == [True]
+    assert len(report["baseline"]) == 1 and report["speedup"] > 0

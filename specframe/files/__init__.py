@@ -1,0 +1,21 @@
+"""User files: one reader for text (:mod:`specframe.files.read`, YAML in :mod:`specframe.files.yaml_input`) and one
+writer for outputs (:mod:`specframe.files.write`)."""
+
+from specframe.files.read import MiB, decode_text, json_lines, parse_json, read_bytes, read_text
+from specframe.files.write import OutputError, check_output_file, ensure_dir, write_bytes, write_text
+from specframe.files.yaml_input import parse_yaml
+
+__all__ = [
+    "MiB",
+    "OutputError",
+    "check_output_file",
+    "decode_text",
+    "ensure_dir",
+    "json_lines",
+    "parse_json",
+    "parse_yaml",
+    "read_bytes",
+    "read_text",
+    "write_bytes",
+    "write_text",
+]

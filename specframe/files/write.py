@@ -1,0 +1,144 @@
+"""The one writer for outputs: whole files are written atomically, and every failure says what is wrong.
+
+:func:`write_text` / :func:`write_bytes` write a temporary file next to the destination, ``fsync`` it and
+``os.replace`` it over the destination, so a reader (or a crash) sees the old file or the new one, never half
+of one. :func:`ensure_dir` creates an output directory. :func:`check_output_file` vets a path that will be
+opened for appending (a result file). All three refuse, with an :class:`OutputError` that names the path:
+
+* a parent that is a regular file (``--out-dir report.md/sub``), or a directory given as a file;
+* an existing destination that is not a regular file (``/dev/full``, a named pipe, a socket): it would be
+  replaced (or never written), so write to a file and redirect instead;
+* directories that refuse new files (``/proc``, read-only or full file systems, missing permissions).
+
+Example::
+
+    write_text(Path("out/schema.json"), text, what="schema file")
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from specframe.errors import SpecframeError
+from specframe.files.read import describe_os_error
+
+
+class OutputError(SpecframeError):
+    """An output file or directory cannot be written."""
+
+
+_REASONS = {
+    errno.ENOSPC: "the file system is full",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a parent of it is a file, not a directory",
+    errno.EISDIR: "it is a directory",
+    errno.ENOENT: "the directory does not accept new files here",
+    errno.EDQUOT: "the disk quota is exceeded",
+}
+
+
+def _reason(exc: OSError) -> str:
+    return _REASONS.get(exc.errno or -1, describe_os_error(exc))
+
+
+def _first_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if os.path.lexists(candidate):
+            return candidate
+    return Path(".")
+
+
+def ensure_dir(path: str | Path, *, what: str, for_file: Path | None = None) -> Path:
+    """Create directory ``path`` (and its parents) or raise an :class:`OutputError` saying why not.
+
+    ``for_file``: the file this directory is created for (named in errors instead of the directory).
+    """
+    path = Path(path)
+    existing = _first_existing(path)
+    if not existing.is_dir():
+        if for_file is not None:
+            raise OutputError(f"cannot write {what} {for_file}: {existing} is a file, not a directory",
+                              hint="choose a path whose parent directories are directories")
+        kind = "it" if existing == path else f"its parent {existing}"
+        raise OutputError(f"cannot create {what} {path}: {kind} is a file, not a directory",
+                          hint="choose a directory path that does not run through a file")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot create {what} {path}: {_reason(exc)}",
+                          hint="choose a writable location") from None
+    return path
+
+
+def check_output_file(path: str | Path, *, what: str) -> Path:
+    """Refuse a destination that cannot be a regular file; create its parent directory."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{what} {path} is a directory", hint="give a file path (e.g. DIR/results.jsonl)")
+    if os.path.lexists(path):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise OutputError(f"{what} {path} is a symbolic link to a missing file",
+                              hint="remove the link or give another path") from None
+        except OSError as exc:
+            raise OutputError(f"cannot use {what} {path}: {_reason(exc)}", hint="give a regular file path") from None
+        if not stat.S_ISREG(mode):
+            raise OutputError(f"{what} {path} is not a regular file (a device, pipe or socket)",
+                              hint="write to a regular file, then copy or redirect it")
+    ensure_dir(path.parent, what=what, for_file=path)
+    return path
+
+
+def write_bytes(path: str | Path, data: bytes, *, what: str) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file + rename); see the module docstring."""
+    path = check_output_file(path, what=what)
+    target = path.resolve() if path.is_symlink() else path
+    mode = _mode_for(target)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} {path}: {_reason(exc)} ({target.parent})",
+                          hint="choose a writable location") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        _remove(tmp)
+        raise OutputError(f"cannot write {what} {path}: {_reason(exc)}",
+                          hint="free space or choose another location; the old file (if any) is unchanged") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+    return path
+
+
+def write_text(path: str | Path, text: str, *, what: str) -> Path:
+    """:func:`write_bytes` of UTF-8 ``text``."""
+    return write_bytes(path, text.encode("utf-8"), what=what)
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
