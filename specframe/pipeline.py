@@ -342,6 +342,8 @@ class _Decode:
                     t1 = t2 = t3 = t0
                 if check:
                     _check(tree)
+                if tree.tokens.device != target.device:  # drafted on another device: the verifier needs it here
+                    tree = tree.to(target.device)
                 out = target.forward_tree(tree)
                 t4 = clock()
                 result = st.verifier.verify(tree, out.logits, ctx) if drafted else _plain_step(out, pipe, rng)
