@@ -203,7 +203,8 @@ def main() -> None:
     tree = tree_benchmark(args)
     summary = {
         "check": "accelerator", "quick": args.quick, "environment": environment(args.device),
-        "greedy_exact_all": exact, "draft_on_cpu_target_on_device": split, "sampled": sampled, "tree_construction": tree, "demo": rows,
+        "greedy_exact_all": exact, "draft_on_cpu_target_on_device": split, "sampled": sampled,
+        "tree_construction": tree, "demo": rows,
         "max_new_tokens": args.max_new_tokens, "elapsed_s": round(time.perf_counter() - start, 1),
     }
     text = json.dumps(summary, indent=2)
