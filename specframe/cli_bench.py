@@ -20,7 +20,7 @@ from rich.table import Table
 from specframe.builtin.baseline import BASELINE_NAME
 from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.config.bounds import MAX_DRAFT_DEPTH, check_max_new_tokens
-from specframe.errors import ConfigError
+from specframe.errors import ConfigError, GenerationError
 from specframe.files import check_output_file
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
@@ -54,6 +54,8 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
+@click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
+              help="Decode up to N questions at once per method (continuous batching; records say the size).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
 @click.option("--no-baseline", is_flag=True, help="Do not run the AR baseline (no speedups in reports).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
@@ -61,7 +63,7 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.pass_context
 def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[str, ...], max_new_tokens: int | None,
           output: Path, data_dirs: tuple[Path, ...], data_files: tuple[str, ...], overrides: tuple[str, ...],
-          sweeps: tuple[str, ...], warmup: int, repeats: int, seed: int | None, baseline_name: str,
+          sweeps: tuple[str, ...], warmup: int, repeats: int, seed: int | None, batch_size: int, baseline_name: str,
           no_baseline: bool, show_progress: bool | None, as_json: bool) -> None:
     """Benchmark PIPELINES (YAML files, with optional `sweep:`) against the AR baseline."""
     from specframe.bench import BenchRunner, ResultsFileError, ResultStore, build_methods, parse_cli_sweep, run_info
@@ -86,12 +88,17 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     methods = build_methods(pipelines, host=host, overrides=overrides, cli_sweep=parse_cli_sweep(sweeps),
                             baseline_name=None if no_baseline else baseline_name)
     first = next(m for m in methods if not m.baseline)
+    from specframe.batch_decode import check_batch_support
+
+    for m in methods:
+        check_batch_support(m.pipeline, batch_size)
     max_new = max_new_tokens or first.pipeline.config.generation.max_new_tokens
     plugins, git_rev = plugin_versions(host), git_revision()
-    infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev) for m in methods}
+    infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev,
+                              batch_size=batch_size) for m in methods}
     dist = from_env()
     runner = BenchRunner(methods, ResultStore(output), max_new_tokens=max_new, infos=infos, warmup=warmup,
-                         repeats=repeats, seed=seed)
+                         repeats=repeats, seed=seed, batch_size=batch_size)
     items = runner.schedule(datasets)
     if dist.distributed and any(getattr(m.pipeline.target, "tensor_parallel", False) for m in methods):
         raise ConfigError("bench under torchrun shares the prompts out by rank, but the target is sharded over "
@@ -133,7 +140,7 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         if dist.is_main:
             try:
                 merged = merge_shards(output, shard_dir(output), dist.world_size,
-                                      expected_keys(runner.schedule(datasets)))
+                                      expected_keys(runner.schedule(datasets), methods, batch_size))
                 err_console.print(f"merged {merged} records from {dist.world_size} shards into {output}",
                                   highlight=False, markup=False)
             except ResultsFileError as exc:
@@ -141,11 +148,17 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
         dist.agree(error)
     result = {"output": str(output), "recorded": summary.recorded, "skipped": summary.skipped,
               "methods": [m.name for m in methods], "datasets": [ds.name for ds in datasets]}
+    if summary.refused:
+        result["refused"] = summary.refused
     if as_json:
         emit_json(result)
     else:
         err_console.print(f"recorded {summary.recorded} turns, skipped {summary.skipped} already done -> {output}\n"
                           f"next: specframe report {output}", highlight=False, markup=False)
+    if summary.refused:
+        raise GenerationError(f"{len(summary.refused)} turns refused (not recorded):\n  "
+                              + "\n  ".join(summary.refused),
+                              hint="the other turns were recorded; shorten the refused prompts")
 
 
 @click.command()

@@ -19,6 +19,7 @@ plugins.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +114,10 @@ class TargetModel(ABC):
         """
         return encode_messages(self.tokenizer, messages, chat=chat)
 
+    def ragged_batch(self) -> Any:
+        """A fresh `specframe.batch_target.RaggedBatchTarget` over this model, or None (no batched decoding)."""
+        return None
+
 
 class SharedEmbeddings(ABC):
     """Optional target interface: the weights a drafter or correction head shares with the target.
@@ -144,6 +149,13 @@ class Drafter(ABC):
 
     #: Decoder layers of the target whose outputs the drafter conditions on (empty: none).
     target_layers: tuple[int, ...] = ()
+    #: The drafter keeps per-request state only in attributes that :meth:`begin` (re)creates, so each row of a
+    #: batch can decode with its own :meth:`fork`. Batched decoding refuses drafters that do not declare it.
+    supports_batch: bool = False
+
+    def fork(self) -> Drafter:
+        """A drafter for one more batch row: shares weights and settings, gets its own state in :meth:`begin`."""
+        return copy.copy(self)
 
     def begin(self, state: DecodeState, prefill: TargetOutput) -> None:  # noqa: B027
         """Start a request; ``prefill.hidden`` carries the prompt's taps when ``target_layers`` is set."""

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import torch
 
+from specframe.batch_decode import BatchDecode, BatchStreamFn, RefusedRequest, Request
 from specframe.config.bounds import check_max_new_tokens
 from specframe.config.loader import config_hash
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
@@ -171,10 +172,29 @@ class Pipeline:
             raise GenerationError("the prompt is empty", hint="give at least one token")
         return ids
 
+    @overload
     def generate(self, prompt: Prompt, max_new_tokens: int | None = None, *, seed: int | None = None,
                  stream: Callable[[str], None] | None = None, chat: bool | None = None,
-                 stop: Sequence[str] | None = None) -> GenerationResult:
-        """Decode one request; the output law equals the target's own (exactly, at temperature 0)."""
+                 stop: Sequence[str] | None = None) -> GenerationResult: ...
+
+    @overload
+    def generate(self, prompt: list[Prompt | Request], max_new_tokens: int | None = None, *,
+                 seed: int | None = None, stream: Callable[[str], None] | None = None, chat: bool | None = None,
+                 stop: Sequence[str] | None = None,
+                 batch_size: int | None = None) -> list[GenerationResult | RefusedRequest]: ...
+
+    def generate(self, prompt: Prompt | list[Prompt | Request], max_new_tokens: int | None = None, *,
+                 seed: int | None = None, stream: Callable[[str], None] | None = None, chat: bool | None = None,
+                 stop: Sequence[str] | None = None,
+                 batch_size: int | None = None) -> GenerationResult | list[GenerationResult | RefusedRequest]:
+        """Decode one request; the output law equals the target's own (exactly, at temperature 0).
+
+        A Python list of prompts (strings, id lists, tensors or `Request` objects; a flat list of ints stays one
+        prompt of token ids) decodes them in one batched loop: see :meth:`generate_batch`.
+        """
+        if _is_batch(prompt):
+            return self.generate_batch(prompt, max_new_tokens, seed=seed, chat=chat, stop=stop,
+                                       batch_size=batch_size)
         gen = self.config.generation
         max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens))
         stops = tuple(gen.stop if stop is None else stop)
@@ -189,7 +209,7 @@ class Pipeline:
         if self.config.auto and self.auto_budget is None:
             self.auto_budget = build_auto_budget(self, ids)
         try:
-            return _Decode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+            return RequestDecode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
         except ContractError as exc:
             self._attribute(exc)
             raise
@@ -212,8 +232,25 @@ class Pipeline:
                 found.append(torch.device(device))
         return tuple(dict.fromkeys(found))
 
+    def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
+                       seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,
+                       batch_size: int | None = None,
+                       stream: BatchStreamFn | None = None) -> list[GenerationResult | RefusedRequest]:
+        """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
 
-class _Decode:
+        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
+        defaults) and its output law is its single-request law; one result per request, in order, a
+        `RefusedRequest` for a request whose prompt does not fit (see :mod:`specframe.batch_decode`).
+        """
+        requests = [p if isinstance(p, Request) else Request(p) for p in prompts]
+        requests = [Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
+                            seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
+                    for r in requests]
+        size = max(len(requests), 1) if batch_size is None else int(batch_size)
+        return BatchDecode(self, requests, size, stream=stream, chat=chat).run()
+
+
+class RequestDecode:
     """One request's decode loop (kept apart from Pipeline so the loop's state is local)."""
 
     def __init__(self, pipe: Pipeline, ids: torch.Tensor, max_new: int, stops: tuple[str, ...],
@@ -232,14 +269,14 @@ class _Decode:
         self.checked = 0  # tokens whose text holds no stop string
         self.streamed_text = ""
 
-    def _stop_reason(self) -> str | None:
+    def stop_reason(self) -> str | None:
         if self.new and self.new[-1] in self.eos:
             return "eos"
         if len(self.new) >= self.cap:
             return "length" if self.cap == self.max_new else "context"
         return None
 
-    def _accept_tokens(self, tokens: list[int]) -> list[int]:
+    def accept_tokens(self, tokens: list[int]) -> list[int]:
         """Append tokens up to EOS and the length limit; return those appended."""
         taken = []
         for t in tokens:
@@ -271,14 +308,14 @@ class _Decode:
             hold = max(hold, len(text) - len(text.rstrip("\ufffd")))
         return hold
 
-    def _emit(self, text: str, upto: int) -> None:
+    def emit(self, text: str, upto: int) -> None:
         """Stream ``text[:upto]`` past what was already streamed (never anything the final text drops)."""
         shown = text[:upto]
         if self.stream is not None and shown.startswith(self.streamed_text) and len(shown) > len(self.streamed_text):
             self.stream(shown[len(self.streamed_text):])
             self.streamed_text = shown
 
-    def _check_text(self) -> tuple[str | None, int | None]:
+    def check_text(self) -> tuple[str | None, int | None]:
         """(text so far, tokens removed) after the newest tokens; ``removed`` is None unless a stop string hit.
 
         On a hit the tokens are cut to the shortest prefix whose text contains a stop string, so tokens,
@@ -289,7 +326,7 @@ class _Decode:
         text = self._decode(self.new)
         if not self.stops or self._stop_at(text) is None:
             self.checked = len(self.new)
-            self._emit(text, len(text) - self._held_back(text))
+            self.emit(text, len(text) - self._held_back(text))
             return text, None
         keep = next(n for n in range(self.checked + 1, len(self.new) + 1)
                     if self._stop_at(self._decode(self.new[:n])) is not None)
@@ -297,7 +334,7 @@ class _Decode:
         del self.new[keep:]
         text = self._decode(self.new)
         text = text[:self._stop_at(text)]
-        self._emit(text, len(text))
+        self.emit(text, len(text))
         return text, removed
 
     def run(self) -> GenerationResult:
@@ -313,7 +350,7 @@ class _Decode:
             target.reset()
             prefill = target.prefill(self.ids)
             first = sample(prefill.logits[:, -1], pipe.sampling, rng.target)  # [1]
-            self._accept_tokens([int(first[0])])
+            self.accept_tokens([int(first[0])])
             prefill_ns = clock() - t_start
             state = DecodeState(tokens=torch.cat([self.ids, first.view(1, 1).to(self.ids.device)], dim=1),
                                 prompt_len=self.ids.shape[1], sampling=pipe.sampling, rng=rng)
@@ -322,8 +359,8 @@ class _Decode:
             if auto is not None:
                 auto.start_request()
             rounds: list[RoundRecord] = []
-            text, removed = self._check_text()
-            reason = "stop_string" if removed is not None else self._stop_reason()
+            text, removed = self.check_text()
+            reason = "stop_string" if removed is not None else self.stop_reason()
             while reason is None:
                 drafted = auto is None or auto.should_draft()
                 chosen: int | None = None
@@ -333,7 +370,7 @@ class _Decode:
                     t1 = clock()
                     tree = st.tree_builder.build(proposal, st.corrector, ctx)
                     t2 = clock()
-                    tree = _fit_context(st.pruner.prune(tree, ctx), proposal.depth, target, state)
+                    tree = fit_context(st.pruner.prune(tree, ctx), proposal.depth, target, state)
                     if auto is not None:
                         tree, chosen = auto.choose(tree)
                     t3 = clock()
@@ -341,16 +378,16 @@ class _Decode:
                     tree = DraftTree.root_only(state.root)
                     t1 = t2 = t3 = t0
                 if check:
-                    _check(tree)
+                    check_round_tree(tree)
                 if tree.tokens.device != target.device:  # drafted on another device: the verifier needs it here
                     tree = tree.to(target.device)
                 out = target.forward_tree(tree)
                 t4 = clock()
-                result = st.verifier.verify(tree, out.logits, ctx) if drafted else _plain_step(out, pipe, rng)
+                result = st.verifier.verify(tree, out.logits, ctx) if drafted else plain_step(out, pipe, rng)
                 t5 = clock()
                 target.commit(tree, result.accepted_nodes)
                 outcome = _round_outcome(tree, result)
-                committed = self._accept_tokens(outcome.emitted)
+                committed = self.accept_tokens(outcome.emitted)
                 emitted = torch.tensor([outcome.emitted], dtype=torch.long, device=state.tokens.device)  # [1, a + 1]
                 state.tokens = torch.cat([state.tokens, emitted], dim=1)
                 st.drafter.commit(state, tree, result, out)
@@ -367,14 +404,14 @@ class _Decode:
                                           committed=len(committed),
                                           stage_ns=stage_ns if timing else {}, drafted=drafted,
                                           budget=chosen))
-                text, removed = self._check_text()
+                text, removed = self.check_text()
                 if removed:  # the round is credited only with the tokens before the stop string
                     last = rounds[-1]
                     kept = last.committed - removed
                     last.committed, last.accepted = kept, min(last.accepted, kept)
-                reason = "stop_string" if removed is not None else self._stop_reason()
+                reason = "stop_string" if removed is not None else self.stop_reason()
             if text is not None and reason != "stop_string":
-                self._emit(text, len(text))  # the end: nothing held back can become a stop string now
+                self.emit(text, len(text))  # the end: nothing held back can become a stop string now
         if auto is not None:
             save_learned_profile(pipe)
         return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,
@@ -403,7 +440,12 @@ def _round_outcome(tree: DraftTree, result: VerifyResult) -> _Outcome:
     return _Outcome(nodes=nodes, depth=deepest, accepted=accepted, emitted=values[3 : 3 + accepted] + [values[-1]])
 
 
-def _plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyResult:
+def _is_batch(prompt: object) -> bool:
+    """A list of prompts (not a flat list of token ids, which is one prompt)."""
+    return isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
+
+
+def plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyResult:
     """The verdict of a root-only round: no draft to accept, the bonus drawn from the target's own law."""
     logits = out.logits[:, 0]  # [B, V]
     b = logits.shape[0]
@@ -412,7 +454,7 @@ def _plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyRes
                         num_accepted=torch.zeros(b, dtype=torch.long, device=logits.device), bonus_token=bonus)
 
 
-def _fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, state: DecodeState) -> DraftTree:
+def fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, state: DecodeState) -> DraftTree:
     """Drop nodes whose positions would run past the target's context window.
 
     A tree is never deeper than its proposal, so the common case is decided without reading the tree (no
@@ -427,7 +469,7 @@ def _fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, stat
     return tree.subtree(tree.valid & (tree.depth <= max(room, 0)))
 
 
-def _check(tree: DraftTree) -> None:
+def check_round_tree(tree: DraftTree) -> None:
     problems = check_tree(tree)
     if problems:
         raise AssertionError("stage produced an invalid DraftTree:\n  " + "\n  ".join(problems))

@@ -10,8 +10,10 @@ specframe fields:
 * run — ``baseline``, ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``, ``temperature``,
   ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
 * request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
-  repeat whose time is the median), ``total_ns_repeats`` (all repeats);
-* rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``tree_depth``,
+  repeat whose time is the median), ``total_ns_repeats`` (all repeats), ``batch_size`` (rows in flight in the
+  batch it ran in; 1 without ``--batch-size``);
+* rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
+  ``budget: auto`` chose per round, None with a fixed budget), ``plain_rounds``, ``tree_depth``,
   ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds);
 * machine — ``machine_load`` (optional; absent in files written before it existed): the load average and the CPU
   seconds other processes used while the turn's repeats ran, and whether that was contention
@@ -51,11 +53,12 @@ class RunInfo:
     sweep: dict[str, Any] = field(default_factory=dict)
     plugins: dict[str, str] = field(default_factory=dict)
     git_rev: str | None = None
+    batch_size: int = 1
 
     def consistency_fields(self) -> dict[str, Any]:
         """Fields a resumed run must share with the records already in the file."""
         return {"config_hash": self.config_hash, "max_new_tokens": self.max_new_tokens, "seed": self.seed,
-                "baseline": self.baseline}
+                "baseline": self.baseline, "batch_size": self.batch_size}
 
 
 def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationResult,
@@ -98,8 +101,10 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "prefill_ns": result.prefill_ns,
         "total_ns": result.total_ns,
         "total_ns_repeats": list(repeats_ns),
+        "batch_size": result.batch_size,
         "accepted": accepted,
         "tree_nodes": [r.nodes for r in result.rounds],
+        "budget": [r.budget for r in result.rounds],
         "plain_rounds": sum(not r.drafted for r in result.rounds),  # `budget: auto` rounds without a draft
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),

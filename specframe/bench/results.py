@@ -106,6 +106,10 @@ def read_results_checked(path: Path) -> tuple[list[dict[str, Any]], int]:
     return records, len(data) - good
 
 
+#: Values of record fields that older result files do not hold (a file from before batched decoding ran at 1).
+FIELD_DEFAULTS: dict[str, Any] = {"batch_size": 1}
+
+
 class ResultStore:
     """An open result file: the records already in it, and :meth:`append` for new ones.
 
@@ -230,7 +234,7 @@ class ResultStore:
             if record["method"] != method:
                 continue
             for name, value in fields.items():
-                if record.get(name) != value:
+                if record.get(name, FIELD_DEFAULTS.get(name)) != value:
                     raise ResultsFileError(
                         f"{self.path} holds results of method '{method}' with {name} = {record.get(name)!r}, "
                         f"but this run has {name} = {value!r}",

@@ -13,12 +13,17 @@ Order of work::
 Rotating the order per question keeps a method from always running right after the same neighbour (cache
 and thermal effects). The seed of every request is the method's ``seed:`` unless ``seed`` is given, so the
 method and the baseline draw the same random streams.
+
+With ``batch_size > 1`` each method decodes a dataset's pending questions turn by turn in one batched loop
+(`Pipeline.generate_batch`, up to ``batch_size`` rows in flight, waiting questions taking freed rows); methods
+then run one after the other per dataset and turn, not interleaved per question. Every turn is still its own
+record, appended as soon as its batch is done.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -38,6 +43,7 @@ ProgressFn = Callable[[str, str, str, int], None]
 class BenchSummary:
     recorded: int = 0  # turns decoded and written by this run
     skipped: int = 0  # turns already in the result file
+    refused: list[str] = field(default_factory=list)  # batched turns refused on their own, with the reason
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class BenchRunner:
     """Runs methods over datasets into a :class:`ResultStore` (see the module docstring)."""
 
     def __init__(self, methods: Sequence[Method], store: ResultStore, *, max_new_tokens: int, infos: dict[str, RunInfo],
-                 warmup: int = 1, repeats: int = 1, seed: int | None = None) -> None:
+                 warmup: int = 1, repeats: int = 1, seed: int | None = None, batch_size: int = 1) -> None:
         if repeats < 1 or warmup < 0:
             raise ValueError("repeats must be >= 1 and warmup >= 0")
         self.methods = list(methods)
@@ -61,6 +67,7 @@ class BenchRunner:
         self.warmup = warmup
         self.repeats = repeats
         self.seed = seed
+        self.batch_size = batch_size
 
     # -------------------------------------------------------------------------------------- planning
     def schedule(self, datasets: Sequence[LoadedDataset]) -> list[WorkItem]:
@@ -104,6 +111,8 @@ class BenchRunner:
         """Run scheduled items (all of them, or one rank's shard) in order, skipping finished turns."""
         summary = BenchSummary()
         self.warm_up(items)
+        if self.batch_size > 1:
+            return self._run_batched(items, summary, progress)
         for item in items:
             answers: list[str] = []
             for turn in range(len(item.sample.turns)):
@@ -127,13 +136,71 @@ class BenchRunner:
                     progress(*key)
         return summary
 
+    def _run_batched(self, items: Sequence[WorkItem], summary: BenchSummary,
+                     progress: ProgressFn | None) -> BenchSummary:
+        for dataset, samples in batched_groups(items):
+            for method in self.methods:
+                self._batched_turns(method, dataset, samples, summary, progress)
+        return summary
+
+    def _batched_turns(self, method: Method, dataset: LoadedDataset, samples: Sequence[Sample],
+                       summary: BenchSummary, progress: ProgressFn | None) -> None:
+        """Every pending turn of ``method`` on ``samples`` of ``dataset``, turn by turn, each turn in one batch."""
+        answers: dict[str, list[str]] = {str(s.question_id): [] for s in samples}
+        for turn in range(max((len(s.turns) for s in samples), default=0)):
+            todo = []
+            for sample in samples:
+                if turn >= len(sample.turns):
+                    continue
+                key = (method.name, dataset.name, str(sample.question_id), turn)
+                done = self.store.get(key)
+                if done is not None:
+                    summary.skipped += 1
+                    answers[str(sample.question_id)].append(done["choices"][0]["turns"][0])
+                else:
+                    todo.append(sample)
+            if not todo:
+                continue
+            pipe = method.pipeline
+            pipe.target.set_taps(tuple(pipe.stages.drafter.target_layers))
+            ids = [encode_turn(pipe, s.turns[: turn + 1], answers[str(s.question_id)]) for s in todo]
+            runs = [pipe.generate_batch(ids, self.max_new_tokens, seed=self.seed, batch_size=self.batch_size)
+                    for _ in range(self.repeats)]  # one outcome per question, in order
+            for i, sample in enumerate(todo):
+                outcomes = sorted((run[i] for run in runs), key=lambda r: getattr(r, "total_ns", 0))
+                median = outcomes[(len(outcomes) - 1) // 2]
+                if not isinstance(median, GenerationResult):  # refused alone (its prompt does not fit)
+                    summary.refused.append(f"{method.name} {dataset.name} question {sample.question_id} "
+                                           f"turn {turn}: {median.error.message}")
+                    continue
+                record = build_record(self.infos[method.name], sample, turn, median,
+                                      [r.total_ns for r in outcomes if isinstance(r, GenerationResult)], dataset.source)
+                self.store.append(record)
+                summary.recorded += 1
+                answers[str(sample.question_id)].append(record["choices"][0]["turns"][0])
+                if progress is not None:
+                    progress(method.name, dataset.name, str(sample.question_id), turn)
+
+
+def batched_groups(items: Sequence[WorkItem]) -> list[tuple[LoadedDataset, list[Sample]]]:
+    """The datasets of scheduled items (in order) with their questions (in order): what a batched run decodes."""
+    groups: dict[str, tuple[LoadedDataset, list[Sample]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        dataset, samples = groups.setdefault(item.dataset.name, (item.dataset, []))
+        key = (dataset.name, str(item.sample.question_id))
+        if key not in seen:
+            seen.add(key)
+            samples.append(item.sample)
+    return list(groups.values())
+
 
 def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: dict[str, str],
-             git_rev: str | None) -> RunInfo:
+             git_rev: str | None, batch_size: int = 1) -> RunInfo:
     """The per-method facts every record of ``method`` carries."""
     pipe = method.pipeline
     return RunInfo(method=method.name, base_method=method.base_name, baseline=method.baseline,
                    config_hash=pipe.config_hash, target_hash=method.target_hash,
                    temperature=pipe.config.sampling.temperature,
                    seed=pipe.config.seed if seed is None else seed, max_new_tokens=max_new_tokens,
-                   sweep=method.sweep, plugins=plugins, git_rev=git_rev)
+                   sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size)

@@ -30,7 +30,7 @@ from typing import Any
 from specframe.bench.methods import Method
 from specframe.bench.record import RunInfo
 from specframe.bench.results import RecordKey, ResultsFileError, ResultStore, read_results, record_key
-from specframe.bench.runner import WorkItem
+from specframe.bench.runner import WorkItem, batched_groups
 from specframe.distributed import DistContext
 
 MANIFEST = "manifest.json"
@@ -55,10 +55,16 @@ def shard_items(items: Sequence[WorkItem], rank: int, world_size: int) -> list[W
     return [it for it in items if owner[(it.dataset.name, str(it.sample.question_id))] == rank]
 
 
-def expected_keys(items: Sequence[WorkItem]) -> list[RecordKey]:
-    """Every record key of a schedule, in the order a single process writes them."""
-    return [(it.method.name, it.dataset.name, str(it.sample.question_id), turn)
-            for it in items for turn in range(len(it.sample.turns))]
+def expected_keys(items: Sequence[WorkItem], methods: Sequence[Method], batch_size: int = 1) -> list[RecordKey]:
+    """Every record key of a schedule, in the order a single process writes them (batched runs go dataset by
+    dataset, method by method, turn by turn)."""
+    if batch_size <= 1:
+        return [(it.method.name, it.dataset.name, str(it.sample.question_id), turn)
+                for it in items for turn in range(len(it.sample.turns))]
+    return [(m.name, dataset.name, str(sample.question_id), turn)
+            for dataset, samples in batched_groups(items) for m in methods
+            for turn in range(max((len(x.turns) for x in samples), default=0))
+            for sample in samples if turn < len(sample.turns)]
 
 
 @dataclass(frozen=True)

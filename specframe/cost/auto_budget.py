@@ -33,6 +33,8 @@ from specframe.cost.profile import CostProfile
 from specframe.tree import DraftTree
 
 DRAFT_STAGES = ("draft", "build", "prune")
+#: A batched forward over more than this many times the largest measured size adds a curve point.
+BEYOND = 1.25
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,13 @@ class AutoBudget:
         self.plain_left = 0
         self._draft_tokens: float | None = None  # moving average of tokens per drafted round
         self._draft_ms: float | None = None  # moving average of a drafted round's milliseconds
+        self.rows = 1  # rows of the batch the loop decodes now (`specframe.cost.batch_budget`)
 
     # ------------------------------------------------------------------------------------------ rates
     @property
     def plain_rate(self) -> float:
-        """Tokens per ms of plain decoding (one token per root-only round)."""
-        return 1.0 / max(self.profile.verify_cost(1) + self.profile.overhead("plain"), 1e-6)
+        """Tokens per ms of plain decoding (one token per row per root-only round of ``rows`` rows)."""
+        return self.rows / max(self.profile.verify_cost(self.rows) + self.profile.overhead("plain"), 1e-6)
 
     @property
     def draft_rate(self) -> float | None:
@@ -104,7 +107,7 @@ class AutoBudget:
     # ---------------------------------------------------------------------------------------- learning
     def observe_plain(self, stage_ms: dict[str, float]) -> None:
         """A root-only round ran with these stage times (target, verify, commit)."""
-        self.profile.observe_verify(1, stage_ms.get("target", 0.0))
+        self._observe_verify(self.rows, stage_ms.get("target", 0.0))
         self.profile.observe_overhead("plain", stage_ms.get("verify", 0.0) + stage_ms.get("commit", 0.0))
         self.plain_left -= 1
 
@@ -115,14 +118,18 @@ class AutoBudget:
         ``accepted_nodes_row`` is the row's ``[D + 1]`` accepted path (root first, -1 padded).
         """
         nodes = int(tree.num_nodes[row])
-        self.profile.observe_verify(nodes, stage_ms.get("target", 0.0))
+        self.estimator.observe(tree, accepted_nodes_row, row)  # type: ignore[arg-type]
+        self.observe_round(nodes, accepted + 1.0, stage_ms)
+
+    def observe_round(self, forward_tokens: int, tokens: float, stage_ms: dict[str, float]) -> None:
+        """A drafted round ran a target forward over ``forward_tokens`` tokens and committed ``tokens``."""
+        self._observe_verify(forward_tokens, stage_ms.get("target", 0.0))
         for stage in (*DRAFT_STAGES, "verify", "commit"):
             if stage in stage_ms:
                 self.profile.observe_overhead(stage, stage_ms[stage])
-        self.estimator.observe(tree, accepted_nodes_row, row)  # type: ignore[arg-type]
         # The target's share comes from the (just updated) curve, like the plain rate it is compared with.
         other_ms = sum(v for k, v in stage_ms.items() if k != "target")
-        tokens, ms = accepted + 1.0, other_ms + self.profile.verify_cost(nodes)
+        ms = other_ms + self.profile.verify_cost(forward_tokens)
         w = self.settings.smoothing if self.drafting else max(self.settings.smoothing, 0.5)
         if self._draft_tokens is None or self._draft_ms is None:
             self._draft_tokens, self._draft_ms = tokens, ms
@@ -139,3 +146,11 @@ class AutoBudget:
         else:  # a probe that did not pay
             self.probe_interval = min(2 * self.probe_interval, self.settings.max_probe_interval)
             self.plain_left = self.probe_interval
+
+    def _observe_verify(self, tokens: int, ms: float) -> None:
+        """Learn the curve; a batch's forward far beyond the measured points becomes a point of its own."""
+        top = max(self.profile.verify_ms)
+        if self.rows > 1 and tokens > BEYOND * top:
+            self.profile.extend(tokens, ms)
+        else:
+            self.profile.observe_verify(tokens, ms)

@@ -108,6 +108,18 @@ class CostProfile:
         for point, w in weights.items():
             self.verify_ms[point] = max(0.0, self.verify_ms[point] + self.smoothing * w * error)
 
+    def extend(self, tokens: int, ms: float) -> None:
+        """A new point of the curve beyond every measured one (a batch's forward over many rows' trees).
+
+        Extrapolating along the last measured segment is wrong where the device saturates (a GPU's flat
+        curve turns steep at a few hundred tokens), so the batched loop adds the sizes it runs at and then
+        refines them with :meth:`observe_verify` like any other point.
+        """
+        if not math.isfinite(ms) or ms < 0 or tokens <= max(self._grid):
+            return
+        self.verify_ms[int(tokens)] = float(ms)
+        self._grid = sorted(self.verify_ms)
+
     def observe_overhead(self, stage: str, ms: float) -> None:
         if not math.isfinite(ms) or ms < 0:
             return

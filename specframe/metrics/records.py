@@ -47,6 +47,7 @@ class GenerationResult:
     prefill_ns: int  # prefill forward + first sample
     total_ns: int  # whole request, prefill included
     stop_reason: str  # "length", "eos", "stop_string" or "context"
+    batch_size: int = 1  # batch size of the loop this request ran in (`specframe.batch_decode`; 1: alone)
 
     @property
     def num_rounds(self) -> int:
@@ -91,6 +92,7 @@ class GenerationResult:
             "tokens_per_s": round(self.tokens_per_s, 3),
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 3),
             "stop_reason": self.stop_reason,
+            "batch_size": self.batch_size,
             "stage_ns": self.stage_totals(),
         }
 

@@ -138,6 +138,33 @@ class ToyTarget(TargetModel):
         self._cache = torch.zeros(0, 0, dtype=torch.long)
         self._lengths = torch.zeros(0, dtype=torch.long)
 
+    # ------------------------------------------------------------------------- ragged batch surface
+    def ragged_batch(self) -> ToyTarget:
+        """A fresh target on the same table; it is its own `RaggedBatchTarget` (rows have own lengths)."""
+        rows = ToyTarget(self.table, start_token=self.start_token, eos_token_ids=self.eos_token_ids)
+        rows.max_length, rows.tokenizer = self.max_length, self.tokenizer
+        return rows
+
+    @property
+    def lengths(self) -> list[int]:
+        return self._lengths.tolist()
+
+    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
+        """Append one request ``[1, P]`` as the last row; logits ``[1, 1, V]`` after its last token."""
+        row = input_ids.long().cpu().view(1, -1)
+        width = max(self._cache.shape[1], row.shape[1])
+        cache = torch.zeros(self._cache.shape[0] + 1, width, dtype=torch.long)
+        cache[:-1, : self._cache.shape[1]] = self._cache
+        cache[-1, : row.shape[1]] = row[0]
+        self._cache = cache
+        self._lengths = torch.cat([self._lengths, torch.tensor([row.shape[1]])])
+        last = self._last_two(row, torch.tensor([row.shape[1]]))
+        return TargetOutput(logits=self.next_logits(*last)[:, None, :])
+
+    def keep_rows(self, rows: list[int]) -> None:
+        index = torch.tensor(list(rows), dtype=torch.long)
+        self._cache, self._lengths = self._cache[index], self._lengths[index]
+
     def _last_two(self, cache: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(prev2, prev1)`` ``[B]`` of each row's committed sequence."""
         rows = torch.arange(cache.shape[0])
@@ -161,6 +188,8 @@ class ToyDrafter(Drafter):
         distance: scale of the standard-normal perturbation added to the target table.
         seed: seed of the perturbation.
     """
+
+    supports_batch = True  # stateless: reads only the row's DecodeState
 
     def __init__(self, target: ToyTarget, *, depth: int = 3, num_candidates: int = 4, distance: float = 0.5,
                  seed: int = 1) -> None:

@@ -119,3 +119,11 @@ def test_a_shard_directory_of_another_launch_is_refused(tmp_path: Path) -> None:
     (directory / "rank-00000-of-00004.jsonl").write_text("")
     with pytest.raises(ResultsFileError, match="shards of another world size: rank-00000-of-00004"):
         check_manifest(directory, ShardManifest(2, selection), write=False)
+
+
+def test_batched_bench_under_two_ranks_equals_one_process(tmp_path: Path) -> None:
+    single, merged = tmp_path / "single.jsonl", tmp_path / "merged.jsonl"
+    assert run_cli(bench_args(tmp_path, single, "--batch-size", "2"), host=toy_host()) == 0
+    run = torchrun(bench_args(tmp_path, merged, "--batch-size", "2"))
+    assert run.returncode == 0, run.stderr[-8000:]
+    assert outcome(read_results(merged)) == outcome(read_results(single))  # same records, same order

@@ -133,6 +133,16 @@ def test_resume_with_other_settings_is_refused(results: Path, tmp_path: Path,
     assert "max_new_tokens = 12" in err and "--output" in err
 
 
+def test_resume_with_another_batch_size_is_refused(results: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench(tmp_path, "--batch-size", "2") == 2
+    assert "batch_size = 1" in capsys.readouterr().err
+    old = [json.loads(line) for line in results.read_text().splitlines()]  # a file from before batching
+    results.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "batch_size"}) + "\n" for r in old))
+    assert bench(tmp_path, "--batch-size", "2") == 2  # records without the field ran one request at a time
+    assert bench(tmp_path) == 0  # and resume at batch size 1 (nothing left to run)
+
+
 def test_report_from_a_bench_run(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "report"
     assert run_cli(["report", str(results), "--out-dir", str(out)], host=toy_host()) == 0
@@ -172,3 +182,14 @@ def test_datasets_command_lists_where_each_set_is_found(capsys: pytest.CaptureFi
     found = {row["name"]: row["found"] for row in rows}
     assert len(rows) == 8 and found["gsm8k"].startswith(str(DATA)) and found["mt_bench"].startswith(str(DATA))
     assert next(r for r in rows if r["name"] == "gsm8k")["paper_n"] == 128
+
+
+def test_batched_bench_records_the_same_tokens_with_its_batch_size(pristine: Path, tmp_path: Path) -> None:
+    assert bench(tmp_path, "--batch-size", "3") == 0
+    serial = {record_key(r): r for r in read_results(pristine)}
+    batched = read_results(tmp_path / "res.jsonl")
+    assert {record_key(r) for r in batched} == set(serial)  # every method, question and turn, once
+    for r in batched:
+        assert r["batch_size"] == 3 and serial[record_key(r)]["batch_size"] == 1
+        assert r["tokens"] == serial[record_key(r)]["tokens"]  # greedy: batching changes no token
+        assert r["choices"][0]["turns"] == serial[record_key(r)]["choices"][0]["turns"]

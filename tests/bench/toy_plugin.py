@@ -45,6 +45,7 @@ class ToyTargetConfig(ComponentConfig):
     type: Literal["toy_target"] = "toy_target"
     vocab: int = Field(16, ge=4)
     seed: int = 3
+    max_length: int | None = None
 
 
 class ToyDrafterConfig(ComponentConfig):
@@ -60,6 +61,7 @@ class ArgmaxConfig(ComponentConfig):
 def build_target(cfg: ToyTargetConfig, ctx: Any) -> ToyTarget:
     target = ToyTarget.random(vocab_size=cfg.vocab, seed=cfg.seed)
     target.tokenizer = CharTokenizer(cfg.vocab)
+    target.max_length = cfg.max_length
     return target
 
 

@@ -105,6 +105,26 @@ class LeakyDrafter(ToyDrafter):
         return replace(p, tokens=tokens)
 
 
+class SharedHistoryDrafter(ToyDrafter):
+    """Declares batch support but keeps the context in a list made once in __init__, which forks share."""
+
+    supports_batch = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.history: list[int] = []
+
+    def begin(self, state: DecodeState, prefill: Any) -> None:
+        self.history[:] = state.tokens[0].tolist()
+
+    def propose(self, state: DecodeState) -> DraftProposal:
+        context = torch.tensor([[self.history[-1], int(state.root[0])]])  # prev2 from the (shared) history
+        return replace(super().propose(replace(state, tokens=context)), root=state.root)
+
+    def commit(self, state: DecodeState, tree: Any, result: Any, target_out: Any) -> None:
+        self.history[:] = state.tokens[0, :-1].tolist()
+
+
 class UnsortedDrafter(ToyDrafter):
     def propose(self, state: DecodeState) -> DraftProposal:
         p = super().propose(state)
@@ -129,6 +149,17 @@ def _drafter(cls: type) -> Any:
 def test_drafter_state_leaking_across_requests_is_caught(tmp_path: Path) -> None:
     case = built(broken("drafter", _drafter(LeakyDrafter), capabilities=DrafterCapabilities()), tmp_path)
     fails(kit.check_drafter_reproducible, case, "drafter 'toy_parallel'", "begin() on a used drafter")
+
+
+def test_per_row_state_shared_between_forks_is_caught(tmp_path: Path) -> None:
+    case = built(broken("drafter", _drafter(SharedHistoryDrafter)), tmp_path)
+    kit.check_drafter(case)  # one request at a time it is a fine drafter
+    kit.check_drafter_reproducible(case)
+    fails(kit.check_drafter_batch_rows, case, "drafter 'toy_parallel'", "per-row state leaks between batch rows")
+
+
+def test_a_drafter_with_per_row_state_passes_the_batch_contract(tmp_path: Path) -> None:
+    kit.check_drafter_batch_rows(built(good("drafter"), tmp_path))
 
 
 def test_unsorted_candidates_are_caught(tmp_path: Path) -> None:
@@ -310,6 +341,30 @@ class KeepAllTarget(ToyTarget):
 def test_target_contracts(cls: type, fragment: str, tmp_path: Path) -> None:
     spec = broken("target", lambda cfg, ctx: cls.random(cfg.vocab_size, seed=cfg.seed, scale=2.0))
     fails(kit.check_target, built(spec, tmp_path), "target 'toy_table'", fragment)
+
+
+class OneLengthBatch(ToyTarget):
+    """Commits the first row's accepted count in every row (as if the rows shared one cache length)."""
+
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+        count = int((accepted_nodes[0] >= 0).sum())
+        same = torch.full_like(accepted_nodes, -1)
+        same[:, :count] = torch.arange(count)
+        super().commit(tree, same)
+
+
+class OneLengthRows(ToyTarget):
+    """A correct single-request target whose ragged batch is :class:`OneLengthBatch`."""
+
+    def ragged_batch(self) -> ToyTarget:
+        return OneLengthBatch(self.table, start_token=self.start_token)
+
+
+def test_ragged_rows_sharing_one_length_are_caught(tmp_path: Path) -> None:
+    spec = broken("target", lambda cfg, ctx: OneLengthRows.random(cfg.vocab_size, seed=cfg.seed, scale=2.0))
+    case = built(spec, tmp_path)
+    kit.check_target(case)  # one request at a time it is a fine target
+    fails(kit.check_target_ragged, case, "target 'toy_table'", "ragged batch row")
 
 
 def test_good_parallel_config_round_trips(tmp_path: Path) -> None:

@@ -41,6 +41,8 @@ def test_random_streams_are_created_on_the_targets_device(monkeypatch: pytest.Mo
     pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.5))
     pipe.generate([1, 2], 5)
     assert seen == [target.device]
+    pipe.generate_batch([[1, 2], [3, 4, 5]], 5)  # each row's streams too
+    assert seen == [target.device] * 3
 
 
 def test_stage_clock_synchronises_accelerators_only_when_timing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,6 +68,20 @@ def test_decode_loop_synchronises_every_stage_device_before_reading_the_clock(
     assert result.tokens == plain_greedy(target, [1, 2], 12)
     # t_start, prefill end, seven readings per round (t0 .. t6) and the total: each waits for the device.
     assert len(calls) == (2 + 7 * result.num_rounds + 1 if timing else 0)
+
+
+@pytest.mark.parametrize("timing", [True, False])
+def test_batched_loop_synchronises_before_reading_the_clock_only_when_timing(
+        monkeypatch: pytest.MonkeyPatch, timing: bool) -> None:
+    calls: list[torch.device] = []
+    monkeypatch.setitem(device_sync.SYNCHRONIZERS, "cuda", calls.append)
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    target.devices = (torch.device("cuda", 0),)  # type: ignore[attr-defined]
+    pipe = Pipeline.from_dict({**BASE, "metrics": {"stage_timing": timing}}, target=target,
+                              host=make_host(target, 0.5))
+    results = pipe.generate_batch([[1, 2], [3, 4, 5]], 8)
+    assert [r.tokens for r in results] == [plain_greedy(target, [1, 2], 8), plain_greedy(target, [3, 4, 5], 8)]
+    assert (len(calls) > 0) == timing
 
 
 def test_a_rounds_outcome_reaches_the_host_in_one_transfer() -> None:

@@ -46,6 +46,8 @@ class LMDrafter(Drafter):
         num_candidates: K, candidates per depth (at most V).
     """
 
+    supports_batch = True  # the draft LM's cache is made by begin(), so each batch row's fork has its own
+
     def __init__(self, model: Any, *, vocab_size: int, depth: int, num_candidates: int) -> None:
         self.model = model.eval()
         self.vocab_size = vocab_size

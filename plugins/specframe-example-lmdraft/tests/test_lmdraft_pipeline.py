@@ -11,6 +11,7 @@ import torch
 from lmdraft_testkit import greedy_reference, save_draft, target_model
 from specframe_hf import HFTarget
 
+from specframe.batch_decode import Request
 from specframe.cli import run_cli
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
@@ -55,3 +56,19 @@ def test_cli_validates_the_pipeline_and_names_the_provider(capsys: pytest.Captur
     assert plugins["lmdraft"]["distribution"] == "specframe-example-lmdraft"
     assert plugins["lmdraft"]["components"] == ["drafter:lm_draft"]
     assert plugins["lmdraft"]["hooks"] == ["specframe_drafters"]
+
+
+def test_batched_rows_keep_their_own_draft_cache(host: PluginHost, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Rows of a batch (each with its own fork of the drafter) draft exactly as when decoded alone."""
+    draft_dir = save_draft(tmp_path_factory.mktemp("draft-batch"), "noisy")
+    overrides = [f"drafter.model={draft_dir}", "tree_builder.type=heap", "generation.stop_at_eos=false"]
+    model = target_model()
+    pipe = Pipeline.from_yaml(PIPELINE, overrides=overrides, target=HFTarget.from_model(model), host=host)
+    prompts = [PROMPT, PROMPT[:3], [5, 8, 13, 21, 34, 55, 89, 144, 233, 17, 61]]
+    limits = [NEW_TOKENS, 7, 15]
+    requests = [Request(torch.tensor([p]), n) for p, n in zip(prompts, limits, strict=True)]
+    results = pipe.generate_batch(requests, batch_size=2)
+    for prompt, n, result in zip(prompts, limits, results, strict=True):
+        assert result.tokens == greedy_reference(model, prompt, n)
+        alone = pipe.generate(torch.tensor([prompt]), max_new_tokens=n)
+        assert [(r.nodes, r.accepted) for r in result.rounds] == [(r.nodes, r.accepted) for r in alone.rounds]

@@ -52,6 +52,8 @@ def lookup_continuation(tokens: np.ndarray, *, min_ngram: int, max_ngram: int, l
 class NgramDrafter(Drafter):
     """Prompt-lookup drafter; see the module docstring."""
 
+    supports_batch = True  # stateless: the history is the row's own DecodeState
+
     def __init__(self, config: NgramConfig) -> None:
         self.config = config
 

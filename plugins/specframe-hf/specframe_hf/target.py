@@ -17,8 +17,9 @@ Example::
     out = target.forward_tree(tree)                     # logits [1, 3, V]
     target.commit(tree, torch.tensor([[0, 1, -1]]))     # root and a are now cached
 
-Batch rows share one cache length, so a batch must accept the same number of nodes in every row (batch size 1,
-the decode loop's case, always does).
+Batch rows share one cache length here, so a batch must accept the same number of nodes in every row (batch
+size 1, the single-request loop's case, always does); batched decoding uses :meth:`HFTarget.ragged_batch`, where
+each row has its own length.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_suppo
 from specframe_hf.device_map import DeviceMap, compute_devices, execution_device, parameter_dtype
 from specframe_hf.kv_compaction import compact_tree_entries
 from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
+from specframe_hf.ragged import HFRaggedBatch
 from specframe_hf.taps import LayerTaps
 from specframe_hf.tree_mask import TreeMaskBuffer
 
@@ -142,6 +144,11 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     def set_taps(self, layers: tuple[int, ...]) -> None:
         self._taps.set(layers)
+
+    def ragged_batch(self) -> HFRaggedBatch:
+        """Many requests in one cache, each row with its own length (see :mod:`specframe_hf.ragged`)."""
+        self.reset()
+        return HFRaggedBatch(self)
 
     def reset(self) -> None:
         self._cache = None

@@ -27,6 +27,7 @@ class SmolLM2TargetConfig(ComponentConfig):
     path: str | None = Field(None, description="converted directory; default $SPECFRAME_CACHE/smollm2-135m-instruct")
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="weight and activation dtype")
     attn: Literal["sdpa", "eager"] = Field("sdpa", description="attention backend (both take the tree mask)")
+    device: str = Field("cpu", description="torch device: cpu, cuda, cuda:N or auto (a GPU when there is one)")
     verify_checksums: bool = Field(True, description="check every file's SHA-256 against the manifest (~1 s)")
     cpu_linear: Literal["default", "onednn", "auto"] = Field(
         "default", description="onednn: prepack every linear layer for oneDNN (float32 on x86 CPUs; skinny "
@@ -44,5 +45,5 @@ def build_smollm2_target(config: SmolLM2TargetConfig, ctx: BuildContext) -> HFTa
     from specframe_hf.target import HFTarget
 
     directory = resolve_target_dir(config)
-    return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device="cpu", attn=config.attn,
+    return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device=config.device, attn=config.attn,
                                     cpu_linear=config.cpu_linear)

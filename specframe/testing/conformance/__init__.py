@@ -33,9 +33,14 @@ The check functions are importable on their own (``check_drafter(built)`` etc.) 
 from specframe.testing.conformance.cases import BuiltCase, ConformanceCase, ProposalShape, resolve, toy_target
 from specframe.testing.conformance.common import check_config_round_trip, check_declaration, check_factory
 from specframe.testing.conformance.correctors import check_corrector, check_corrector_reproducible
-from specframe.testing.conformance.drafters import check_drafter, check_drafter_reproducible, check_proposal
+from specframe.testing.conformance.drafters import (
+    check_drafter,
+    check_drafter_batch_rows,
+    check_drafter_reproducible,
+    check_proposal,
+)
 from specframe.testing.conformance.suite import ConformanceSuite, contract, parametrize, plugin_registry
-from specframe.testing.conformance.targets import check_target
+from specframe.testing.conformance.targets import check_target, check_target_ragged
 from specframe.testing.conformance.trees import (
     check_pruner,
     check_pruner_reproducible,
@@ -60,12 +65,14 @@ __all__ = [
     "check_corrector_reproducible",
     "check_declaration",
     "check_drafter",
+    "check_drafter_batch_rows",
     "check_drafter_reproducible",
     "check_factory",
     "check_proposal",
     "check_pruner",
     "check_pruner_reproducible",
     "check_target",
+    "check_target_ragged",
     "check_tree_builder",
     "check_tree_builder_reproducible",
     "check_verifier",

@@ -1,4 +1,6 @@
-"""Drafter contracts: proposals well-formed round after round, capabilities honest, runs reproducible.
+"""Drafter contracts: proposals well-formed round after round, capabilities honest, runs reproducible, and
+(for drafters that declare ``supports_batch``) per-row state: forks decoding different requests interleaved
+round by round draft exactly as each request decoded alone.
 
 A drafter is driven through :func:`~specframe.testing.conformance.inputs.greedy_decode` (the pipeline's round
 order with a brute-force greedy verifier), so its ``begin`` / ``propose`` / ``commit`` cycle sees accepted
@@ -12,7 +14,7 @@ import torch
 from specframe.registry import DrafterCapabilities
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
-from specframe.testing.conformance.inputs import DecodeTrace, greedy_decode, random_ids
+from specframe.testing.conformance.inputs import DecodeTrace, GreedySteps, greedy_decode, random_ids
 from specframe.types import DraftProposal
 
 ROUNDS = 5
@@ -125,3 +127,33 @@ def check_drafter_reproducible(built: BuiltCase) -> None:
     rebuilt = built.build(fresh_target)
     second = guarded(who, lambda: greedy_decode(rebuilt, fresh_target, first_prompt, ROUNDS))
     _same_trace(who, "a second build from the same config drafted differently", first, second)
+
+
+def check_drafter_batch_rows(built: BuiltCase) -> None:
+    """Forks of a drafter that declares ``supports_batch`` keep per-row state (see :meth:`Drafter.fork`).
+
+    Three forks decode three prompts of different lengths, interleaved round by round (as rows of a batch
+    are); each must propose exactly what a fresh drafter proposes for its prompt alone. A drafter that keeps
+    request state outside what ``begin`` creates (a shared cache, a history list built in ``__init__``) drafts
+    one row from another's state and fails. Drafters that do not declare batch support are refused by the
+    batched loop instead, so there is nothing to check.
+    """
+    who = f"drafter '{built.spec.name}'"
+    target = built.make_target()
+    drafter = guarded(who, lambda: built.build(target), inference=False)
+    if not getattr(drafter, "supports_batch", False):
+        return
+    vocab = target.vocab_size
+    prompts = [random_ids(length, vocab, seed) for length, seed in ((PROMPT_LEN, 0), (5, 1), (PROMPT_LEN + 7, 2))]
+    alone = [guarded(who, lambda p=p: greedy_decode(built.build(target), target, p, ROUNDS)) for p in prompts]
+    forks = [guarded(who, drafter.fork, inference=False) for _ in prompts]
+    if len({id(f) for f in forks}) != len(forks) or any(f is drafter for f in forks):
+        raise fail(who, "fork() must return a new drafter object per row")
+    runs = [GreedySteps(fork, built.make_target(), p, ROUNDS) for fork, p in zip(forks, prompts, strict=True)]
+    iterators = [iter(run) for run in runs]
+    for _ in range(ROUNDS + 1):  # begin, then every round, one row after the other
+        for it in iterators:
+            guarded(who, lambda it=it: next(it))
+    for row, (run, single) in enumerate(zip(runs, alone, strict=True)):
+        _same_trace(who, f"row {row} of interleaved forks (per-row state leaks between batch rows)", single,
+                    run.trace)

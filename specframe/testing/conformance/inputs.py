@@ -13,6 +13,7 @@ Everything is drawn from private ``torch.Generator`` objects with fixed seeds, s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -180,34 +181,54 @@ def greedy_decode(drafter: Drafter, target: TargetModel, prompt: list[int], roun
 
 
 def _greedy_decode(drafter: Drafter, target: TargetModel, prompt: list[int], rounds: int) -> DecodeTrace:
-    ids = torch.tensor([prompt], dtype=torch.long)  # [1, P]
-    target.reset()
-    if drafter.target_layers:
-        target.set_taps(tuple(drafter.target_layers))
-    prefill = target.prefill(ids)
-    first = prefill.logits[:, -1].argmax(dim=-1)  # [1]
-    state = DecodeState(tokens=torch.cat([ids, first.view(1, 1).cpu()], dim=1), prompt_len=len(prompt),
-                        sampling=GREEDY, rng=RngStreams.from_seed(0))
-    drafter.begin(state, prefill)
-    trace = DecodeTrace(roots=[], proposals=[], trees=[], tokens=[int(first[0])], accepted=[])
-    for _ in range(rounds):
-        before = state.tokens.clone()
-        proposal = drafter.propose(state)
-        if not torch.equal(before, state.tokens):
-            raise AssertionError("drafter.propose modified state.tokens (only the decode loop may write it)")
-        tree = probe_tree(proposal) if proposal.depth > 0 else DraftTree.root_only(state.root.cpu())
-        if int(tree.tokens[0, 0]) != int(state.root[0]):
-            raise AssertionError(f"drafter proposed for root {int(tree.tokens[0, 0])}, but the state's root is "
-                                 f"{int(state.root[0])}")
-        out = target.forward_tree(tree)
-        result = oracle_result(tree, out.logits.cpu())
-        target.commit(tree, result.accepted_nodes)
-        emitted = result.emitted_tokens(tree.tokens)[0]
-        state.tokens = torch.cat([state.tokens, torch.tensor([emitted], dtype=torch.long)], dim=1)
-        drafter.commit(state, tree, result, out)
-        trace.roots.append(before[:, -1])
-        trace.proposals.append(proposal)
-        trace.trees.append(tree)
-        trace.tokens.extend(emitted)
-        trace.accepted.append(int(result.num_accepted[0]))
-    return trace
+    steps = GreedySteps(drafter, target, prompt, rounds)
+    for _ in steps:
+        pass
+    return steps.trace
+
+
+class GreedySteps:
+    """:func:`greedy_decode` one round per ``next()``, so several requests can be interleaved round by round.
+
+    Iterating yields after ``begin`` and after every round; ``trace`` holds what was seen so far. Callers run
+    each step under ``torch.inference_mode()``, as the pipeline does.
+    """
+
+    def __init__(self, drafter: Drafter, target: TargetModel, prompt: list[int], rounds: int) -> None:
+        self.drafter, self.target, self.prompt, self.rounds = drafter, target, prompt, rounds
+        self.trace = DecodeTrace(roots=[], proposals=[], trees=[], tokens=[], accepted=[])
+
+    def __iter__(self) -> Iterator[None]:
+        drafter, target, trace = self.drafter, self.target, self.trace
+        ids = torch.tensor([self.prompt], dtype=torch.long)  # [1, P]
+        target.reset()
+        if drafter.target_layers:
+            target.set_taps(tuple(drafter.target_layers))
+        prefill = target.prefill(ids)
+        first = prefill.logits[:, -1].argmax(dim=-1)  # [1]
+        state = DecodeState(tokens=torch.cat([ids, first.view(1, 1).cpu()], dim=1), prompt_len=len(self.prompt),
+                            sampling=GREEDY, rng=RngStreams.from_seed(0))
+        drafter.begin(state, prefill)
+        trace.tokens.append(int(first[0]))
+        yield
+        for _ in range(self.rounds):
+            before = state.tokens.clone()
+            proposal = drafter.propose(state)
+            if not torch.equal(before, state.tokens):
+                raise AssertionError("drafter.propose modified state.tokens (only the decode loop may write it)")
+            tree = probe_tree(proposal) if proposal.depth > 0 else DraftTree.root_only(state.root.cpu())
+            if int(tree.tokens[0, 0]) != int(state.root[0]):
+                raise AssertionError(f"drafter proposed for root {int(tree.tokens[0, 0])}, but the state's root "
+                                     f"is {int(state.root[0])}")
+            out = target.forward_tree(tree)
+            result = oracle_result(tree, out.logits.cpu())
+            target.commit(tree, result.accepted_nodes)
+            emitted = result.emitted_tokens(tree.tokens)[0]
+            state.tokens = torch.cat([state.tokens, torch.tensor([emitted], dtype=torch.long)], dim=1)
+            drafter.commit(state, tree, result, out)
+            trace.roots.append(before[:, -1])
+            trace.proposals.append(proposal)
+            trace.trees.append(tree)
+            trace.tokens.extend(emitted)
+            trace.accepted.append(int(result.num_accepted[0]))
+            yield

@@ -141,6 +141,10 @@ class ConformanceSuite:
                                             specframe_conformance_workdir: Path) -> None:
         targets.check_target(self.built(conformance_case, specframe_conformance_workdir))
 
+    @contract("target")
+    def test_target_ragged_batch(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        targets.check_target_ragged(self.built(conformance_case, specframe_conformance_workdir))
+
     @contract("drafter")
     def test_drafter_proposals(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
         drafters.check_drafter(self.built(conformance_case, specframe_conformance_workdir))
@@ -148,6 +152,10 @@ class ConformanceSuite:
     @contract("drafter")
     def test_drafter_reproducible(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
         drafters.check_drafter_reproducible(self.built(conformance_case, specframe_conformance_workdir))
+
+    @contract("drafter")
+    def test_drafter_batch_rows(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:
+        drafters.check_drafter_batch_rows(self.built(conformance_case, specframe_conformance_workdir))
 
     @contract("corrector")
     def test_corrector_scores(self, conformance_case: ConformanceCase, specframe_conformance_workdir: Path) -> None:

@@ -1,5 +1,5 @@
 """Target-adapter contracts: tree scoring equals causal prefill, commits keep exactly the accepted path,
-``reset`` starts a new request, and declared taps are delivered.
+``reset`` starts a new request, declared taps are delivered, and rows of a ragged batch score as alone.
 
 The reference for "the logits after node i" is the adapter's own ``prefill`` of the prompt followed by the
 tokens of node i's path: a tree forward with ancestor-only attention must agree with it.
@@ -38,11 +38,7 @@ def _close(who: str, what: str, got: torch.Tensor, want: torch.Tensor) -> None:
 
 
 def _tree_with_root(root: int, vocab_size: int) -> DraftTree:
-    tree = random_tree(7, vocab_size, seed=3)
-    tokens = tree.tokens.clone()
-    tokens[0, 0] = root
-    return DraftTree(tokens=tokens, parent=tree.parent, depth=tree.depth, logq=tree.logq, score=tree.score,
-                     valid=tree.valid)
+    return _sized_tree(root, 7, vocab_size, seed=3)
 
 
 def check_target(built: BuiltCase) -> None:
@@ -131,3 +127,76 @@ def _check_taps(who: str, built: BuiltCase, target: TargetModel, prompt: list[in
                             f"[1, N={tree.capacity}, {hidden.shape[2]}]")
     finally:
         target.set_taps(())
+
+
+def _single_rounds(target: TargetModel, prompt: list[int],
+                   rounds: list[tuple[DraftTree, list[int]]]) -> list[torch.Tensor]:
+    """Logits ``[N, V]`` of each (tree, accepted path) round of one request on the single-request path."""
+    _prefill(target, prompt)
+    out = []
+    for tree, path in rounds:
+        out.append(target.forward_tree(tree).logits[0].detach().cpu().double())
+        target.commit(tree, torch.tensor([path], dtype=torch.long))
+    return out
+
+
+def check_target_ragged(built: BuiltCase) -> None:
+    """Rows of a ragged batch (`TargetModel.ragged_batch`) score as the same requests do alone.
+
+    Three prompts of different lengths join one after the other; each round stacks one tree per row (different
+    sizes, padded), commits a different number of nodes per row, and a row leaves before the last round.
+    Every row's logits must equal the single-request path's on the same tokens. Targets without batched
+    decoding (``ragged_batch()`` returns None) have nothing to check.
+    """
+    who = f"target '{built.spec.name}'"
+    target = guarded(who, built.build, inference=False)
+    rows = guarded(who, target.ragged_batch, inference=False)
+    if rows is None:
+        return
+    v = int(target.vocab_size)
+    prompts = [random_ids(6, v, seed=1), random_ids(3, v, seed=2), random_ids(9, v, seed=3)]
+    sizes = [(7, 1, 4), (3, 5, 1), (6, 2, 5)]  # per row, nodes of its tree in rounds 1..3
+    plans: list[list[tuple[DraftTree, list[int]]]] = []
+    for r, prompt in enumerate(prompts):
+        plan, root = [], int(_last_logits(target, prompt).argmax())
+        for k, n in enumerate(sizes[r]):
+            tree = _tree_with_root(root, v) if n == 7 else _sized_tree(root, n, v, seed=10 * r + k)
+            path = tree.path_to(0, (k + r) % tree.capacity)  # a different accepted depth per row and round
+            plan.append((tree, path))
+            root = (root + 3 + k) % v
+        plans.append(plan)
+    refs = [_single_rounds(target, p, plan) for p, plan in zip(prompts, plans, strict=True)]
+
+    def batched() -> list[list[torch.Tensor]]:
+        got: list[list[torch.Tensor]] = [[] for _ in prompts]
+        for prompt in prompts:
+            rows.add_row(torch.tensor([prompt], dtype=torch.long))
+        active = [0, 1, 2]
+        for k in range(3):
+            if k == 2:  # row 1 leaves before the last round
+                rows.keep_rows([0, 2])
+                active = [0, 2]
+            trees = [plans[r][k][0] for r in active]
+            stacked = DraftTree.stack(trees)
+            logits = rows.forward_tree(stacked).logits.detach().cpu().double()  # [B, N_max, V]
+            width = max(len(plans[r][k][1]) for r in active)
+            accepted = torch.full((len(active), width), -1, dtype=torch.long)
+            for b, r in enumerate(active):
+                got[r].append(logits[b, : trees[b].capacity])
+                accepted[b, : len(plans[r][k][1])] = torch.tensor(plans[r][k][1])
+            rows.commit(stacked, accepted)
+        return got
+
+    got = guarded(who, batched)
+    for r in range(len(prompts)):
+        for k, logits in enumerate(got[r]):
+            _close(who, f"ragged batch row {r} (prompt of {len(prompts[r])} tokens), round {k + 1}", logits,
+                   refs[r][k])
+
+
+def _sized_tree(root: int, n: int, vocab_size: int, *, seed: int) -> DraftTree:
+    tree = random_tree(n, vocab_size, seed=seed)
+    tokens = tree.tokens.clone()
+    tokens[0, 0] = root
+    return DraftTree(tokens=tokens, parent=tree.parent, depth=tree.depth, logq=tree.logq, score=tree.score,
+                     valid=tree.valid)

@@ -47,6 +47,8 @@ class BlockDiffusionDrafter(Drafter):
         name: the registered name, for error messages.
     """
 
+    supports_batch = True  # per-request caches and pending taps are made by begin(), so forks are independent
+
     def __init__(self, backbone: DFlashBackbone, config: DraftModelConfig, embed_tokens: nn.Module,
                  lm_head: nn.Module, *, top_k: int, name: str = "dflash",
                  draft_vocab: DraftVocab | None = None) -> None:

@@ -1,0 +1,174 @@
+"""Batched decoding: tokens/s against batch size for plain decoding and DARTree with `budget: auto`, SmolLM2 pair.
+
+For each batch size of ``--batch-sizes`` (default 1, 2, 4, 8, 16), the same ``--n`` prompts (GSM8K test
+questions and HumanEval prompts from ``../shared/data``, alternating) are decoded greedily through
+`Pipeline.generate_batch` (continuous batching: ``B`` rows in flight, waiting prompts take freed rows) with
+plain decoding and then with DARTree pruned under ``budget: auto``, side by side in one process. Throughput is
+total new tokens over the batch's wall time; every output is checked token for token against plain decoding at
+batch size 1. Memory per row is the peak CUDA memory above the model's own, divided by the batch size (CPU:
+not measured). Reported targets: DARTree auto >= 0.97x batched plain decoding at every batch size, and plain
+decoding at batch 8 >= 3x batch 1.
+
+The script refuses to start on a busy machine (1-minute load average above ``--max-load``) and records the
+load before and after. Writes a JSON file and, with matplotlib, a plot next to it. Usage (a quiet GPU box)::
+
+    .venv/bin/python benchmarks/batch_decoding.py --device cuda --n 64 --max-new-tokens 128 \\
+        --out docs/benchmarks/batch/results.json
+
+A smoke run (CPU, seconds): ``--n 4 --max-new-tokens 6 --batch-sizes 1,2 --max-load 99``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+from smollm2_eval import load_prompts
+from specframe_smollm2.demo import repo_root
+
+
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def timed_batch(pipe: Any, prompts: list[str], max_new: int, batch_size: int) -> tuple[list[Any], float, float | None]:
+    """Results, wall seconds and peak CUDA bytes per row above the memory held before (None off CUDA)."""
+    cuda = torch.cuda.is_available() and str(getattr(pipe.target, "device", "cpu")).startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        held = torch.cuda.memory_allocated()
+    start = time.perf_counter()
+    results = pipe.generate_batch(prompts, max_new, batch_size=batch_size)
+    if cuda:
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    per_row = (torch.cuda.max_memory_allocated() - held) / batch_size if cuda else None
+    return results, wall, per_row
+
+
+def measure(label: str, pipe: Any, prompts: list[str], max_new: int, batch_size: int,
+            reference: list[list[int]]) -> dict[str, Any]:
+    results, wall, per_row = timed_batch(pipe, prompts, max_new, batch_size)
+    tokens = sum(len(r.tokens) for r in results)
+    rounds = [r for res in results for r in res.rounds]
+    drafted = [r for r in rounds if r.drafted]
+    return {
+        "method": label,
+        "batch_size": batch_size,
+        "tokens": tokens,
+        "wall_s": round(wall, 3),
+        "tokens_per_s": round(tokens / wall, 3),
+        "tau": round(sum(r.committed for r in rounds) / max(len(rounds), 1), 3),
+        "verified_nodes": round(sum(r.nodes for r in drafted) / max(len(drafted), 1), 2),
+        "plain_round_share": round(1 - len(drafted) / max(len(rounds), 1), 3),
+        "exact": [r.tokens for r in results] == reference,
+        "memory_per_row_mib": None if per_row is None else round(per_row / 2**20, 1),
+    }
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        pts = [(r["batch_size"], r["tokens_per_s"]) for r in rows if r["method"] == method]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("tokens / s (all rows)")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
+    ap.add_argument("--n", type=int, default=32, help="prompts (half GSM8K, half HumanEval)")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--batch-sizes", default="1,2,4,8,16")
+    ap.add_argument("--device", default=None, help="target device (default: the pipeline's)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--max-load", type=float, default=0.6)
+    ap.add_argument("--out", type=Path, default=Path("runs/batch-decoding.json"))
+    args = ap.parse_args()
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    console = Console(width=None if sys.stdout.isatty() else 170)
+    load_before = loadavg()
+    if load_before > args.max_load:
+        console.print(f"load average {load_before:.2f} > {args.max_load}: the machine is busy; not benchmarking")
+        raise SystemExit(2)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
+    root = repo_root() / "examples" / "smollm2"
+    overrides = [f"target.device={args.device}"] if args.device else []
+    host = PluginHost()
+    plain = Pipeline.from_yaml(root / "plain.yaml", host=host, overrides=overrides)
+    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
+    sets = load_prompts(args.data, (args.n + 1) // 2)
+    prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: args.n]
+    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    plain.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up (and the cost profile of budget: auto)
+    dart.generate_batch(prompts[:2], 4, batch_size=2)
+    reference = [r.tokens for r in plain.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for b in sizes:
+        rows.append(measure("plain decoding", plain, prompts, args.max_new_tokens, b, reference))
+        rows.append(measure("DARTree pruned, budget: auto", dart, prompts, args.max_new_tokens, b, reference))
+        console.print(rows[-2], rows[-1], highlight=False)
+    plain_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"] == "plain decoding"}
+    for r in rows:
+        r["vs_plain_same_batch"] = round(r["tokens_per_s"] / plain_at[r["batch_size"]], 3)
+    table = Table(title=f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, device "
+                        f"{getattr(plain.target, 'device', 'cpu')}")
+    for col in ("method", "batch", "tok/s", "vs plain", "τ", "nodes", "plain %", "MiB/row", "exact"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for r in rows:
+        mem = "-" if r["memory_per_row_mib"] is None else f"{r['memory_per_row_mib']:.0f}"
+        table.add_row(r["method"], str(r["batch_size"]), f"{r['tokens_per_s']:.1f}", f"{r['vs_plain_same_batch']:.2f}x",
+                      f"{r['tau']:.2f}", f"{r['verified_nodes']:.1f}", f"{100 * r['plain_round_share']:.0f}", mem,
+                      "yes" if r["exact"] else "NO")
+    console.print(table)
+    worst = min(r["vs_plain_same_batch"] for r in rows if r["method"] != "plain decoding")
+    targets = {"dartree_auto_vs_plain_min": worst}
+    line = f"targets: DARTree auto >= 0.97x plain at every batch size -> {worst:.2f}x"
+    if 1 in plain_at and 8 in plain_at:
+        targets["plain_b8_over_b1"] = round(plain_at[8] / plain_at[1], 3)
+        line += f"; plain B=8 >= 3x B=1 -> {targets['plain_b8_over_b1']:.2f}x"
+    console.print(line)
+    report = {"n": len(prompts), "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
+              "cpu")), "threads": torch.get_num_threads(), "load_before": load_before, "rows": rows,
+              "targets": targets, "load_after": loadavg(), "wall_seconds": round(time.perf_counter() - t0, 1)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(args.out)
+    png = args.out.with_suffix(".png")
+    drew = plot(rows, png)
+    console.print(f"wrote {args.out}{' and ' + str(png) if drew else ''} in {report['wall_seconds']:.0f}s "
+                  f"(load {load_before:.2f} -> {report['load_after']:.2f})")
+
+
+if __name__ == "__main__":
+    main()

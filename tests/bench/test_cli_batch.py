@@ -1,0 +1,85 @@
+"""`specframe run --batch-size` on the toy target: same texts as one by one, per-request refusal, drafter refusal."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from specframe import ComponentSpec, hookimpl
+from specframe.cli import run_cli
+from specframe.testing.toy import ToyDrafter
+
+from .toy_plugin import ToyDrafterConfig, toy_host, write_pipeline
+
+PROMPTS = ["what is two and two", "hi", "name three colours of the rainbow please"]
+
+
+def run_json(pipeline: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict, str]:
+    args = ["run", str(pipeline), "--json", "--max-new-tokens", "9"]
+    for p in PROMPTS:
+        args += ["--prompt", p]
+    code = run_cli([*args, *extra], host=toy_host())
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if captured.out.strip() else {}), captured.err
+
+
+def test_batched_run_prints_the_texts_of_one_by_one_decoding(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = write_pipeline(tmp_path / "toy.yaml")
+    code, single, _ = run_json(pipeline, capsys)
+    assert code == 0
+    code, batched, _ = run_json(pipeline, capsys, "--batch-size", "2", "--compare-ar")
+    assert code == 0
+    assert [r["text"] for r in batched["results"]] == [r["text"] for r in single["results"]]
+    assert [r["batch_size"] for r in batched["results"]] == [2, 2, 2]
+    assert batched["identical_to_ar"] == [True, True, True]
+
+
+def test_a_prompt_past_the_context_is_refused_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = tmp_path / "toy.yaml"
+    pipeline.write_text(write_pipeline(pipeline).read_text().replace("seed: 3}", "seed: 3, max_length: 30}"))
+    code, report, err = run_json(pipeline, capsys, "--batch-size", "3")
+    assert code == 2
+    assert [r["request"] for r in report["refused"]] == [0, 2]  # with the chat template: 38 and 59 tokens
+    assert len(report["results"]) == 1 and "context is 30" in report["refused"][0]["error"]
+    assert "2 of 3 requests refused" in err and "request 2:" in err and "Traceback" not in err
+
+
+class PlainToyConfig(ToyDrafterConfig):
+    type: Literal["plain_toy"] = "plain_toy"  # type: ignore[assignment]
+
+
+class PlainToyDrafter(ToyDrafter):
+    supports_batch = False  # a third-party drafter that never declared batch support
+
+
+def test_an_undeclared_drafter_is_refused_naming_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    host = toy_host()
+    mod = types.ModuleType("undeclared")
+
+    @hookimpl
+    def specframe_drafters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="drafter", name="plain_toy", config=PlainToyConfig, summary="undeclared",
+                            factory=lambda cfg, ctx: PlainToyDrafter(ctx.target))
+
+    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
+    host.register(mod, "undeclared")
+    pipeline = tmp_path / "toy.yaml"
+    pipeline.write_text(write_pipeline(pipeline).read_text().replace("type: toy,", "type: plain_toy,"))
+    assert run_cli(["run", str(pipeline), "--prompt", "a", "--prompt", "b", "--batch-size", "2"], host=host) == 2
+    err = capsys.readouterr().err
+    assert "drafter 'plain_toy'" in err and "batch support" in err and "Traceback" not in err
+
+
+def test_streamed_pieces_of_each_request_add_up_to_its_text(tmp_path: Path) -> None:
+    from specframe.pipeline import Pipeline
+
+    pipe = Pipeline.from_yaml(write_pipeline(tmp_path / "toy.yaml"), host=toy_host())
+    pieces: dict[int, str] = {}
+    results = pipe.generate_batch(PROMPTS, 9, batch_size=2,
+                                  stream=lambda i, text: pieces.__setitem__(i, pieces.get(i, "") + text))
+    assert pieces == {i: r.text for i, r in enumerate(results)} and all(pieces.values())
