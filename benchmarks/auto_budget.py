@@ -1,10 +1,10 @@
 """`budget: auto` against fixed budgets and plain decoding on the SmolLM2 pair, side by side in one process.
 
 For each prompt set (the first ``--n`` GSM8K test questions and HumanEval prompts from ``../shared/data``):
-plain decoding, then DARTree pruned at each fixed budget of ``--budgets`` and with ``budget: auto``, then every
-other learned method with ``budget: auto``, then plain decoding again (its two runs bound the drift of the
-machine during the benchmark). Every run decodes the same prompts greedily and is checked token for token
-against plain decoding. Reported per row: τ, tokens/s, speedup (median over prompts of the per-prompt ratio,
+plain decoding, DARTree pruned at each fixed budget of ``--budgets``, and every learned method with
+``budget: auto``, interleaved per prompt (the method order rotates by one each prompt, so drift of the machine
+hits every method alike). Every run decodes the same prompts greedily and is checked token for token against
+plain decoding. Reported per row: τ, tokens/s, speedup (median over prompts of the per-prompt ratio,
 with the spread as min-max), the mean verified nodes per drafted round and the share of plain rounds.
 
 The script refuses to start on a busy machine (1-minute load average above ``--max-load``) and records the
@@ -36,10 +36,6 @@ LEARNED = ["dflash-chain", "ddtree", "domino-chain", "domino-chain-ddtree", "dsp
 
 def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
-
-
-def run_set(pipe: Any, prompts: list[str], max_new: int) -> list[Any]:
-    return [pipe.generate(p, max_new) for p in prompts]
 
 
 def row(label: str, results: list[Any], base: list[Any]) -> dict[str, Any]:
@@ -93,23 +89,24 @@ def main() -> None:
     report: dict[str, Any] = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
                               "load_before": load_before, "datasets": {}}
     t0 = time.perf_counter()
+    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=target, host=host)
+    methods: dict[str, Any] = {"plain decoding": plain}
+    for b in [int(x) for x in args.budgets.split(",")]:
+        methods[f"dartree-pruned B={b}"] = dart.with_stage("budget", None, budget=b)
+    for method in args.methods.split(","):
+        methods[f"{method} auto"] = Pipeline.from_yaml(
+            root / f"{method}.yaml", target=target, host=host,
+            overrides=["budget=auto", f"auto_budget.max_budget={args.max_budget}"])
+    for pipe in methods.values():  # warm-up: first-call allocations, and auto's profile
+        pipe.generate(sets["gsm8k"][0][1], 4)
+    labels = list(methods)
     for name, pairs in sets.items():
-        prompts = [t for _, t in pairs]
-        plain.generate(prompts[0], 4)
-        base = run_set(plain, prompts, args.max_new_tokens)
-        rows = [row("plain decoding", base, base)]
-        dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=target, host=host)
-        for b in [int(x) for x in args.budgets.split(",")]:
-            rows.append(row(f"dartree-pruned B={b}", run_set(dart.with_stage("budget", None, budget=b), prompts,
-                                                             args.max_new_tokens), base))
-            console.print(rows[-1], highlight=False)
-        for method in args.methods.split(","):
-            pipe = Pipeline.from_yaml(root / f"{method}.yaml", target=target, host=host,
-                                      overrides=["budget=auto", f"auto_budget.max_budget={args.max_budget}"])
-            rows.append(row(f"{method} auto", run_set(pipe, prompts, args.max_new_tokens), base))
-            console.print(rows[-1], highlight=False)
-        again = run_set(plain, prompts, args.max_new_tokens)
-        rows.append(row("plain decoding (again)", again, base))
+        results: dict[str, list[Any]] = {label: [] for label in labels}
+        for i, (_, prompt) in enumerate(pairs):  # methods interleaved per prompt, order rotated by one each time
+            for label in labels[i % len(labels):] + labels[: i % len(labels)]:
+                results[label].append(methods[label].generate(prompt, args.max_new_tokens))
+        base = results["plain decoding"]
+        rows = [row(label, results[label], base) for label in labels]
         report["datasets"][name] = rows
         table = Table(title=f"{name}: {args.n} prompts, {args.max_new_tokens} new tokens, {args.threads} thread(s)")
         for col in ("method", "τ", "tok/s", "speedup (total)", "median [min, max]", "exact", "nodes", "plain %"):

@@ -271,7 +271,7 @@ class BatchDecode:
         rt.commit(stacked, accepted)
         t6 = clock()
         timing = pipe.config.metrics.stage_timing
-        total_tokens = 0
+        expected_tokens = 0.0  # what the verified trees commit in expectation (AutoBudget.expected_tokens)
         for b, (row, tree, result, row_out) in enumerate(zip(active, trees, results, outs, strict=True)):
             state = row.state
             assert state is not None
@@ -279,7 +279,6 @@ class BatchDecode:
             n = int(num_accepted[b])
             emitted = tokens[b, accepted[b, 1 : n + 1]].tolist() + [int(bonus[b])]
             committed = row.dec.accept_tokens(emitted)
-            total_tokens += len(emitted)
             state.tokens = torch.cat(
                 [state.tokens, torch.tensor([emitted], dtype=torch.long, device=state.tokens.device)], dim=1)
             row.drafter.commit(state, tree, result, row_out)
@@ -289,6 +288,7 @@ class BatchDecode:
                                           committed=len(committed), stage_ns=stage_ns if timing else {},
                                           drafted=drafted, budget=chosen[b]))
             if auto is not None and drafted:
+                expected_tokens += auto.expected_tokens(tree)
                 auto.estimator.observe(tree, accepted[b, : result.accepted_nodes.shape[1]], 0)
             row.check_stop()
         if auto is not None:
@@ -297,7 +297,7 @@ class BatchDecode:
                         "prune": sum(ns["prune"] for ns in own_ns) / 1e6, "target": (t4 - t3) / 1e6,
                         "verify": sum(ns["verify"] for ns in own_ns) / 1e6, "commit": (clock() - t5) / 1e6}
             if drafted:
-                auto.observe_round(stacked.batch_size * stacked.capacity, float(total_tokens), round_ms)
+                auto.observe_round(stacked.batch_size * stacked.capacity, expected_tokens, round_ms)
             else:
                 auto.observe_plain(round_ms)
 

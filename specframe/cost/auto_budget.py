@@ -3,13 +3,14 @@
 Each round it answers two questions, from the measured `CostProfile` and the calibrated
 `AcceptanceEstimator`:
 
-1. **Draft at all?** It compares the rate of drafted rounds (tokens per ms, an exponential moving average of
-   the rounds it has seen, draft time included) with the rate of plain decoding, ``1 / (T(1) + plain
-   overhead)``. While drafting does not pay it decodes plainly (no draft, no tree: the root alone) and
-   probes with one drafted round after ``probe_interval`` plain rounds; the interval doubles after each probe
-   that does not pay (up to ``max_probe_interval``) and resets when one does. The loop is then never slower
-   than plain decoding by more than the probes' cost (at most one drafted round in ``min_probe_interval``,
-   fewer as the interval grows).
+1. **Draft at all?** It compares the rate of drafted rounds (expected tokens per ms, an exponential moving
+   average of the rounds it has seen, draft time included; the expectation comes from the calibrated
+   estimator) with the rate of plain decoding, ``1 / (T(1) + plain overhead)``. While drafting does not pay
+   it decodes plainly (no draft, no tree: the root alone) and probes with one drafted round after
+   ``probe_interval`` plain rounds; the interval doubles after each probe that does not pay (up to
+   ``max_probe_interval``) and resets when one does. The loop is then never slower than plain decoding by
+   more than the probes' cost (at most one drafted round in ``min_probe_interval``, fewer as the interval
+   grows).
 2. **How many nodes?** After drafting (its cost is sunk), it verifies the ``k`` nodes that maximise
    ``S_k - lam * T(k + 1)`` (`specframe.cost.chooser`), with ``lam`` the best rate achieved so far. The kept
    set is ancestor-closed, and a child-prefix set when the verifier needs one, so losslessness is untouched:
@@ -118,11 +119,23 @@ class AutoBudget:
         ``accepted_nodes_row`` is the row's ``[D + 1]`` accepted path (root first, -1 padded).
         """
         nodes = int(tree.num_nodes[row])
+        expected = self.expected_tokens(tree, row)  # before this round's outcome is counted
         self.estimator.observe(tree, accepted_nodes_row, row)  # type: ignore[arg-type]
-        self.observe_round(nodes, accepted + 1.0, stage_ms)
+        self.observe_round(nodes, expected, stage_ms)
+
+    def expected_tokens(self, tree: DraftTree, row: int = 0) -> float:
+        """Tokens a round verifying ``tree`` commits in expectation: ``1 + sum of p(v)`` over its nodes.
+
+        The draft-or-not decision uses this calibrated expectation rather than the tokens a round happened to
+        commit: a round's acceptance is noisy (zero or the whole tree), so a moving average of realised tokens
+        dips below the plain rate by chance and stops a drafter that pays; the estimator is itself fitted to
+        every realised acceptance, so the expectation stays honest.
+        """
+        return float(self.estimator.estimate(tree, row)[1:].sum()) + 1.0
 
     def observe_round(self, forward_tokens: int, tokens: float, stage_ms: dict[str, float]) -> None:
-        """A drafted round ran a target forward over ``forward_tokens`` tokens and committed ``tokens``."""
+        """A drafted round ran a target forward over ``forward_tokens`` tokens and commits ``tokens`` in
+        expectation (:meth:`expected_tokens`, summed over a batch's rows)."""
         self._observe_verify(forward_tokens, stage_ms.get("target", 0.0))
         for stage in (*DRAFT_STAGES, "verify", "commit"):
             if stage in stage_ms:

@@ -85,17 +85,16 @@ def register(cli: click.Group) -> None:
     @click.option("--max-new-tokens", type=int, default=None, help="Tokens per prompt (default 64).")
     @click.option("--quick", is_flag=True, help="Fewer prompts and methods (a smoke run).")
     @click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Also write results as JSON.")
-    @click.option("--threads", type=int, default=1, show_default=True,
-                  help="torch CPU threads; 1 avoids OpenMP oversubscription when other jobs share the cores "
-                       "(2 threads under contention made small forwards many times slower). 0: torch's default.")
-    def demo_cmd(max_new_tokens: int | None, quick: bool, json_out: Path | None, threads: int | None) -> None:
+    @click.option("--threads", type=click.IntRange(0, 1024), default=0, show_default=True,
+                  help="torch CPU threads; 0: the cores other processes leave idle (1-minute load average), "
+                       "since OpenMP threads competing with other jobs run many times slower.")
+    def demo_cmd(max_new_tokens: int | None, quick: bool, json_out: Path | None, threads: int) -> None:
         """Run every method on a few math, code and chat prompts; print τ, tokens/s, speedup and stage shares."""
-        from specframe_smollm2.demo import run_demo
+        import torch
 
-        if threads:
-            import torch
+        from specframe_smollm2.demo import idle_cores, run_demo
 
-            torch.set_num_threads(threads)
+        torch.set_num_threads(threads or idle_cores())
 
         t0 = time.perf_counter()
         run_demo(max_new_tokens=max_new_tokens, quick=quick, json_out=json_out)
