@@ -18,6 +18,10 @@ Usage::
 
     .venv/bin/python benchmarks/tree_construction.py --rounds 30
     .venv/bin/python benchmarks/tree_construction.py --vocab 32000 --hidden 1024 --out runs/small.json
+    python benchmarks/tree_construction.py --device cuda --threads 0     # on a GPU (benchmarks/accelerator_check.py)
+
+On an accelerator every build is timed between two device synchronisations, so the time is the work's and not
+its kernel launches'.
 """
 
 from __future__ import annotations
@@ -42,9 +46,10 @@ from specframe_trees.builders import (
     HeapSequentialBuilder,
     HeapSequentialConfig,
 )
-from specframe_trees.correctors import RandomGRUConfig, build_random_gru
+from specframe_trees.correctors import GRUCorrector, RandomGRUConfig, build_random_gru
 from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner
 
+from specframe.device_sync import synchronize
 from specframe.files import write_text
 from specframe.interfaces import Corrector, RoundContext
 from specframe.tree import DraftTree, check_tree
@@ -71,26 +76,29 @@ def parse_args() -> argparse.Namespace:
                     help="torch threads (0: torch's default); 1 avoids OpenMP stalls on a shared, busy CPU")
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ", ".join(METHODS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="where the proposal, the head and the builders run (cpu, cuda)")
     ap.add_argument("--out", default="runs/bench_tree_construction.json", help="JSON result path")
     return ap.parse_args()
 
 
 def random_proposal(args: argparse.Namespace, g: torch.Generator) -> DraftProposal:
-    """A batch-1 proposal: K distinct candidates per depth with peaked, sorted base log-probs."""
+    """A batch-1 proposal on ``args.device``: K distinct candidates per depth with peaked, sorted base log-probs."""
     tokens = torch.stack([torch.randperm(args.vocab, generator=g)[: args.candidates] for _ in range(args.depth)])
     logits = torch.randn(args.depth, args.candidates, generator=g) * 2.5
     logprobs = torch.log_softmax(logits, dim=-1) + torch.log(torch.tensor(0.95))  # 5% mass off the candidates
     logprobs = torch.sort(logprobs, dim=-1, descending=True).values
+    dev = torch.device(args.device)
     return DraftProposal(
-        root=torch.randint(args.vocab, (1,), generator=g),
-        tokens=tokens[None],
-        logprobs=logprobs[None],
-        features=torch.randn(1, args.depth, args.hidden, generator=g),
+        root=torch.randint(args.vocab, (1,), generator=g).to(dev),
+        tokens=tokens[None].to(dev),
+        logprobs=logprobs[None].to(dev),
+        features=torch.randn(1, args.depth, args.hidden, generator=g).to(dev),
     )
 
 
 def make_methods(args: argparse.Namespace, corrector: Corrector) -> dict[str, Callable[[DraftProposal], DraftTree]]:
-    ctx = RoundContext(budget=args.budget, sampling=SamplingParams(), rng=RngStreams.from_seed(args.seed))
+    rng = RngStreams.from_seed(args.seed, device=args.device)
+    ctx = RoundContext(budget=args.budget, sampling=SamplingParams(), rng=rng)
     shape = {"max_depth": args.depth, "candidates": args.candidates}
     heap = HeapBuilder(HeapConfig(**shape))
     sequential = HeapSequentialBuilder(HeapSequentialConfig(**shape))
@@ -150,6 +158,9 @@ def main() -> None:
         seed=args.seed, hidden_size=args.hidden, gru_hidden=args.gru_hidden, emb_dim=args.emb_dim,
         vocab_size=args.vocab, pure_prefix_len=1, normalize="candidates", low_rank=True, dtype=args.dtype,
     ))
+    if args.device != "cpu":
+        corrector = GRUCorrector(corrector.head.to(args.device), corrector.embed_weight.to(args.device),
+                                 pure_prefix_len=1, normalize="candidates", low_rank=True, name="random_gru")
     setup_s = time.perf_counter() - t0
     methods = make_methods(args, corrector)
     proposals = [random_proposal(args, g) for _ in range(args.warmup + args.rounds)]
@@ -161,8 +172,10 @@ def main() -> None:
         order = names[r % len(names):] + names[: r % len(names)]  # rotate which method runs first
         for name in order:
             own = dataclasses.replace(proposal)  # a distinct object: no shared per-round tables
+            synchronize(args.device)
             start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
             tree = methods[name](own)
+            synchronize(args.device)
             elapsed_ms = (time.perf_counter_ns() - start) / 1e6
             cpu_ms = (time.process_time_ns() - cpu_start) / 1e6
             if r >= args.warmup:
@@ -187,7 +200,7 @@ def main() -> None:
         "benchmark": "tree_construction",
         "config": vars(args),
         "setup_seconds": setup_s,
-        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(),
+        "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device,
                         "machine": platform.machine(), "processor": platform.processor() or platform.platform()},
         "methods": {m: {**stats[m], "cpu": cpu[m], "mean_nodes": nodes[m], "samples_ms": samples[m],
                         "cpu_samples_ms": cpu_samples[m]} for m in stats},

@@ -1,5 +1,6 @@
-"""``python -m specframe``: the command line (:mod:`specframe.cli`)."""
+"""``python -m specframe ...`` (and ``torchrun ... -m specframe ...``): the command line (:mod:`specframe.cli`)."""
 
 from specframe.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from specframe.cost.batch_budget import choose_batch
+from specframe.device_sync import StageClock
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import DecodeState, Drafter, RoundContext
 from specframe.metrics.records import GenerationResult, RoundRecord
@@ -87,7 +88,7 @@ class _Row:
         self.index = index
         self.dec = dec
         self.drafter = drafter
-        self.rng = RngStreams.from_seed(dec.seed)
+        self.rng = RngStreams.from_seed(dec.seed, device=dec.pipe.target.device)
         self.state: DecodeState | None = None
         self.ctx: RoundContext | None = None
         self.rounds: list[RoundRecord] = []
@@ -214,7 +215,8 @@ class BatchDecode:
 
         pipe, st = self.pipe, self.pipe.stages
         auto = pipe.auto_budget
-        clock = time.perf_counter_ns
+        # Stage times (and `budget: auto`'s cost model) need the devices idle before each clock reading.
+        clock = StageClock(pipe.devices(), sync=pipe.config.metrics.stage_timing or auto is not None)
         if auto is not None:
             auto.rows = len(active)
         drafted = auto is None or auto.should_draft()

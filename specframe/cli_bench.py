@@ -66,9 +66,11 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
           sweeps: tuple[str, ...], warmup: int, repeats: int, seed: int | None, batch_size: int, baseline_name: str,
           no_baseline: bool, show_progress: bool | None, as_json: bool) -> None:
     """Benchmark PIPELINES (YAML files, with optional `sweep:`) against the AR baseline."""
-    from specframe.bench import BenchRunner, ResultStore, build_methods, parse_cli_sweep, run_info
+    from specframe.bench import BenchRunner, ResultsFileError, ResultStore, build_methods, parse_cli_sweep, run_info
     from specframe.bench.provenance import git_revision, plugin_versions
+    from specframe.bench.shards import check_merged_output, expected_keys, merge_shards, prepare_shard, shard_dir
     from specframe.datasets import DATASETS, load_dataset, parse_dataset_arg
+    from specframe.distributed import from_env
 
     if not dataset_args:
         raise ConfigError("no dataset chosen", hint=f"add --dataset NAME[:N]; available: {', '.join(DATASETS)}")
@@ -94,18 +96,35 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     plugins, git_rev = plugin_versions(host), git_revision()
     infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev,
                               batch_size=batch_size) for m in methods}
-    with ResultStore(output) as store:
+    dist = from_env()
+    runner = BenchRunner(methods, ResultStore(output), max_new_tokens=max_new, infos=infos, warmup=warmup,
+                         repeats=repeats, seed=seed, batch_size=batch_size)
+    items = runner.schedule(datasets)
+    if dist.distributed and any(getattr(m.pipeline.target, "tensor_parallel", False) for m in methods):
+        raise ConfigError("bench under torchrun shares the prompts out by rank, but the target is sharded over "
+                          "the same ranks (tensor_parallel: true)",
+                          hint="benchmark a tensor-parallel target with one prompt stream: use `specframe run`, "
+                               "or drop tensor_parallel for a data-parallel sweep")
+    if dist.distributed:  # torchrun: this rank's questions into its own shard; rank 0 merges at the end
+        shard, items = prepare_shard(output, items, dist)
+        runner.store = ResultStore(shard)
+    with runner.store as store:
         if store.repaired_bytes:
-            err_console.print(f"{output}: removed a partial last line ({store.repaired_bytes} bytes) left by a crash",
-                              highlight=False, markup=False)
-        for m in methods:
-            store.check_consistent(m.name, infos[m.name].consistency_fields())
-        runner = BenchRunner(methods, store, max_new_tokens=max_new, infos=infos, warmup=warmup, repeats=repeats,
-                             seed=seed, batch_size=batch_size)
-        total = runner.pending_turns(runner.schedule(datasets))
-        err_console.print(f"{len(methods)} methods ({', '.join(m.name for m in methods)}); {total} turns to run, "
-                          f"{len(store)} already in {output}", highlight=False, markup=False)
-        show = err_console.is_terminal if show_progress is None else show_progress
+            err_console.print(f"{store.path}: removed a partial last line ({store.repaired_bytes} bytes) left by a "
+                              "crash", highlight=False, markup=False)
+        try:
+            for m in methods:
+                store.check_consistent(m.name, infos[m.name].consistency_fields())
+            if dist.distributed and dist.is_main:
+                check_merged_output(output, methods, infos)
+        except ResultsFileError as exc:
+            dist.agree(exc)
+        dist.agree(None)
+        total = runner.pending_turns(items)
+        rank = f"rank {dist.rank}/{dist.world_size}: " if dist.distributed else ""
+        err_console.print(f"{rank}{len(methods)} methods ({', '.join(m.name for m in methods)}); {total} turns to "
+                          f"run, {len(store)} already in {store.path}", highlight=False, markup=False)
+        show = err_console.is_terminal and dist.is_main if show_progress is None else show_progress
         columns = (TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, disable=not show) as progress:
@@ -114,7 +133,19 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
             def advance(method: str, dataset: str, question: str, turn: int) -> None:
                 progress.update(task, advance=1, description=f"{dataset} {question} t{turn} {method}")
 
-            summary = runner.run(datasets, progress=advance)
+            summary = runner.run_items(items, progress=advance)
+    if dist.distributed:
+        dist.barrier()  # every shard is complete (a rank that died ends the launch before this)
+        error = None
+        if dist.is_main:
+            try:
+                merged = merge_shards(output, shard_dir(output), dist.world_size,
+                                      expected_keys(runner.schedule(datasets), methods, batch_size))
+                err_console.print(f"merged {merged} records from {dist.world_size} shards into {output}",
+                                  highlight=False, markup=False)
+            except ResultsFileError as exc:
+                error = exc
+        dist.agree(error)
     result = {"output": str(output), "recorded": summary.recorded, "skipped": summary.skipped,
               "methods": [m.name for m in methods], "datasets": [ds.name for ds in datasets]}
     if summary.refused:

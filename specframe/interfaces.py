@@ -70,6 +70,9 @@ class TargetModel(ABC):
     eos_token_ids: tuple[int, ...] = ()
     tokenizer: Any = None  # optional: encode / decode / chat template (a transformers tokenizer)
     max_length: int | None = None  # context window, when known
+    #: Where inputs go and logits come from (the first layer's device when the model is split across devices);
+    #: the request's random streams live here.
+    device: torch.device = torch.device("cpu")
 
     @abstractmethod
     def prefill(self, input_ids: torch.Tensor) -> TargetOutput:

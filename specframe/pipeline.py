@@ -14,7 +14,6 @@ Plugins are consulted only in :meth:`Pipeline.from_config`; the loop calls the r
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.setup import build_auto_budget, save_learned_profile
+from specframe.device_sync import StageClock
 from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import (
     BuildContext,
@@ -223,6 +223,15 @@ class Pipeline:
         if (STAGE_FIELDS[exc.stage], section.type) in self.host.registry:
             exc.distribution = self.host.registry.get(STAGE_FIELDS[exc.stage], section.type).distribution
 
+    def devices(self) -> tuple[torch.device, ...]:
+        """Every device the target and the stages compute on (the target's first); stage timing waits for all."""
+        found = [torch.device(self.target.device), *getattr(self.target, "devices", ())]
+        for stage in vars(self.stages).values():
+            device = getattr(stage, "device", None)
+            if device is not None:
+                found.append(torch.device(device))
+        return tuple(dict.fromkeys(found))
+
     def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
                        seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,
                        batch_size: int | None = None,
@@ -333,8 +342,9 @@ class RequestDecode:
         target, timing = pipe.target, pipe.config.metrics.stage_timing
         auto = pipe.auto_budget
         check = pipe.config.metrics.check_trees
-        rng = RngStreams.from_seed(self.seed)
-        clock = time.perf_counter_ns
+        rng = RngStreams.from_seed(self.seed, device=target.device)
+        # Stage times (and `budget: auto`'s cost model) need the device idle before each clock reading.
+        clock = StageClock(pipe.devices(), sync=timing or auto is not None)
         t_start = clock()
         with torch.inference_mode():
             target.reset()
@@ -369,15 +379,17 @@ class RequestDecode:
                     t1 = t2 = t3 = t0
                 if check:
                     check_round_tree(tree)
+                if tree.tokens.device != target.device:  # drafted on another device: the verifier needs it here
+                    tree = tree.to(target.device)
                 out = target.forward_tree(tree)
                 t4 = clock()
                 result = st.verifier.verify(tree, out.logits, ctx) if drafted else plain_step(out, pipe, rng)
                 t5 = clock()
                 target.commit(tree, result.accepted_nodes)
-                emitted = result.emitted_tokens(tree.tokens.cpu())[0]
-                committed = self.accept_tokens(emitted)
-                state.tokens = torch.cat(
-                    [state.tokens, torch.tensor([emitted], dtype=torch.long, device=state.tokens.device)], dim=1)
+                outcome = _round_outcome(tree, result)
+                committed = self.accept_tokens(outcome.emitted)
+                emitted = torch.tensor([outcome.emitted], dtype=torch.long, device=state.tokens.device)  # [1, a + 1]
+                state.tokens = torch.cat([state.tokens, emitted], dim=1)
                 st.drafter.commit(state, tree, result, out)
                 t6 = clock()
                 stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3,
@@ -385,11 +397,11 @@ class RequestDecode:
                 if auto is not None:
                     stage_ms = {k: v / 1e6 for k, v in stage_ns.items()}
                     if drafted:
-                        auto.observe_drafted(tree, result.accepted_nodes[0], int(result.num_accepted[0]), stage_ms)
+                        auto.observe_drafted(tree, result.accepted_nodes[0], outcome.accepted, stage_ms)
                     else:
                         auto.observe_plain(stage_ms)
-                rounds.append(RoundRecord(nodes=int(tree.num_nodes[0]) - 1, depth=tree.max_depth,
-                                          accepted=int(result.num_accepted[0]), committed=len(committed),
+                rounds.append(RoundRecord(nodes=outcome.nodes, depth=outcome.depth, accepted=outcome.accepted,
+                                          committed=len(committed),
                                           stage_ns=stage_ns if timing else {}, drafted=drafted,
                                           budget=chosen))
                 text, removed = self.check_text()
@@ -404,6 +416,28 @@ class RequestDecode:
             save_learned_profile(pipe)
         return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,
                                 prefill_ns=prefill_ns, total_ns=clock() - t_start, stop_reason=reason)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What the host needs from a round (row 0)."""
+
+    nodes: int  # draft nodes verified (root excluded)
+    depth: int  # deepest valid node
+    accepted: int  # draft tokens accepted
+    emitted: list[int]  # accepted path tokens, then the bonus
+
+
+def _round_outcome(tree: DraftTree, result: VerifyResult) -> _Outcome:
+    """The round's outcome in one device-to-host transfer (instead of one per scalar)."""
+    dev = result.accepted_nodes.device
+    path = result.accepted_nodes[0, 1:].clamp(min=0)  # [D]; -1 padding reads node 0, cut off below
+    depth = torch.where(tree.valid[0], tree.depth[0], torch.zeros_like(tree.depth[0])).amax().view(1)  # [1]
+    packed = torch.cat([tree.num_nodes[:1].to(dev), depth.to(dev), result.num_accepted[:1].long(),
+                        tree.tokens[0].to(dev)[path], result.bonus_token[:1].long()])  # [4 + D]
+    values = packed.tolist()
+    nodes, deepest, accepted = values[0] - 1, values[1], values[2]
+    return _Outcome(nodes=nodes, depth=deepest, accepted=accepted, emitted=values[3 : 3 + accepted] + [values[-1]])
 
 
 def _is_batch(prompt: object) -> bool:

@@ -118,8 +118,13 @@ def probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:  # [...
 
 
 def uniforms(shape: tuple[int, ...], generator: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
-    """``shape`` float64 uniforms in ``[0, 1)`` from ``generator`` (never the global RNG)."""
-    return torch.rand(shape, generator=generator, dtype=torch.float64, device=device)
+    """``shape`` float64 uniforms in ``[0, 1)`` from ``generator`` (never the global RNG), placed on ``device``.
+
+    They are drawn on the generator's own device, so a stage on another device than the target (whose device
+    holds the request's streams) draws the same numbers and only moves them.
+    """
+    u = torch.rand(shape, generator=generator, dtype=torch.float64, device=generator.device)
+    return u.to(device)
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:  # [...] int64

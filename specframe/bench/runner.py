@@ -105,11 +105,14 @@ class BenchRunner:
                 self._decode(method, ids)
 
     def run(self, datasets: Sequence[LoadedDataset], progress: ProgressFn | None = None) -> BenchSummary:
-        items = self.schedule(datasets)
+        return self.run_items(self.schedule(datasets), progress)
+
+    def run_items(self, items: Sequence[WorkItem], progress: ProgressFn | None = None) -> BenchSummary:
+        """Run scheduled items (all of them, or one rank's shard) in order, skipping finished turns."""
         summary = BenchSummary()
         self.warm_up(items)
         if self.batch_size > 1:
-            return self._run_batched(datasets, summary, progress)
+            return self._run_batched(items, summary, progress)
         for item in items:
             answers: list[str] = []
             for turn in range(len(item.sample.turns)):
@@ -133,20 +136,20 @@ class BenchRunner:
                     progress(*key)
         return summary
 
-    def _run_batched(self, datasets: Sequence[LoadedDataset], summary: BenchSummary,
+    def _run_batched(self, items: Sequence[WorkItem], summary: BenchSummary,
                      progress: ProgressFn | None) -> BenchSummary:
-        for dataset in datasets:
+        for dataset, samples in batched_groups(items):
             for method in self.methods:
-                self._batched_turns(method, dataset, summary, progress)
+                self._batched_turns(method, dataset, samples, summary, progress)
         return summary
 
-    def _batched_turns(self, method: Method, dataset: LoadedDataset, summary: BenchSummary,
-                       progress: ProgressFn | None) -> None:
-        """Every pending turn of ``method`` on ``dataset``, turn by turn, each turn's questions in one batch."""
-        answers: dict[str, list[str]] = {str(s.question_id): [] for s in dataset.samples}
-        for turn in range(max((len(s.turns) for s in dataset.samples), default=0)):
+    def _batched_turns(self, method: Method, dataset: LoadedDataset, samples: Sequence[Sample],
+                       summary: BenchSummary, progress: ProgressFn | None) -> None:
+        """Every pending turn of ``method`` on ``samples`` of ``dataset``, turn by turn, each turn in one batch."""
+        answers: dict[str, list[str]] = {str(s.question_id): [] for s in samples}
+        for turn in range(max((len(s.turns) for s in samples), default=0)):
             todo = []
-            for sample in dataset.samples:
+            for sample in samples:
                 if turn >= len(sample.turns):
                     continue
                 key = (method.name, dataset.name, str(sample.question_id), turn)
@@ -177,6 +180,19 @@ class BenchRunner:
                 answers[str(sample.question_id)].append(record["choices"][0]["turns"][0])
                 if progress is not None:
                     progress(method.name, dataset.name, str(sample.question_id), turn)
+
+
+def batched_groups(items: Sequence[WorkItem]) -> list[tuple[LoadedDataset, list[Sample]]]:
+    """The datasets of scheduled items (in order) with their questions (in order): what a batched run decodes."""
+    groups: dict[str, tuple[LoadedDataset, list[Sample]]] = {}
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        dataset, samples = groups.setdefault(item.dataset.name, (item.dataset, []))
+        key = (dataset.name, str(item.sample.question_id))
+        if key not in seen:
+            seen.add(key)
+            samples.append(item.sample)
+    return list(groups.values())
 
 
 def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: dict[str, str],

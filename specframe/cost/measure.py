@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
+from specframe.device_sync import synchronize
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.tree import DraftTree
 
@@ -103,12 +104,6 @@ def save_profile(profile: CostProfile, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(profile.dumps(), encoding="utf-8")
     os.replace(tmp, path)
-
-
-def synchronize(device: torch.device) -> None:
-    """Wait for queued kernels, so a clock read after it times the work and not its launch."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid: Sequence[int] = DEFAULT_GRID,

@@ -163,20 +163,23 @@ class DraftTree:
 
     # ----------------------------------------------------------------------------------- derived views
     def ancestor_mask(self) -> torch.Tensor:  # [B, N, N] bool: [b, i, j] = j is i or an ancestor of i
-        """Which nodes each node may attend to in tree attention (itself and its ancestors)."""
+        """Which nodes each node may attend to in tree attention (itself and its ancestors).
+
+        The reflexive-transitive closure of the parent relation by repeated squaring: ``ceil(log2 N)`` batched
+        products whose count depends only on the capacity, so no value is read back to the host.
+        """
         b, n = self.parent.shape
         dev = self.parent.device
-        mask = torch.zeros(b, n, n, dtype=torch.bool, device=dev)
-        rows = torch.arange(n, device=dev).expand(b, n)
-        batch_idx = torch.arange(b, device=dev)[:, None].expand(b, n)
-        cur = torch.where(self.valid, rows, torch.full_like(rows, -1))  # [B, N]
-        # Step: mark the current ancestor, then move one level up; at most max_depth + 1 steps.
-        while bool((cur >= 0).any()):
-            live = cur >= 0
-            mask[batch_idx[live], rows[live], cur[live]] = True
-            up = torch.gather(self.parent, 1, cur.clamp(min=0))
-            cur = torch.where(live, up, cur)
-        return mask
+        eye = torch.eye(n, dtype=torch.float32, device=dev).expand(b, n, n)  # [B, N, N]
+        has_parent = (self.parent >= 0) & self.valid  # [B, N]
+        up = torch.zeros(b, n, n, dtype=torch.float32, device=dev)
+        up.scatter_(2, self.parent.clamp(min=0).unsqueeze(-1), has_parent.unsqueeze(-1).float())  # child -> parent
+        reach = eye + up  # paths of length <= 1
+        span = 1
+        while span < n:  # after the step paths of length <= 2 * span are covered
+            reach = (reach + torch.bmm(reach, reach)).clamp(max=1.0)
+            span *= 2
+        return (reach > 0) & self.valid.unsqueeze(-1)
 
     def positions(self, base_len: torch.Tensor | int) -> torch.Tensor:  # [B, N] int64
         """Position ids for tree attention: committed length + depth (the root sits at ``base_len``)."""

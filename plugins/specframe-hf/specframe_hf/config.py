@@ -37,6 +37,18 @@ class HFTargetConfig(ComponentConfig):
                                "onednn where it applies, else default"
     )
 
+    device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(
+        None, description="split the model across devices with accelerate (a strategy, or {module: GPU index, "
+                          "cpu or disk}); layers on cpu/disk run on the first GPU of the map (docs/scale-out.md)"
+    )
+    max_memory: dict[int | str, int | str] | None = Field(
+        None, description="per-device memory limits for device_map strategies, e.g. {0: 20GiB, cpu: 64GiB}"
+    )
+    offload_folder: str | None = Field(None, description="directory for weights the device_map puts on disk")
+    tensor_parallel: bool = Field(
+        False, description="shard every layer over the ranks of a torchrun launch (transformers' tp_plan auto)"
+    )
+
     @field_validator("model")
     @classmethod
     def _model_not_empty(cls, v: str) -> str:

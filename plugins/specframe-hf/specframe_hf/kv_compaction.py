@@ -21,7 +21,8 @@ import torch
 from transformers.cache_utils import Cache
 
 
-def compact_tree_entries(cache: Cache, past: int, accepted: torch.Tensor, appended: int) -> None:
+def compact_tree_entries(cache: Cache, past: int, accepted: torch.Tensor, appended: int, *,
+                         in_place: bool | None = None) -> None:
     """Move the accepted tree entries to ``[past, past + L)`` and drop the rest of the appended block.
 
     Args:
@@ -29,13 +30,16 @@ def compact_tree_entries(cache: Cache, past: int, accepted: torch.Tensor, append
         past: committed positions before the tree block.
         accepted: ``[B, L]`` int64 node indices of the accepted path (root first, increasing, no padding).
         appended: number of tree entries the last forward appended (N).
+        in_place: whether ``accepted`` is ``0 .. L - 1`` in every row, when the caller already knows (saves
+            reading the device); None: compare here.
     """
     b, length = accepted.shape
     if length > appended:
         raise ValueError(f"cannot keep {length} entries of a block of {appended}")
     # Step 1: the common case (chains, or a tree whose accepted path is its first nodes) is already in place.
-    prefix = torch.arange(length, device=accepted.device).expand(b, length)
-    if not torch.equal(accepted, prefix):
+    if in_place is None:
+        in_place = torch.equal(accepted, torch.arange(length, device=accepted.device).expand(b, length))
+    if not in_place:
         # Step 2: gather the accepted entries of every layer and write them right after the past.
         source = accepted + past  # [B, L] absolute cache positions
         for layer in cache.layers:

@@ -19,6 +19,7 @@ import torch
 
 from specframe.errors import CheckpointError
 from specframe.tensor_files import check_loading_info, check_model_directory
+from specframe_hf.device_map import DeviceMap
 
 #: A model's own tokenizer fills at least this share of its embedding table (padding adds a few percent).
 MIN_VOCAB_FILL = 0.75
@@ -63,12 +64,18 @@ def without_progress_bars() -> Iterator[None]:
 
 
 def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, attn: str | None = None,
-               role: str = "target.model") -> Any:
-    """``AutoModelForCausalLM`` from ``directory`` (local files, safetensors only), in eval mode on ``device``."""
+               role: str = "target.model", placement: DeviceMap | None = None) -> Any:
+    """``AutoModelForCausalLM`` from ``directory`` (local files, safetensors only), in eval mode on ``device``, or
+    split across devices (accelerate) or torchrun ranks when ``placement`` asks (:mod:`specframe_hf.device_map`)."""
     from transformers import AutoModelForCausalLM
 
     check_model_directory(directory, role=role)
-    kwargs = {} if attn is None else {"attn_implementation": attn}
+    if placement is not None:
+        placement.check()
+    split = placement is not None and placement.active
+    kwargs: dict[str, Any] = {} if attn is None else {"attn_implementation": attn}
+    if split:
+        kwargs.update(placement.load_kwargs())  # type: ignore[union-attr]
     try:
         with without_progress_bars():
             model, info = AutoModelForCausalLM.from_pretrained(
@@ -81,7 +88,7 @@ def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, att
             hint="the directory needs the config.json and safetensors weights that save_pretrained wrote",
         ) from None
     check_loading_info(info, directory, role=role)
-    return model.to(device).eval()
+    return model.eval() if split else model.to(device).eval()
 
 
 def check_tokenizer_matches(tokenizer: Any, model: Any, directory: Path) -> None:

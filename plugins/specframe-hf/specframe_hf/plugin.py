@@ -9,6 +9,7 @@ import specframe
 from specframe.interfaces import BuildContext
 from specframe.registry import ComponentSpec, TargetCapabilities
 from specframe_hf.config import HFTargetConfig, NgramConfig
+from specframe_hf.device_map import DeviceMap
 from specframe_hf.ngram_drafter import NgramDrafter
 
 if TYPE_CHECKING:
@@ -19,8 +20,9 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
     """Load the target from ``config.model`` (transformers is imported only here)."""
     from specframe_hf.target import HFTarget
 
+    placement = DeviceMap(config.device_map, config.max_memory, config.offload_folder, config.tensor_parallel)
     return HFTarget.from_pretrained(config.model, dtype=config.dtype, device=config.device, attn=config.attn,
-                                    taps=config.taps, cpu_linear=config.cpu_linear)
+                                    taps=config.taps, cpu_linear=config.cpu_linear, placement=placement)
 
 
 @specframe.hookimpl

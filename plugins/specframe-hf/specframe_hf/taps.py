@@ -62,7 +62,8 @@ class LayerTaps:
         missing = [i for i in self.layer_ids if i not in self._captured]
         if missing:
             raise RuntimeError(f"decoder layer(s) {missing} did not run in the last forward")
-        hidden = torch.cat([self._captured[i] for i in self.layer_ids], dim=-1)
+        first = self._captured[self.layer_ids[0]].device  # layers of a split model may sit on other devices
+        hidden = torch.cat([self._captured[i].to(first) for i in self.layer_ids], dim=-1)
         self._captured = {}
         return hidden
 

@@ -31,18 +31,23 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
-from specframe.errors import ContractError, GenerationError
+from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.placement import resolve_device, resolve_dtype
 from specframe.prompts import Messages, user_message
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
+from specframe_hf.device_map import DeviceMap, compute_devices, execution_device, parameter_dtype
 from specframe_hf.kv_compaction import compact_tree_entries
 from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
 from specframe_hf.ragged import HFRaggedBatch
 from specframe_hf.taps import LayerTaps
 from specframe_hf.tree_mask import TreeMaskBuffer
+
+
+def _on(x: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    return None if x is None else x.to(device)
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
@@ -77,15 +82,16 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self.tokenizer = tokenizer
         self.eos_token_ids = eos_token_ids(model, tokenizer)
         self.max_length = getattr(model.config, "max_position_embeddings", None)
-        first_param = next(model.parameters())
-        self.device = first_param.device
-        self.dtype = first_param.dtype
+        self.device = execution_device(model)  # where ids, the tree mask and the random streams go
+        self.devices = compute_devices(model)  # accelerators of a split model (the stage clocks wait for them)
+        self.dtype = parameter_dtype(model)
         self._cache_kwarg = cache_kwarg(model)
         self._logits_to_keep = accepts_logits_to_keep(model)
         self._mask = TreeMaskBuffer(self.dtype, self.device)
         self._taps = LayerTaps(model.model.layers, self.model_type)
         self._taps.set(taps)
         self.cpu_linear = "default"  # "onednn" when the linear layers are prepacked (specframe.cpu_linear)
+        self.tensor_parallel = False  # sharded over the ranks of a torchrun launch (specframe_hf.device_map)
         self._cache: DynamicCache | None = None
         self._past = 0  # committed positions
         self._pending = 0  # uncommitted tree entries appended by the last forward_tree
@@ -102,21 +108,29 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
-                        taps: Sequence[int] = (), cpu_linear: str = "default") -> HFTarget:
+                        taps: Sequence[int] = (), cpu_linear: str = "default",
+                        placement: DeviceMap | None = None) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
-        ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`).
+        ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`); ``placement``
+        splits the model across devices and disk (:mod:`specframe_hf.device_map`; ``device`` is then unused).
         """
         directory = model_directory(path)
-        torch_device = resolve_device(device, field="target.device")
-        model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn)
+        split = placement is not None and placement.active
+        if split and cpu_linear == "onednn":
+            raise ConfigError("target.cpu_linear: onednn cannot be combined with target.device_map",
+                              hint="use cpu_linear: default (or auto) with a device_map")
+        torch_device = torch.device("cpu") if split else resolve_device(device, field="target.device")
+        model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn,
+                           placement=placement)
         tokenizer = load_tokenizer(directory)
         check_tokenizer_matches(tokenizer, model, directory)
-        cpu_linear = resolve_cpu_linear(cpu_linear, model)
+        cpu_linear = "default" if split else resolve_cpu_linear(cpu_linear, model)
         if cpu_linear == "onednn":
             pack_linear_layers(model, what=f"the target '{directory}'")
         target = cls(model, tokenizer, taps=taps, source=f"'{directory}'")
         target.cpu_linear = cpu_linear
+        target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
     # ----------------------------------------------------------------------------------------- state
@@ -173,7 +187,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self._batch = int(input_ids.shape[0])
         with torch.inference_mode():
             logits = self._forward(input_ids.to(self.device), keep=1)
-            hidden = self._taps.collect()  # [B, P, n_taps * H]
+            hidden = _on(self._taps.collect(), self.device)  # [B, P, n_taps * H]
         self._past = length
         return TargetOutput(logits=logits.float(), hidden=hidden)
 
@@ -188,7 +202,9 @@ class HFTarget(TargetModel, SharedEmbeddings):
             self._discard_pending()
             tree = tree.to(self.device)
             n = tree.capacity
-            if self.max_length is not None and self._past + tree.max_depth >= self.max_length:
+            # A tree is never deeper than its capacity - 1, so the depth is read only near the context's end.
+            if self.max_length is not None and self._past + n - 1 >= self.max_length \
+                    and self._past + tree.max_depth >= self.max_length:
                 raise GenerationError(
                     f"a tree of depth {tree.max_depth} on {self._past} cached tokens runs past the "
                     f"{self.model_type} target's context of {self.max_length}",
@@ -199,7 +215,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
             visible = tree.ancestor_mask() | eye  # [B, N, N]
             mask = self._mask.build(visible, self._past)  # [B, 1, N, past + N]
             logits = self._forward(tree.tokens, keep=n, attention_mask=mask, position_ids=tree.positions(self._past))
-            hidden = self._taps.collect()  # [B, N, n_taps * H]
+            hidden = _on(self._taps.collect(), self.device)  # [B, N, n_taps * H]
         self._pending = n
         return TargetOutput(logits=logits.float(), hidden=hidden)
 
@@ -211,18 +227,26 @@ class HFTarget(TargetModel, SharedEmbeddings):
         if tree.capacity != self._pending:
             raise GenerationError(f"commit got a tree of {tree.capacity} nodes but the last forward_tree ran "
                                   f"{self._pending}", hint="commit the tree that was just verified")
-        lengths = (accepted_nodes >= 0).sum(dim=1).tolist()
+        # One transfer: each row's path length, then whether each row is a root-first path inside the tree.
+        lengths_t = (accepted_nodes >= 0).sum(dim=1)  # [B]
+        cols = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)  # [D + 1]
+        inside = cols < lengths_t.unsqueeze(1)  # [B, D + 1]: the leading, non-padding entries
+        well_formed = (accepted_nodes[:, 0] == 0) & ((accepted_nodes < self._pending) & inside | ~inside).all(dim=1) \
+            & ((accepted_nodes >= 0) == inside).all(dim=1)  # [B]
+        in_place = ((accepted_nodes == cols) | ~inside).all(dim=1)  # [B]: the path is the block's first nodes
+        facts = torch.stack([lengths_t, well_formed.long(), in_place.long()], dim=1).tolist()  # [B, 3]
+        lengths = [row[0] for row in facts]
         length = int(lengths[0])
         if any(n != length for n in lengths):
             raise GenerationError(f"batch rows accepted different path lengths {lengths}",
                                   hint="the hf adapter keeps one cache length for the batch; decode rows separately")
         path = accepted_nodes[:, :length]  # [B, L]
-        if length == 0 or bool((path[:, 0] != 0).any()) or bool((path < 0).any()) \
-                or int(path.max()) >= self._pending:
+        if length == 0 or not all(row[1] for row in facts):
             raise ContractError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree "
                                 "(it must start with node 0 and be padded with -1 at the end)", stage="verifier")
         with torch.inference_mode():
-            compact_tree_entries(self._cache, self._past, path.to(self.device), self._pending)
+            compact_tree_entries(self._cache, self._past, path.to(self.device), self._pending,
+                                 in_place=all(row[2] for row in facts))
         self._past += length
         self._pending = 0
 

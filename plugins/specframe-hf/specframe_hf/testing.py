@@ -102,3 +102,22 @@ def random_tree_parents(n: int, *, seed: int) -> list[int]:
     """Parents of a random topologically ordered tree of n nodes (node 0 is the root)."""
     gen = torch.Generator().manual_seed(seed)
     return [-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)]
+
+
+def random_rounds(target: Any, prompt: list[int], *, rounds: int = 5, nodes: int = 8, seed: int = 0
+                  ) -> list[torch.Tensor]:
+    """Prefill ``prompt``, then score random trees and commit random paths (mostly off the block's prefix, so
+    KV compaction moves entries); return the logits of the prefill and of every tree."""
+    from specframe.tree import DraftTree
+
+    gen = torch.Generator().manual_seed(seed)
+    out = [target.prefill(torch.tensor([prompt])).logits]
+    for r in range(rounds):
+        tree = DraftTree.from_lists(random_ids(nodes, seed=seed * 100 + r, vocab=target.vocab_size),
+                                    random_tree_parents(nodes, seed=seed * 100 + r))
+        out.append(target.forward_tree(tree).logits)
+        path = tree.path_to(0, int(torch.randint(1, nodes, (1,), generator=gen)))
+        accepted = torch.full((1, nodes), -1, dtype=torch.long)
+        accepted[0, : len(path)] = torch.tensor(path)
+        target.commit(tree, accepted)
+    return out

@@ -253,3 +253,18 @@ def _clamp(p: DraftProposal, *, k: int | None = None, depth: int | None = None) 
     from specframe.tree.proposal_view import clamp_proposal
 
     return clamp_proposal(p, depth, k if k is not None else p.num_candidates)
+
+
+def test_dartree_pruned_reads_the_device_at_most_once_per_depth() -> None:
+    from specframe.device_sync import HostSyncCounter
+
+    gen = torch.Generator().manual_seed(0)
+    depth, k = 6, 8
+    logprobs = torch.sort(torch.log_softmax(torch.randn(1, depth, k, generator=gen), -1), -1, descending=True).values
+    p = DraftProposal(root=torch.tensor([1]), tokens=torch.randperm(64, generator=gen)[: depth * k].view(1, depth, k),
+                      logprobs=logprobs)
+    with HostSyncCounter() as counter:
+        tree = DARTreeBuilder(DARTreeConfig(width=3)).build(p, IDENTITY, ctx(16))
+    assert tree.max_depth == depth
+    # Per depth: the early exit when no path survives; then the tree assembly (a few reads per tree).
+    assert counter.total <= depth + 2, counter.by_op

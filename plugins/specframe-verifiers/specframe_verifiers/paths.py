@@ -57,18 +57,19 @@ class AcceptedPath:
     Every row starts at the root (node 0). :meth:`advance` moves the rows in ``moved`` to ``child``.
     """
 
-    def __init__(self, tree: DraftTree) -> None:
+    def __init__(self, tree: DraftTree, depth: int | None = None) -> None:
         b = tree.batch_size
         dev = tree.tokens.device
-        self.nodes = torch.full((b, tree.max_depth + 1), -1, dtype=torch.long, device=dev)  # [B, D + 1]
+        depth = tree.max_depth if depth is None else depth  # pass it when the caller has read it already
+        self.nodes = torch.full((b, depth + 1), -1, dtype=torch.long, device=dev)  # [B, D + 1]
         self.nodes[:, 0] = 0
         self.count = torch.zeros(b, dtype=torch.long, device=dev)  # [B] accepted draft tokens
         self.current = torch.zeros(b, dtype=torch.long, device=dev)  # [B] node each row stands on
 
     def advance(self, moved: torch.Tensor, child: torch.Tensor) -> None:
-        """Accept ``child[b]`` for the rows where ``moved[b]`` (``[B]`` bool) is True."""
-        rows = moved.nonzero().flatten()
-        self.nodes[rows, self.count[rows] + 1] = child[rows]
+        """Accept ``child[b]`` for the rows where ``moved[b]`` (``[B]`` bool) is True (no host synchronisation)."""
+        slot = (self.count + 1).clamp(max=self.nodes.shape[1] - 1).unsqueeze(1)  # [B, 1]
+        self.nodes.scatter_(1, slot, torch.where(moved, child, self.nodes.gather(1, slot).squeeze(1)).unsqueeze(1))
         self.count = self.count + moved.long()
         self.current = torch.where(moved, child, self.current)
 

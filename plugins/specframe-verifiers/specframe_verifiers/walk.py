@@ -44,16 +44,16 @@ class WalkVerifier(Verifier):
 
     def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
         y = self.draws(logits, ctx)  # [B, N]
-        path = AcceptedPath(tree)
+        depth = tree.max_depth  # the round's one read of the tree (it sizes the path)
+        path = AcceptedPath(tree, depth)
         active = torch.ones(tree.batch_size, dtype=torch.bool, device=y.device)  # [B] still walking
-        for _ in range(tree.max_depth):
+        # Every depth is stepped (stopped rows stay put): no per-depth read of `active` on the host.
+        for _ in range(depth):
             node = path.current
             child = self.next_child(tree, node, gather_rows(y, node))
             moved = active & (child >= 0)
             path.advance(moved, child)
             active = moved
-            if not bool(active.any()):
-                break
         return path.result(gather_rows(y, path.current))
 
 

@@ -126,28 +126,33 @@ def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, 
 def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None] = print, progress: bool = True,
-                     max_shards: int | None = None) -> list[Path]:
+                     max_shards: int | None = None, rank: int = 0, world_size: int = 1) -> list[Path]:
     """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths.
 
-    The directory is locked while this runs, so two runs never generate into one directory at once."""
+    The directory is locked while this runs, so two runs never generate into one directory at once. Under
+    ``torchrun`` each rank writes the missing shards ``i`` with ``i % world_size == rank`` (rank 0 holds the lock
+    for the launch; the caller waits for all ranks before reading them); the shards are a single process's."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the data directory {out_dir}: {exc.strerror}", where="data.dir",
                           hint="give a writable directory") from None
     lock = hold_lock(out_dir / ".lock", message=f"another run is generating data in {out_dir}",
-                     hint="wait for it to finish (its shards are then reused), or give this recipe another data.dir")
+                     hint="wait for it to finish (its shards are then reused), or give this recipe another data.dir"
+                     ) if rank == 0 else None
     try:
         return _generate_locked(model_dir, out_dir, prompts, meta, batch_size=batch_size,
                                 max_new_tokens=max_new_tokens, taps=taps, topk=topk, log=log, progress=progress,
-                                max_shards=max_shards)
+                                max_shards=max_shards, rank=rank, world_size=world_size)
     finally:
-        lock.close()
+        if lock is not None:
+            lock.close()
 
 
 def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
-                     log: Callable[[str], None], progress: bool, max_shards: int | None) -> list[Path]:
+                     log: Callable[[str], None], progress: bool, max_shards: int | None, rank: int,
+                     world_size: int) -> list[Path]:
     from specframe_hf.loading import load_model, load_tokenizer, model_directory
     from tqdm import tqdm
 
@@ -164,7 +169,7 @@ def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
     order = list(range(len(prompts)))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     paths = [out_dir / f"shard-{i:05d}.pt" for i in range(len(batches))]
-    todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists()]
+    todo = [i for i, p in enumerate(paths[:max_shards]) if not p.exists() and i % world_size == rank]
     if not todo:
         return paths
     directory = model_directory(str(model_dir))

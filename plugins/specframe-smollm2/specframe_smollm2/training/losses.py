@@ -32,8 +32,9 @@ def slot_weights(block_size: int, gamma: float) -> torch.Tensor:  # [bs]
 
 
 def sampled_loss(logits: torch.Tensor, cand: torch.Tensor, labels: torch.Tensor, soft_ids: torch.Tensor,
-                 soft_logp: torch.Tensor, weights: torch.Tensor, soft_weight: float) -> torch.Tensor:
-    """Weighted hard + soft CE.
+                 soft_logp: torch.Tensor, weights: torch.Tensor, soft_weight: float,
+                 total_weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Weighted hard + soft CE (divided by ``total_weight`` when given: a slice's share of a larger batch).
 
     Args:
         logits: ``[N, bs, C]`` candidate logits.
@@ -52,7 +53,7 @@ def sampled_loss(logits: torch.Tensor, cand: torch.Tensor, labels: torch.Tensor,
     soft = -(p * logq.gather(-1, soft_pos)).sum(-1)  # [N, bs]
     per = (1 - soft_weight) * hard + soft_weight * soft
     w = weights[None, :] * valid.float()
-    return (per * w).sum() / w.sum().clamp_min(1e-6)
+    return (per * w).sum() / (w.sum() if total_weight is None else total_weight).clamp_min(1e-6)
 
 
 def leading_accept(pred: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:  # [N] int64

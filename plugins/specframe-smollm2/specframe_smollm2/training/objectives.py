@@ -14,6 +14,7 @@ Corrected logits (docs/concepts/correction-heads.md), slot ``i`` of a block whos
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -82,13 +83,26 @@ class Objective:
         w2 = head.markov_w2.weight  # type: ignore[union-attr]  [V, r]
         return u @ (w2 if rows is None else w2[rows]).T
 
-    def loss(self, batch: Batch, gen: torch.Generator) -> torch.Tensor:
+    def loss(self, batch: Batch, gen: torch.Generator, rows: slice | None = None) -> torch.Tensor:
+        """The batch's weighted loss; with ``rows``, the share of those sequences in the whole batch's loss.
+
+        The candidate vocabulary is drawn from the whole batch either way (the same draws as one process), and the
+        share is normalised by the whole batch's weight, so the shares of a partition of the rows sum to the loss
+        (:mod:`specframe_smollm2.training.data_parallel`).
+        """
         s, k, bs = batch.block_ids.shape
         labels = batch.labels.view(s * k, bs)
         top = self.recipe.loss.soft_topk
         soft_ids = batch.soft_ids.view(s * k, bs, -1)[..., :top]
-        soft_logp = batch.soft_logp.view(s * k, bs, -1)[..., :top]
         cand = candidate_set(labels, soft_ids, self.w.shape[0], self.recipe.loss.sampled_vocab, gen)
+        total_weight = None
+        if rows is not None:
+            total_weight = (self.weights[None, :] * (labels != IGNORE).float()).sum()
+            batch = Batch(*(getattr(batch, f.name)[rows] for f in dataclasses.fields(batch)))
+            s = batch.block_ids.shape[0]
+            labels = batch.labels.view(s * k, bs)
+            soft_ids = batch.soft_ids.view(s * k, bs, -1)[..., :top]
+        soft_logp = batch.soft_logp.view(s * k, bs, -1)[..., :top]
         if self.kind == "drafter":
             z = self.features(batch)
         else:
@@ -97,7 +111,8 @@ class Objective:
         logits = z @ self.w[cand].T  # [N, bs, C]
         if self.kind != "drafter":
             logits = logits + self.corrections(z, batch.block_ids.view(s * k, bs), cand)
-        return sampled_loss(logits, cand, labels, soft_ids, soft_logp, self.weights, self.recipe.loss.soft_weight)
+        return sampled_loss(logits, cand, labels, soft_ids, soft_logp, self.weights, self.recipe.loss.soft_weight,
+                            total_weight=total_weight)
 
     @torch.no_grad()
     def evaluate(self, batches: list[Batch]) -> EvalResult:

@@ -10,6 +10,7 @@ from typing import Any
 
 from specframe_diffusion.checkpoint.safetensors_dir import check_checkpoint_destination
 
+from specframe.distributed import DistContext, from_env
 from specframe.errors import ConfigError
 from specframe.tensor_files import read_json_object, replace_file
 from specframe_smollm2.cache import target_dir, verify_manifest
@@ -19,14 +20,20 @@ from specframe_smollm2.training.recipe import Recipe, load_recipe
 DATA_STATS = "stats.json"
 
 
-def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callable[[str], None]) -> None:
+def ensure_data(recipe: Recipe, model_dir: Path, *, progress: bool, log: Callable[[str], None],
+                dist: DistContext | None = None) -> None:
     """Generate the shards of the recipe's data section and of its ``include`` sections unless they exist."""
     for section in (recipe.data, *recipe.data.include):
-        _ensure_section(section, model_dir, progress=progress, log=log)
+        _ensure_section(section, model_dir, progress=progress, log=log, dist=dist or DistContext())
 
 
-def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Callable[[str], None]) -> None:
-    """Generate one section's shards unless all of them exist (an interrupted generation resumes)."""
+def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Callable[[str], None],
+                    dist: DistContext) -> None:
+    """Generate one section's shards unless all of them exist (an interrupted generation resumes).
+
+    Under ``torchrun`` the ranks share the missing shards out (shard ``i`` to rank ``i % W``) and wait for each
+    other before anyone trains on them.
+    """
     from specframe_smollm2.training.generate_data import generate_dataset
     from specframe_smollm2.training.prompts import section_prompts
 
@@ -35,7 +42,7 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
     expected = -(-len(prompts) // d.batch_size)
     have = len(list(out.glob("shard-*.pt"))) if out.is_dir() else 0
     wanted = expected if d.max_shards is None else min(expected, d.max_shards)
-    if have >= wanted:
+    if not dist.any(have < wanted):  # one decision for all ranks (they meet in the barrier below)
         return
     import torch
 
@@ -44,14 +51,18 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
     log(f"generating target responses for {len(prompts)} prompts into {out} ({have}/{expected} shards exist)")
     generate_dataset(model_dir, out, prompts, d.generation_meta(), batch_size=d.batch_size,
                      max_new_tokens=d.max_new_tokens, taps=d.taps, topk=d.topk, log=log, progress=progress,
-                     max_shards=d.max_shards)
+                     max_shards=d.max_shards, rank=dist.rank, world_size=dist.world_size)
+    cpu = dist.mean(time.process_time() - cpu0) * dist.world_size  # every rank's generation CPU time
+    dist.barrier()
+    if not dist.is_main:
+        return
     stats_path = out / DATA_STATS
     stats = read_json_object(stats_path, what="data statistics") if stats_path.exists() else {}
     before = stats.get("cpu_seconds", 0.0)
     if not isinstance(before, (int, float)):
         raise ConfigError(f"{stats_path}: cpu_seconds is {before!r}, not a number",
                           hint=f"fix or delete {stats_path}")
-    stats["cpu_seconds"] = round(before + time.process_time() - cpu0, 1)
+    stats["cpu_seconds"] = round(before + cpu, 1)
     text = json.dumps(stats, indent=2) + "\n"
     replace_file(stats_path, lambda handle: handle.write(text.encode()))
 
@@ -86,7 +97,8 @@ def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: boo
     model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
     check_paths(recipe, model_dir)
     verify_manifest(model_dir, checksums=False)
-    ensure_data(recipe, model_dir, progress=progress, log=log)
+    dist = from_env(backend="gloo")  # torchrun: data generation and training shared out by rank (CPU, gloo)
+    ensure_data(recipe, model_dir, progress=progress and dist.is_main, log=log, dist=dist)
     if data_only:
         return {"name": recipe.name, "data": [d.dir for d in (recipe.data, *recipe.data.include)]}
-    return train(recipe, target_dir=model_dir, log=log, progress=progress)
+    return train(recipe, target_dir=model_dir, log=log, progress=progress, dist=dist)

@@ -23,9 +23,11 @@ from typing import Any
 
 import torch
 
+from specframe.distributed import DistContext, from_env
 from specframe.errors import CheckpointError, ConfigError
 from specframe.locking import hold_lock
 from specframe.tensor_files import load_tensor_file, replace_file, save_tensor_file
+from specframe_smollm2.training.data_parallel import loss_function
 from specframe_smollm2.training.dataset import load_sequences, make_batch, split, tap_rms
 from specframe_smollm2.training.export import drafter_config, head_config, write_export
 from specframe_smollm2.training.objectives import EvalResult, Objective
@@ -152,8 +154,11 @@ def _restore(state_path: Path, recipe: Recipe, module: torch.nn.Module, opt: tor
 
 
 def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = print, progress: bool = True,
-          stop_after: int | None = None, target_model: Any = None) -> dict[str, Any]:
+          stop_after: int | None = None, target_model: Any = None, dist: DistContext | None = None) -> dict[str, Any]:
     """Run (or resume) ``recipe``; returns a summary with the final evaluation and CPU seconds.
+
+    Under ``torchrun`` (or with ``dist``) every rank trains its slice of each global batch with
+    DistributedDataParallel and rank 0 alone evaluates and writes (:mod:`~specframe_smollm2.training.data_parallel`).
 
     Args:
         recipe: the validated recipe.
@@ -161,6 +166,9 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
         stop_after: stop after this many steps *in this call* (tests use it to simulate an interruption).
         target_model: an in-memory target instead of loading ``target_dir`` (tests).
     """
+    dist = dist or from_env(backend="gloo")  # the trainer computes on the CPU
+    if not dist.is_main:
+        log, progress = (lambda message: None), False
     torch.set_num_threads(recipe.threads)
     work = Path(recipe.work_dir)
     try:
@@ -168,18 +176,22 @@ def train(recipe: Recipe, *, target_dir: Path, log: Callable[[str], None] = prin
     except OSError as exc:
         raise ConfigError(f"cannot create work_dir {work}: {exc.strerror}", where="work_dir",
                           hint="give a writable directory") from None
+    # Rank 0 holds the lock for the whole launch (the other ranks write nothing in work_dir).
     lock = hold_lock(work / LOCK, message=f"another `specframe train` is using work_dir {work}",
-                     hint="wait for it to finish, or give this run another work_dir")
+                     hint="wait for it to finish, or give this run another work_dir") if dist.is_main else None
     try:
         return _train(recipe, work, target_dir=target_dir, log=log, progress=progress, stop_after=stop_after,
-                      target_model=target_model)
+                      target_model=target_model, dist=dist)
     finally:
-        lock.close()
+        if lock is not None:
+            lock.close()
 
 
 def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str], None], progress: bool,
-           stop_after: int | None, target_model: Any) -> dict[str, Any]:
+           stop_after: int | None, target_model: Any, dist: DistContext) -> dict[str, Any]:
     from tqdm import tqdm
+
+    main = dist.is_main
 
     cpu0 = time.process_time()
     sections = (recipe.data, *recipe.data.include)
@@ -217,21 +229,27 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
     if state_path.exists():
         step, cpu_before = _restore(state_path, recipe, module, opt, batch_gen, objective)
         log(f"resumed {recipe.name} from step {step} ({state_path})")
+    loss_fn = loss_function(objective, recipe.optim.batch_seqs, dist)
     metrics_path = work / METRICS
     kept = _read_metrics(metrics_path, step)
-    text = "".join(json.dumps(entry) + "\n" for entry in kept)
-    replace_file(metrics_path, lambda handle: handle.write(text.encode()))
+    if main:
+        text = "".join(json.dumps(entry) + "\n" for entry in kept)
+        replace_file(metrics_path, lambda handle: handle.write(text.encode()))
     # The step of the last recorded evaluation: the final evaluation is recorded once, never twice.
     evaluated_at = max((e["step"] for e in kept if "eval_tau" in e), default=-1)
     saved_at = -1
 
     def record(entry: dict) -> None:
+        if not main:
+            return
         with metrics_path.open("a") as f:
             f.write(json.dumps(entry) + "\n")
 
     def checkpoint() -> None:
         nonlocal saved_at
         saved_at = step
+        if not main:
+            return
         cpu = cpu_before + time.process_time() - cpu0
         save_tensor_file({"recipe_kind": recipe.kind, "step": step, "module": module.state_dict(),
                       "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
@@ -263,7 +281,7 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
     while step < recipe.optim.steps:
         if stop_after is not None and step - start_step >= stop_after:
             break
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and dist.any(time.perf_counter() > deadline):  # every rank stops at one step
             log(f"max_minutes reached at step {step}")
             break
         idx = torch.randint(0, len(train_seqs), (recipe.optim.batch_seqs,), generator=batch_gen)
@@ -271,23 +289,25 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
         lr = _lr_at(step, recipe)
         for group in opt.param_groups:
             group["lr"] = lr
-        loss = objective.loss(batch, batch_gen)
+        loss = loss_fn(batch, batch_gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, recipe.optim.grad_clip)
         opt.step()
         step += 1
-        value = float(loss.detach())
+        value = dist.mean(float(loss.detach()))  # the global batch's loss
         ema = value if ema is None else 0.95 * ema + 0.05 * value
         bar.update(1)
         bar.set_postfix(loss=f"{ema:.3f}")
         if step % 10 == 0:
             record({"step": step, "loss": round(value, 5), "lr": lr})
-        if step % recipe.eval.every == 0:
+        if step % recipe.eval.every == 0 and main:
             evaluate()
         if step % recipe.checkpoint_every == 0:
             checkpoint()
     bar.close()
+    if not main:
+        return {"name": recipe.name, "kind": recipe.kind, "steps": step, "rank": dist.rank}
     final = evaluate()  # recomputed (deterministic) when this step was just evaluated, but recorded once
     if saved_at != step:
         checkpoint()

@@ -93,7 +93,9 @@ class DARTreeBuilder(TreeBuilder):
         for d in range(1, depth_limit + 1):
             quota = self._quota(remaining, d, depth_limit)  # [B]
             m = front_tok.shape[1]
-            q = min(int(quota.max()), m * k)
+            # Pruned mode's quota is the width on every row: known here without reading the device.
+            widest = self.config.width if self.config.mode == "pruned" else int(quota.max())
+            q = min(widest, m * k)
             if q <= 0:
                 break
             # Step 1: score every (frontier node, candidate) pair with one corrector call.
