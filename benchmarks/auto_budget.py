@@ -30,12 +30,10 @@ from rich.table import Table
 from smollm2_eval import load_prompts
 from specframe_smollm2.demo import repo_root
 
+from specframe.metrics.machine_load import load_average, refuse_when_busy
+
 LEARNED = ["dflash-chain", "ddtree", "domino-chain", "domino-chain-ddtree", "dspark-chain", "dartree-fixed",
            "dartree-pruned"]
-
-
-def loadavg() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 def row(label: str, results: list[Any], base: list[Any]) -> dict[str, Any]:
@@ -75,10 +73,7 @@ def main() -> None:
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = loadavg()
-    if load_before > args.max_load:
-        console.print(f"load average {load_before:.2f} > {args.max_load}: the machine is busy; not benchmarking")
-        raise SystemExit(2)
+    load_before = refuse_when_busy(args.max_load)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
     root = repo_root() / "examples" / "smollm2"
@@ -117,7 +112,7 @@ def main() -> None:
                           "yes" if r["exact"] else "NO", f"{r['verified_nodes']:.1f}",
                           f"{100 * r['plain_round_share']:.0f}")
         console.print(table)
-    report["load_after"] = loadavg()
+    report["load_after"] = load_average()
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -34,9 +34,7 @@ from rich.table import Table
 from smollm2_eval import load_prompts
 from specframe_smollm2.demo import repo_root
 
-
-def loadavg() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
+from specframe.metrics.machine_load import load_average, refuse_when_busy
 
 
 def timed_batch(pipe: Any, prompts: list[str], max_new: int, batch_size: int) -> tuple[list[Any], float, float | None]:
@@ -116,10 +114,7 @@ def main() -> None:
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = loadavg()
-    if load_before > args.max_load:
-        console.print(f"load average {load_before:.2f} > {args.max_load}: the machine is busy; not benchmarking")
-        raise SystemExit(2)
+    load_before = refuse_when_busy(args.max_load)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
@@ -166,7 +161,7 @@ def main() -> None:
     console.print(line)
     report = {"n": len(prompts), "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
               "cpu")), "threads": torch.get_num_threads(), "load_before": load_before, "rows": rows,
-              "targets": targets, "load_after": loadavg(), "wall_seconds": round(time.perf_counter() - t0, 1)}
+              "targets": targets, "load_after": load_average(), "wall_seconds": round(time.perf_counter() - t0, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from smollm2_eval import load_prompts  # the same prompts as the end-to-end evaluation
 from specframe_smollm2.demo import repo_root
 
-from specframe.metrics.machine_load import LoadWindow, MachineLoad, read_proc
+from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average, refuse_when_busy
 
 FULL = "full"
 
@@ -94,12 +94,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/draft-vocab.json"))
     args = ap.parse_args()
     console = Console(width=None if sys.stdout.isatty() else 160)
-    loadavg = (read_proc("loadavg") or "").split()
-    load1 = float(loadavg[0]) if loadavg else None
+    load1 = load_average() if args.force else refuse_when_busy(args.max_load)
     console.print(f"1-minute load average before starting: {load1 if load1 is not None else 'unknown'}")
-    if load1 is not None and load1 > args.max_load and not args.force:
-        raise SystemExit(f"the machine is busy (load {load1} > {args.max_load}); wait for a quiet machine or "
-                         "pass --force (the results would then measure the other jobs too)")
     torch.set_num_threads(args.threads)
 
     from specframe.pipeline import Pipeline

@@ -125,12 +125,23 @@ class MachineLoad:
                            round(sum(x.wall_s for x in loads), 4), loads[-1].cpus, contended)
 
 
-def _loadavg(proc: ProcReader) -> float | None:
+def load_average(proc: ProcReader = read_proc) -> float | None:
+    """The 1-minute load average, or None where ``/proc/loadavg`` cannot be read."""
     text = proc("loadavg")
     try:
         return float(text.split()[0]) if text else None
     except (ValueError, IndexError):
         return None
+
+
+def refuse_when_busy(max_load: float) -> float | None:
+    """The 1-minute load average, after refusing (exit status 2, with the reason) when it is above ``max_load``:
+    the one check every benchmark script makes before it measures anything."""
+    load = load_average()
+    if load is not None and load > max_load:
+        raise SystemExit(f"the machine is busy (1-minute load average {load:.2f} > {max_load}); wait for a quiet "
+                         "machine: a speed figure measured now would share the cores with other jobs")
+    return load
 
 
 def _busy_cpu_seconds(proc: ProcReader, ticks_per_s: float) -> float | None:
@@ -176,7 +187,7 @@ class LoadWindow:
         self.load: MachineLoad | None = None
 
     def sample(self) -> LoadSample:
-        return LoadSample(self._clock(), _loadavg(self._proc), _busy_cpu_seconds(self._proc, self._ticks),
+        return LoadSample(self._clock(), load_average(self._proc), _busy_cpu_seconds(self._proc, self._ticks),
                           self._own_cpu())
 
     def __enter__(self) -> LoadWindow:
