@@ -211,7 +211,7 @@ class BatchDecode:
 
     # --------------------------------------------------------------------------------------- round
     def _round(self, rt: RaggedBatchTarget, active: list[_Row]) -> None:
-        from specframe.pipeline import check_round_tree, fit_context, plain_step
+        from specframe.pipeline import check_round_tree, draft_tree, plain_step
 
         pipe, st = self.pipe, self.pipe.stages
         auto = pipe.auto_budget
@@ -227,11 +227,7 @@ class BatchDecode:
             assert state is not None and ctx is not None
             t0 = clock()
             if drafted:
-                proposal = row.drafter.propose(state)
-                t1 = clock()
-                tree = st.tree_builder.build(proposal, st.corrector, ctx)
-                t2 = clock()
-                tree = fit_context(st.pruner.prune(tree, ctx), proposal.depth, pipe.target, state)
+                tree, t1, t2 = draft_tree(st, row.drafter, state, ctx, pipe.target, clock)
             else:  # budget: auto decided that drafting does not pay this round: the roots alone
                 tree = DraftTree.root_only(state.root)
                 t1 = t2 = t0

@@ -366,11 +366,7 @@ class RequestDecode:
                 chosen: int | None = None
                 t0 = clock()
                 if drafted:
-                    proposal = st.drafter.propose(state)
-                    t1 = clock()
-                    tree = st.tree_builder.build(proposal, st.corrector, ctx)
-                    t2 = clock()
-                    tree = fit_context(st.pruner.prune(tree, ctx), proposal.depth, target, state)
+                    tree, t1, t2 = draft_tree(st, st.drafter, state, ctx, target, clock)
                     if auto is not None:
                         tree, chosen = auto.choose(tree)
                     t3 = clock()
@@ -452,6 +448,17 @@ def plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyResu
     bonus = sample(logits, pipe.sampling, rng.target)  # [B]
     return VerifyResult(accepted_nodes=torch.zeros(b, 1, dtype=torch.long, device=logits.device),
                         num_accepted=torch.zeros(b, dtype=torch.long, device=logits.device), bonus_token=bonus)
+
+
+def draft_tree(stages: Stages, drafter: Drafter, state: DecodeState, ctx: RoundContext, target: TargetModel,
+               clock: Callable[[], int]) -> tuple[DraftTree, int, int]:
+    """One row's draft, build and prune, fitted to the context window; with the clock after drafting and after
+    building (the loop times the stages from them)."""
+    proposal = drafter.propose(state)
+    t1 = clock()
+    tree = stages.tree_builder.build(proposal, stages.corrector, ctx)
+    t2 = clock()
+    return fit_context(stages.pruner.prune(tree, ctx), proposal.depth, target, state), t1, t2
 
 
 def fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, state: DecodeState) -> DraftTree:
