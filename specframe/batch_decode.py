@@ -120,17 +120,9 @@ class BatchDecode:
         self.outcomes: list[GenerationResult | RefusedRequest | None] = [None] * len(requests)
         self.waiting: deque[_Row] = deque()
         self.started = False  # a first request has joined
-        gen = pipe.config.generation
-        limit = pipe.target.max_length
         for i, req in enumerate(requests):
             try:
-                max_new = gen.max_new_tokens if req.max_new_tokens is None else int(req.max_new_tokens)
-                if max_new <= 0:
-                    raise GenerationError(f"max_new_tokens must be positive, got {max_new}")
-                ids = pipe.encode(req.prompt, chat=chat)
-                if limit is not None and ids.shape[1] >= limit:
-                    raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is "
-                                          f"{limit}", hint="shorten this request's prompt")
+                ids, max_new, stops = pipe.request_inputs(req.prompt, req.max_new_tokens, req.stop, chat=chat)
                 low, high = int(ids.min()), int(ids.max())
                 if low < 0 or high >= pipe.target.vocab_size:
                     raise GenerationError(f"prompt token ids must lie in [0, {pipe.target.vocab_size}), found "
@@ -140,7 +132,7 @@ class BatchDecode:
                 continue
             row_stream = None if stream is None else (lambda text, i=i: stream(i, text))
             seed = pipe.config.seed if req.seed is None else req.seed
-            dec = RequestDecode(pipe, ids, max_new, tuple(gen.stop if req.stop is None else req.stop), row_stream, seed)
+            dec = RequestDecode(pipe, ids, max_new, stops, row_stream, seed)
             drafter = pipe.stages.drafter if batch_size == 1 else pipe.stages.drafter.fork()
             self.waiting.append(_Row(i, dec, drafter))
 

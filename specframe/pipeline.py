@@ -193,19 +193,12 @@ class Pipeline:
         prompt of token ids) decodes them in one batched loop: see :meth:`generate_batch`.
         """
         if _is_batch(prompt):
+            if stream is not None:
+                raise GenerationError("stream= takes the text of one request, but a list of prompts was given",
+                                      hint="use generate_batch(prompts, stream=fn) with fn(request_index, text)")
             return self.generate_batch(prompt, max_new_tokens, seed=seed, chat=chat, stop=stop,
                                        batch_size=batch_size)
-        gen = self.config.generation
-        max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else int(max_new_tokens))
-        stops = tuple(gen.stop if stop is None else stop)
-        if any(not isinstance(s, str) or not s for s in stops):
-            raise GenerationError(f"stop strings must be non-empty strings, got {list(stops)!r}",
-                                  hint="an empty stop string matches at once and would end every output empty")
-        ids = self.encode(prompt, chat=chat)
-        limit = self.target.max_length
-        if limit is not None and ids.shape[1] >= limit:
-            raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is {limit}",
-                                  hint="shorten the prompt")
+        ids, max_new, stops = self.request_inputs(prompt, max_new_tokens, stop, chat=chat)
         if self.config.auto and self.auto_budget is None:
             self.auto_budget = build_auto_budget(self, ids)
         try:
@@ -231,6 +224,23 @@ class Pipeline:
             if device is not None:
                 found.append(torch.device(device))
         return tuple(dict.fromkeys(found))
+
+    def request_inputs(self, prompt: Prompt, max_new_tokens: int | None, stop: Sequence[str] | None, *,
+                       chat: bool | None) -> tuple[torch.Tensor, int, tuple[str, ...]]:
+        """One request's checked inputs, for single and batched decoding alike: prompt ids ``[1, P]``, the token
+        limit and the stop strings (the pipeline's ``generation`` defaults where None)."""
+        gen = self.config.generation
+        max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else max_new_tokens)
+        stops = tuple(gen.stop if stop is None else stop)
+        if any(not isinstance(s, str) or not s for s in stops):
+            raise GenerationError(f"stop strings must be non-empty strings, got {list(stops)!r}",
+                                  hint="an empty stop string matches at once and would end every output empty")
+        ids = self.encode(prompt, chat=chat)
+        limit = self.target.max_length
+        if limit is not None and ids.shape[1] >= limit:
+            raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is {limit}",
+                                  hint="shorten the prompt")
+        return ids, max_new, stops
 
     def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
                        seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,

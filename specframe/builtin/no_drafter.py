@@ -26,8 +26,6 @@ class NoDraftConfig(ComponentConfig):
 class NoDrafter(Drafter):
     """Always returns ``DraftProposal.empty(root)``."""
 
-    supports_batch = True  # stateless
-
     supports_batch = True  # stateless: the history is the row's own DecodeState
 
     def propose(self, state: DecodeState) -> DraftProposal:
