@@ -62,6 +62,7 @@ class AutoBudget:
         self.plain_left = 0
         self._draft_tokens: float | None = None  # moving average of tokens per drafted round
         self._draft_ms: float | None = None  # moving average of a drafted round's milliseconds
+        self._chosen_expected: float | None = None  # 1 + S_k of the tree `choose` kept this round
         self.rows = 1  # rows of the batch the loop decodes now (`specframe.cost.batch_budget`)
 
     # ------------------------------------------------------------------------------------------ rates
@@ -101,6 +102,7 @@ class AutoBudget:
         order, p_sorted = order[: self.settings.max_budget], p_sorted[: self.settings.max_budget]
         costs = self.profile.verify_costs(len(order) + 1)
         k = best_verify_size(p_sorted, costs, self.rate)
+        self._chosen_expected = 1.0 + sum(p_sorted[:k])  # the kept tree's expected tokens (observe_drafted)
         if k == len(order) and k == int(tree.num_nodes[row]) - 1:
             return tree, k
         return tree.subtree(keep_mask(tree, order[:k], row)), k
@@ -119,7 +121,9 @@ class AutoBudget:
         ``accepted_nodes_row`` is the row's ``[D + 1]`` accepted path (root first, -1 padded).
         """
         nodes = int(tree.num_nodes[row])
-        expected = self.expected_tokens(tree, row)  # before this round's outcome is counted
+        # The expectation `choose` computed for this tree, before this round's outcome is counted.
+        expected = self._chosen_expected if self._chosen_expected is not None else self.expected_tokens(tree, row)
+        self._chosen_expected = None
         self.estimator.observe(tree, accepted_nodes_row, row)  # type: ignore[arg-type]
         self.observe_round(nodes, expected, stage_ms)
 

@@ -18,6 +18,7 @@ import torch
 from specframe.cost.auto_budget import AutoBudget, AutoBudgetSettings
 from specframe.cost.measure import load_profile, measure_verify_curve, profile_key, profile_path, save_profile
 from specframe.cost.profile import CostProfile
+from specframe.errors import GenerationError
 
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
@@ -54,18 +55,26 @@ def build_auto_budget(pipe: Pipeline, prompt_ids: torch.Tensor) -> AutoBudget:
     if profile is None:
         profile = load_profile(profile_path(key), key, notify)
     if profile is None:
-        profile = CostProfile(key=key, verify_ms=measure_verify_curve(pipe.target, prompt_ids))
-        save_profile(profile, profile_path(key))
+        try:
+            curve = measure_verify_curve(pipe.target, prompt_ids)
+        except ValueError as exc:
+            raise GenerationError(f"budget: auto has no cost profile and cannot measure one: {exc}",
+                                  hint="start with a shorter prompt, or give auto_budget.profile (a JSON "
+                                       "written by `specframe profile`)") from None
+        profile = CostProfile(key=key, verify_ms=curve)
+        _save_quietly(profile)
     settings = AutoBudgetSettings(max_budget=cfg.max_budget, min_probe_interval=cfg.min_probe_interval,
-                                  max_probe_interval=max(cfg.max_probe_interval, cfg.min_probe_interval))
+                                  max_probe_interval=cfg.max_probe_interval)
     return AutoBudget(profile, settings, sibling_prefix=needs_sibling_prefix(pipe))
 
 
 def save_learned_profile(pipe: Pipeline) -> None:
     """Write the controller's current profile back to the cache (best effort: a read-only cache is skipped)."""
-    if pipe.auto_budget is None:
-        return
-    profile = pipe.auto_budget.profile
+    if pipe.auto_budget is not None:
+        _save_quietly(pipe.auto_budget.profile)
+
+
+def _save_quietly(profile: CostProfile) -> None:
     try:
         save_profile(profile, profile_path(profile.key))
     except OSError as exc:
