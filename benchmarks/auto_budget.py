@@ -116,8 +116,8 @@ def main() -> None:
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before:.2f} -> "
-                  f"{report['load_after']:.2f})")
+    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} -> "
+                  f"{report['load_after']})")
 
 
 if __name__ == "__main__":

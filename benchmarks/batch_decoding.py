@@ -169,7 +169,7 @@ def main() -> None:
     png = args.out.with_suffix(".png")
     drew = plot(rows, png)
     console.print(f"wrote {args.out}{' and ' + str(png) if drew else ''} in {report['wall_seconds']:.0f}s "
-                  f"(load {load_before:.2f} -> {report['load_after']:.2f})")
+                  f"(load {load_before} -> {report['load_after']})")
 
 
 if __name__ == "__main__":

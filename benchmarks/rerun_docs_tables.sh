@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Rerun every speed table of docs/benchmarks.md with the current checkpoints, one after the other, on a quiet
-# machine (refuses to start when the 1-minute load average is above $MAX_LOAD, default 0.6;
-# every record also carries the CPU time other processes used, and `report` marks contended cells). Results go to docs/benchmarks/results/
-# (append-only and resumable: rerunning after an interruption continues where it stopped) and the reports to
-# docs/benchmarks/<name>/. One torch thread, the demo's setting. Usage (repository root):
+# machine: it refuses to start when the 1-minute load average is above $MAX_LOAD (default 0.6), every record
+# carries the CPU time other processes used, and `report` marks contended cells. Each named table is measured
+# afresh (its old result file is removed first; within a run `bench` appends and resumes as usual); results go to
+# docs/benchmarks/results/ and the reports to docs/benchmarks/<name>/. One torch thread, the demo's setting.
+# Usage (repository root):
 #   bash benchmarks/rerun_docs_tables.sh [name ...]     # default: every table
 set -euo pipefail
 cd "$(dirname "$0")/.."

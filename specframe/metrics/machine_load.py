@@ -31,6 +31,7 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -139,8 +140,9 @@ def refuse_when_busy(max_load: float) -> float | None:
     the one check every benchmark script makes before it measures anything."""
     load = load_average()
     if load is not None and load > max_load:
-        raise SystemExit(f"the machine is busy (1-minute load average {load:.2f} > {max_load}); wait for a quiet "
-                         "machine: a speed figure measured now would share the cores with other jobs")
+        print(f"the machine is busy (1-minute load average {load:.2f} > {max_load}); wait for a quiet machine: "
+              "a speed figure measured now would share the cores with other jobs", file=sys.stderr)
+        raise SystemExit(2)
     return load
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS, LoadWindow, MachineLoad
 
 
@@ -91,4 +93,17 @@ def test_record_round_trip_and_merging() -> None:
 def test_the_real_proc_reader_degrades_gracefully() -> None:
     with LoadWindow() as w:
         sum(range(1000))
-    assert w.load is not None and w.load.contended in (True, False, None)
+    assert w.load is not None and w.load.wall_s >= 0 and w.load.cpus >= 1
+
+
+def test_load_average_reads_proc_and_busy_machines_are_refused_with_status_2(monkeypatch, capsys) -> None:
+    from specframe.metrics import machine_load
+
+    assert machine_load.load_average(lambda name: "3.25 2.00 1.00 1/99 123") == 3.25
+    assert machine_load.load_average(lambda name: None) is None
+    assert machine_load.load_average(lambda name: "garbage") is None
+    monkeypatch.setattr(machine_load, "load_average", lambda: 1.5)
+    assert machine_load.refuse_when_busy(2.0) == 1.5
+    with pytest.raises(SystemExit) as info:
+        machine_load.refuse_when_busy(0.5)
+    assert info.value.code == 2 and "busy" in capsys.readouterr().err
