@@ -44,7 +44,6 @@ def off_by_one_walk() -> Verifier:
 
 def sampled_host(target: ToyTarget) -> PluginHost:
     host = make_host(target, 0.8)
-    pytest.importorskip("specframe_verifiers")
     import specframe_verifiers.plugin as verifiers_plugin
 
     host.register(verifiers_plugin, "verifiers")
@@ -59,7 +58,6 @@ def sampled_host(target: ToyTarget) -> PluginHost:
 
     control.specframe_verifiers = specframe_verifiers  # type: ignore[attr-defined]
     host.register(control, "off_by_one_control")
-    pytest.importorskip("specframe_trees")
     import specframe_trees.plugin as trees_plugin
 
     host.register(trees_plugin, "trees")

@@ -13,17 +13,12 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
+from specframe_hf.testing import random_ids
 
 from specframe import ComponentSpec, DecodeState, DraftProposal, PluginHost, hookimpl
 from specframe.batch_decode import RefusedRequest, Request
 from specframe.errors import ConfigError
 from specframe.pipeline import Pipeline
-
-pytest.importorskip("specframe_hf")
-pytest.importorskip("specframe_trees")
-
-from specframe_hf.testing import random_ids
-
 from tests.exactness.test_greedy_exact_hf import (
     BASE,
     BUILDERS,
