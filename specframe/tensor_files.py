@@ -3,8 +3,8 @@
 * :func:`load_tensor_file` reads a ``torch.save`` file (training state, data shards) with ``weights_only=True``:
   tensors, numbers, strings, lists, tuples and dicts only, so a crafted pickle cannot run code. A truncated,
   corrupt or hostile file is a :class:`~specframe.errors.CheckpointError` naming it.
-* :func:`save_tensor_file` writes one atomically through :func:`replace_file` (unique temporary file in the same
-  directory, ``fsync``, ``os.replace``) with the permissions of an ordinary new file (``0666`` minus the umask).
+* :func:`save_tensor_file` writes one atomically through :func:`specframe.files.write_with` (unique temporary
+  file in the same directory, ``fsync``, ``os.replace``) with the permissions of an ordinary new file.
 * :func:`safetensors_key_files` maps every tensor key of a Hugging Face style weights directory to the file
   holding it: a ``model.safetensors.index.json`` must hold a ``weight_map`` object of file names, every file
   (symlinks resolved) must lie inside the directory, every header must be readable and cover its file (a
@@ -18,13 +18,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from specframe.errors import CheckpointError
+from specframe.files import MiB, parse_json, read_text, write_with
 
 INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
@@ -32,13 +30,6 @@ CONFIG_FILE = "config.json"
 PICKLE_PATTERNS: tuple[str, ...] = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 CONVERT_HINT = ("convert it to safetensors in an environment you trust: load it with transformers and call "
                 "model.save_pretrained(directory, safe_serialization=True)")
-
-
-def umask_mode(base: int = 0o666) -> int:
-    """``base`` minus the process umask: the mode ``open()`` would give a new file (``0o777`` for a directory)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return base & ~mask
 
 
 def load_tensor_file(path: str | Path, *, what: str = "tensor file", hint: str = "") -> Any:
@@ -72,43 +63,26 @@ def load_tensor_file(path: str | Path, *, what: str = "tensor file", hint: str =
                               hint=hint) from None
 
 
-def replace_file(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through ``write(handle)`` atomically: a unique temporary name in the same directory,
-    ``fsync``, an ordinary file mode, then ``os.replace``. Readers see the old file or the new one, never a part."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, umask_mode())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def save_tensor_file(obj: Any, path: str | Path) -> None:
-    """``torch.save`` ``obj`` to ``path`` atomically (:func:`replace_file`)."""
+def save_tensor_file(obj: Any, path: str | Path, *, what: str = "tensor file") -> None:
+    """``torch.save`` ``obj`` to ``path`` atomically (:func:`specframe.files.write_with`)."""
     import torch
 
-    replace_file(path, lambda handle: torch.save(obj, handle))
+    write_with(path, lambda handle: torch.save(obj, handle), what=what)
 
 
 def read_json_object(path: Path, *, what: str) -> dict[str, Any]:
-    """A JSON file that must hold an object (``config.json``, an index), as a dict; errors name the file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CheckpointError(f"{what} {path} does not exist", hint=f"the directory needs its {path.name}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"cannot read {what} {path}: {exc}", hint="the file must be UTF-8 JSON") from None
-    try:
-        data = json.loads(text)
+    """A JSON file that must hold an object (``config.json``, an index), as a dict, read through the one text
+    reader (size, UTF-8, strict JSON); errors name the file."""
+    text = read_text(path, what=what, max_bytes=16 * MiB, error=CheckpointError,
+                     hint=f"the directory needs its {path.name}")
+    try:  # a syntax error is reported with its line; parse_json then adds the strict checks (NaN, surrogates)
+        json.loads(text)
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{what} {path} is not valid JSON: {exc.msg}", where=f"{path}:{exc.lineno}",
                               hint=f"repair or re-download {path.name}") from None
+    except (RecursionError, ValueError):
+        pass
+    data = parse_json(text, where=str(path), error=CheckpointError, hint=f"repair or re-download {path.name}")
     if not isinstance(data, dict):
         raise CheckpointError(f"{what} {path} holds a JSON {type(data).__name__}, expected an object",
                               hint=f"repair or re-download {path.name}")

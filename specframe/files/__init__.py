@@ -2,7 +2,15 @@
 writer for outputs (:mod:`specframe.files.write`)."""
 
 from specframe.files.read import MiB, decode_text, json_lines, parse_json, read_bytes, read_text
-from specframe.files.write import OutputError, check_output_file, ensure_dir, write_bytes, write_text
+from specframe.files.write import (
+    OutputError,
+    check_output_file,
+    ensure_dir,
+    umask_mode,
+    write_bytes,
+    write_text,
+    write_with,
+)
 from specframe.files.yaml_input import parse_yaml
 
 __all__ = [
@@ -16,6 +24,8 @@ __all__ = [
     "parse_yaml",
     "read_bytes",
     "read_text",
+    "umask_mode",
     "write_bytes",
     "write_text",
+    "write_with",
 ]

@@ -21,7 +21,9 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from specframe.errors import SpecframeError
 from specframe.files.read import describe_os_error
@@ -98,6 +100,13 @@ def check_output_file(path: str | Path, *, what: str) -> Path:
 
 def write_bytes(path: str | Path, data: bytes, *, what: str) -> Path:
     """Write ``data`` to ``path`` atomically (temporary file + rename); see the module docstring."""
+    return write_with(path, lambda handle: handle.write(data), what=what)
+
+
+def write_with(path: str | Path, write: Callable[[IO[bytes]], object], *, what: str) -> Path:
+    """Write ``path`` atomically through ``write(handle)`` (``torch.save``, a serializer): a unique temporary
+    file in the same directory, ``fsync``, the old file's mode (or an ordinary one), then ``os.replace``.
+    Readers see the old file or the new one, never a part; a failure is an :class:`OutputError`."""
     path = check_output_file(path, what=what)
     target = path.resolve() if path.is_symlink() else path
     mode = _mode_for(target)
@@ -108,7 +117,7 @@ def write_bytes(path: str | Path, data: bytes, *, what: str) -> Path:
                           hint="choose a writable location") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
@@ -132,9 +141,14 @@ def _mode_for(target: Path) -> int:
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return umask_mode()
+
+
+def umask_mode(base: int = 0o666) -> int:
+    """``base`` minus the process umask: the mode ``open()`` would give a new file (``0o777`` for a directory)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return base & ~mask
 
 
 def _remove(path: str) -> None:

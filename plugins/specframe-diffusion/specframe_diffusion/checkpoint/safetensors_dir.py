@@ -24,7 +24,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from specframe.errors import CheckpointError
-from specframe.tensor_files import INDEX_FILE, safetensors_key_files, umask_mode
+from specframe.files import umask_mode
+from specframe.tensor_files import INDEX_FILE, safetensors_key_files
 
 SINGLE_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"

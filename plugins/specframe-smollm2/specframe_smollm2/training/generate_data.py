@@ -29,9 +29,10 @@ from typing import Any
 import torch
 
 from specframe.errors import ConfigError
+from specframe.files import write_text
 from specframe.locking import hold_lock
 from specframe.prompts import encode_messages, user_message
-from specframe.tensor_files import read_json_object, replace_file, save_tensor_file
+from specframe.tensor_files import read_json_object, save_tensor_file
 
 META = "meta.json"
 
@@ -164,7 +165,7 @@ def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
                               hint="use another data.dir, or delete the directory to regenerate")
     else:
         text = json.dumps(meta, indent=2) + "\n"
-        replace_file(meta_path, lambda handle: handle.write(text.encode()))
+        write_text(meta_path, text, what="data settings")
     # Batches keep the (random) prompt order, so any prefix of the shards is a fair sample of every kind.
     order = list(range(len(prompts)))
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]

@@ -12,7 +12,8 @@ from specframe_diffusion.checkpoint.safetensors_dir import check_checkpoint_dest
 
 from specframe.distributed import DistContext, from_env
 from specframe.errors import ConfigError
-from specframe.tensor_files import read_json_object, replace_file
+from specframe.files import write_text
+from specframe.tensor_files import read_json_object
 from specframe_smollm2.cache import target_dir, verify_manifest
 from specframe_smollm2.training.data_config import DataConfig
 from specframe_smollm2.training.recipe import Recipe, load_recipe
@@ -64,7 +65,7 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
                           hint=f"fix or delete {stats_path}")
     stats["cpu_seconds"] = round(before + cpu, 1)
     text = json.dumps(stats, indent=2) + "\n"
-    replace_file(stats_path, lambda handle: handle.write(text.encode()))
+    write_text(stats_path, text, what="data statistics")
 
 
 def check_paths(recipe: Recipe, model_dir: Path) -> None:

@@ -25,8 +25,9 @@ import torch
 
 from specframe.distributed import DistContext, from_env
 from specframe.errors import CheckpointError, ConfigError
+from specframe.files import write_text
 from specframe.locking import hold_lock
-from specframe.tensor_files import load_tensor_file, replace_file, save_tensor_file
+from specframe.tensor_files import load_tensor_file, save_tensor_file
 from specframe_smollm2.training.data_parallel import loss_function
 from specframe_smollm2.training.dataset import load_sequences, make_batch, split, tap_rms
 from specframe_smollm2.training.export import drafter_config, head_config, write_export
@@ -234,7 +235,7 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
     kept = _read_metrics(metrics_path, step)
     if main:
         text = "".join(json.dumps(entry) + "\n" for entry in kept)
-        replace_file(metrics_path, lambda handle: handle.write(text.encode()))
+        write_text(metrics_path, text, what="metrics file")
     # The step of the last recorded evaluation: the final evaluation is recorded once, never twice.
     evaluated_at = max((e["step"] for e in kept if "eval_tau" in e), default=-1)
     saved_at = -1
@@ -317,6 +318,6 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
                "heldout_sequences": len(held), "eval_tau": final.tau, "eval_slot_acc": final.slot_acc,
                "base_tau": final.base_tau, "base_slot_acc": final.base_slot_acc}
     summary_text = json.dumps(summary, indent=2) + "\n"
-    replace_file(work / "summary.json", lambda handle: handle.write(summary_text.encode()))
+    write_text(work / "summary.json", summary_text, what="training summary")
     log(f"{recipe.name}: {step} steps, CPU {cpu / 3600:.2f} h, held-out tau {final.tau:.3f}")
     return summary
