@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from specframe.cli_output import console, err_console, host_of
+from specframe.files import ensure_dir, write_text
 
 
 @click.command()
@@ -32,9 +33,9 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
     cached = save_to_cache(measured)
     rows = profile_rows(measured)
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "profile.json").write_text(json.dumps({**measured.to_json(), "rows": rows}, indent=2) + "\n",
-                                              encoding="utf-8")
+        ensure_dir(out_dir, what="profile directory")
+        write_text(out_dir / "profile.json", json.dumps({**measured.to_json(), "rows": rows}, indent=2) + "\n",
+                   what="profile")
         write_plot(measured, out_dir / "profile.png")
     if as_json:
         click.echo(json.dumps({**measured.to_json(), "rows": rows, "cache": str(cached)}, indent=2))

@@ -21,7 +21,6 @@ to finish them: every rank resumes its shard).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from specframe.bench.record import RunInfo
 from specframe.bench.results import RecordKey, ResultsFileError, ResultStore, read_results, record_key
 from specframe.bench.runner import WorkItem, batched_groups
 from specframe.distributed import DistContext
+from specframe.files import MiB, ensure_dir, parse_json, read_text, write_text
 
 MANIFEST = "manifest.json"
 
@@ -102,30 +102,22 @@ def _names(qs: Sequence[tuple[str, str]], limit: int = 5) -> str:
     return shown + (f" and {len(qs) - limit} more" if len(qs) > limit else "")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def check_manifest(directory: Path, manifest: ShardManifest, *, write: bool) -> None:
     """Refuse a shard directory written by another launch; with ``write``, record ``manifest`` if it has none."""
     path = directory / MANIFEST
     hint = "rerun with the same command and --nproc-per-node, or write to a new file with --output"
     if path.is_file():
         try:
-            existing = ShardManifest.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (ValueError, KeyError, TypeError) as exc:
+            text = read_text(path, what="shard manifest", max_bytes=MiB, error=ResultsFileError, hint=hint)
+            existing = ShardManifest.from_json(parse_json(text, where=str(path), error=ResultsFileError, hint=hint))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ResultsFileError(f"{path} is not a shard manifest ({exc})", hint=hint) from None
         reason = manifest.mismatch(existing)
         if reason is not None:
             raise ResultsFileError(f"the shards in {directory} were written with {reason}", hint=hint)
     elif write:
-        directory.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, json.dumps(manifest.to_json(), indent=1) + "\n")
+        ensure_dir(directory, what="shard directory")
+        write_text(path, json.dumps(manifest.to_json(), indent=1) + "\n", what="shard manifest")
     strays = sorted(p.name for p in directory.glob("rank-*-of-*.jsonl")
                     if not p.name.endswith(f"-of-{manifest.world_size:05d}.jsonl"))
     if strays:
