@@ -20,15 +20,15 @@ responses (the mappings themselves always use every shard).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
 
 from specframe.draft_vocab import DraftVocab, frequency_ranked, save_draft_vocab
-from specframe.errors import ConfigError
+from specframe.errors import CheckpointError, ConfigError
+from specframe.files import ensure_dir, write_text
+from specframe.tensor_files import load_tensor_file, read_json_object
 
 COVERAGE_FILE = "coverage.json"
 
@@ -37,8 +37,8 @@ def target_vocab_size(model_dir: Path) -> int:
     """``vocab_size`` of the converted target's ``config.json``."""
     path = Path(model_dir) / "config.json"
     try:
-        return int(json.loads(path.read_text())["vocab_size"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return int(read_json_object(path, what="target config")["vocab_size"])
+    except (CheckpointError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"cannot read vocab_size from {path}: {exc}",
                           hint="--target must be a converted Hugging Face model directory") from None
 
@@ -53,9 +53,9 @@ def count_response_tokens(directories: Iterable[Path], vocab_size: int) -> torch
                               hint="generate them first: specframe train RECIPE --data-only")
         for path in paths:
             try:
-                shard = torch.load(path, weights_only=True)
+                shard = load_tensor_file(path, what="data shard")
                 seqs = list(zip(shard["ids"], shard["prompt_len"], strict=True))
-            except Exception as exc:  # any unreadable shard is named
+            except Exception as exc:  # an unreadable shard, or one of another layout, is named
                 raise ConfigError(f"cannot read data shard {path}: {exc}",
                                   hint="delete it and rerun the data generation (it resumes)") from None
             counts = torch.zeros(vocab_size, dtype=torch.long)
@@ -109,6 +109,8 @@ def write_subsets(counts: torch.Tensor, sizes: Sequence[int], always: Sequence[i
     coverage when ``heldout`` (from :func:`heldout_coverage`) is given.
     """
     single = len(sizes) == 1 and output.suffix == ".safetensors"
+    if not single:
+        ensure_dir(output, what="vocab-subset output directory")
     total = max(int(counts.sum()), 1)
     summary: dict[int, dict[str, float | int | str]] = {}
     for size in sizes:
@@ -124,8 +126,5 @@ def write_subsets(counts: torch.Tensor, sizes: Sequence[int], always: Sequence[i
     if not single:
         report = {"tokens_counted": int(counts.sum()), "sources": list(sources),
                   "always_kept": list(always), "subsets": list(summary.values())}
-        fd, tmp = tempfile.mkstemp(prefix=".coverage.", suffix=".tmp", dir=output)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(report, indent=2) + "\n")
-        os.replace(tmp, output / COVERAGE_FILE)
+        write_text(output / COVERAGE_FILE, json.dumps(report, indent=2) + "\n", what="coverage report")
     return summary
