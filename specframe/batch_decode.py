@@ -120,6 +120,8 @@ class BatchDecode:
         self.outcomes: list[GenerationResult | RefusedRequest | None] = [None] * len(requests)
         self.waiting: deque[_Row] = deque()
         self.started = False  # a first request has joined
+        # Stage times (and `budget: auto`'s cost model) need the devices idle before each clock reading.
+        self.clock = StageClock(pipe.devices(), sync=pipe.config.metrics.stage_timing or pipe.config.auto)
         for i, req in enumerate(requests):
             try:
                 ids, max_new, stops = pipe.request_inputs(req.prompt, req.max_new_tokens, req.stop, chat=chat)
@@ -142,29 +144,32 @@ class BatchDecode:
         if self.waiting and rt is None:
             raise ConfigError(f"target {type(pipe.target).__name__} does not support batched decoding",
                               hint="its adapter needs ragged_batch() (see specframe.batch_target)")
-        active: list[_Row] = []
-        with torch.inference_mode():
-            while self.waiting or active:
-                while self.waiting and len(active) < self.batch_size:
-                    row = self.waiting.popleft()
-                    self._join(rt, row)  # type: ignore[arg-type]
-                    if row.reason is None:
-                        active.append(row)
-                    else:  # ended on its prefill token: it leaves at once
-                        rt.keep_rows(range(len(active)))  # type: ignore[union-attr]
-                        self._finish(row)
-                if active:
-                    self._round(rt, active)  # type: ignore[arg-type]
-                    done = [r for r in active if r.reason is not None]
-                    if done:
-                        rt.keep_rows([i for i, r in enumerate(active) if r.reason is None])  # type: ignore[union-attr]
-                        for r in done:
-                            self._finish(r)
-                        active = [r for r in active if r.reason is None]
+        try:
+            active: list[_Row] = []
+            with torch.inference_mode():
+                while self.waiting or active:
+                    while self.waiting and len(active) < self.batch_size:
+                        row = self.waiting.popleft()
+                        self._join(rt, row)  # type: ignore[arg-type]
+                        if row.reason is None:
+                            active.append(row)
+                        else:  # ended on its prefill token: it leaves at once
+                            rt.keep_rows(range(len(active)))  # type: ignore[union-attr]
+                            self._finish(row)
+                    if active:
+                        self._round(rt, active)  # type: ignore[arg-type]
+                        done = [r for r in active if r.reason is not None]
+                        if done:
+                            rt.keep_rows([i for i, r in enumerate(active) if r.reason is None])  # type: ignore[union-attr]
+                            for r in done:
+                                self._finish(r)
+                            active = [r for r in active if r.reason is None]
+        finally:
+            if pipe.auto_budget is not None:  # single requests on this pipeline decode one row again
+                pipe.auto_budget.rows = 1
         if pipe.auto_budget is not None:
             from specframe.cost.setup import save_learned_profile
 
-            pipe.auto_budget.rows = 1  # single requests on this pipeline decode one row again
             save_learned_profile(pipe)
         return [o for o in self.outcomes if o is not None]
 
@@ -208,7 +213,7 @@ class BatchDecode:
         pipe, st = self.pipe, self.pipe.stages
         auto = pipe.auto_budget
         # Stage times (and `budget: auto`'s cost model) need the devices idle before each clock reading.
-        clock = StageClock(pipe.devices(), sync=pipe.config.metrics.stage_timing or auto is not None)
+        clock = self.clock
         if auto is not None:
             auto.rows = len(active)
         drafted = auto is None or auto.should_draft()

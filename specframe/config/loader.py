@@ -22,6 +22,7 @@ from specframe.config.pipeline import STAGE_FIELDS
 from specframe.errors import ConfigError
 from specframe.files import MiB, parse_yaml, read_text
 from specframe.files.read import check_strings
+from specframe.files.yaml_input import is_yaml_syntax_error
 
 Provenance = dict[tuple[str, ...], str]
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -131,7 +132,7 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
     try:
         value = parse_yaml(raw, source=f"--set {override}")[0] if raw.strip() else ""
     except ConfigError as exc:
-        if "malformed YAML" not in exc.message:
+        if not is_yaml_syntax_error(exc):
             raise
         value = raw
     out = copy.deepcopy(data)

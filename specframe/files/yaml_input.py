@@ -101,7 +101,15 @@ def _yaml_error(exc: yaml.YAMLError, source: str, error: ErrorClass) -> Exceptio
     mark = getattr(exc, "problem_mark", None)
     where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return error(f"malformed YAML: {problem}", where=where, hint="check indentation and quoting around this line")
+    exc_out = error(f"malformed YAML: {problem}", where=where, hint="check indentation and quoting around this line")
+    exc_out.yaml_syntax = True  # type: ignore[attr-defined]  # a syntax error, not a limit (see is_yaml_syntax_error)
+    return exc_out
+
+
+def is_yaml_syntax_error(exc: BaseException) -> bool:
+    """Whether ``exc`` reports text that is not YAML at all (an override may then be a plain string), as opposed
+    to YAML refused for a limit or a duplicate key."""
+    return bool(getattr(exc, "yaml_syntax", False))
 
 
 def parse_yaml(text: str, *, source: str, error: ErrorClass = ConfigError) -> tuple[Any, yaml.Node | None]:
