@@ -46,22 +46,19 @@ class DraftVocabHead:
         self.vocab = vocab
         self.vocab_size = int(weight.shape[0])
         self.device, self.dtype = weight.device, weight.dtype
-        self.weight: torch.Tensor | None = None  # [V_d, H] rows of the subset
-        self.bias: torch.Tensor | None = None  # [V_d]
         self.target_ids: torch.Tensor | None = None  # [V_d] int64
+        self.sub_head: nn.Module | None = None  # [H] -> [V_d] logits over the subset
         if vocab is not None:
             vocab.check_target(self.vocab_size)
             ids = vocab.target_ids.to(weight.device)
             self.target_ids = ids
-            self.weight = weight.detach().index_select(0, ids).contiguous()
             bias = getattr(lm_head, "bias", None)
-            self.bias = None if bias is None else bias.detach().index_select(0, ids)
-            sub = nn.Linear(int(weight.shape[1]), len(ids), bias=self.bias is not None, device="meta")
-            sub.weight = nn.Parameter(self.weight, requires_grad=False)
-            if self.bias is not None:
-                sub.bias = nn.Parameter(self.bias, requires_grad=False)
+            sub = nn.Linear(int(weight.shape[1]), len(ids), bias=bias is not None, device="meta")
+            sub.weight = nn.Parameter(weight.detach().index_select(0, ids).contiguous(), requires_grad=False)
+            if bias is not None:
+                sub.bias = nn.Parameter(bias.detach().index_select(0, ids), requires_grad=False)
             # A prepacked full head (cpu_linear: onednn) gets a prepacked subset head, so the two compare fairly.
-            self.sub_head: nn.Module = PackedLinear(sub) if isinstance(lm_head, PackedLinear) else sub
+            self.sub_head = PackedLinear(sub) if isinstance(lm_head, PackedLinear) else sub
 
     @property
     def size(self) -> int:
@@ -71,7 +68,7 @@ class DraftVocabHead:
     @torch.no_grad()
     def __call__(self, features: torch.Tensor, top_k: int) -> DraftScores:  # features [B, L, H]
         x = features.to(self.device, self.dtype)
-        if self.weight is None or self.target_ids is None:
+        if self.sub_head is None or self.target_ids is None:
             logits = self.lm_head(x).float()  # [B, L, V]
             log_probs = torch.log_softmax(logits, dim=-1)
             top_logprobs, top_tokens = torch.topk(log_probs, min(top_k, logits.shape[-1]), dim=-1)  # [B, L, K]
