@@ -19,9 +19,9 @@ import torch
 
 from specframe.errors import CheckpointError, ConfigError
 from specframe.tensor_files import load_tensor_file
+from specframe_smollm2.training.generate_data import SHARD_KEYS
 
 IGNORE = -100
-SHARD_KEYS = ("ids", "prompt_len", "taps", "topk_ids", "topk_logp", "index")
 
 
 @dataclass

@@ -16,6 +16,9 @@ resumes where it stopped. Per sequence a shard holds::
     topk_ids   [L-P, k] int32    target's top-k tokens at positions P-1..L-2 (predicting ids[P..L-1])
     topk_logp  [L-P, k] fp16     their log-probabilities
     index      int           the prompt's index in the generated prompt list (for the held-out split)
+
+A conversation prompt (a tuple of user turns) gives one sequence per turn, each holding the earlier turns and the
+target's answers to them in its prompt part.
 """
 
 from __future__ import annotations
@@ -33,8 +36,11 @@ from specframe.files import write_text
 from specframe.locking import hold_lock
 from specframe.prompts import encode_messages, user_message
 from specframe.tensor_files import read_json_object, save_tensor_file
+from specframe_smollm2.training.prompt_files import Prompt
 
 META = "meta.json"
+#: The fields of a shard, one list entry per sequence (see the module docstring).
+SHARD_KEYS = ("ids", "prompt_len", "taps", "topk_ids", "topk_logp", "index")
 
 
 class _TopKRecorder:
@@ -74,25 +80,49 @@ class _TapRecorder:
             h.remove()
 
 
-def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[str], indices: Sequence[int], *,
+def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[Prompt], indices: Sequence[int], *,
                    max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
     """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels.
 
-    Prompts are encoded by :func:`specframe.prompts.encode_messages`, the encoder ``run`` and ``bench`` use.
+    Prompts are encoded by :func:`specframe.prompts.encode_messages`, the encoder ``run`` and ``bench`` use. A
+    conversation (a tuple of user turns) is answered turn by turn: pass ``t`` prompts every conversation that
+    has a turn ``t`` with its earlier turns and the target's own answers to them, so one conversation gives one
+    sequence per turn (all with its prompt index, so they fall on the same side of the held-out split).
     """
-    rows = [encode_messages(tokenizer, user_message(p), chat=True) for p in prompts]
-    width = max(len(r) for r in rows)
-    pad = int(tokenizer.pad_token_id)
-    input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows], dtype=torch.long)  # [B, Pmax]
-    attn = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)  # [B, Pmax]
-    return generate_batch_ids(model, input_ids, attn, indices, max_new_tokens=max_new_tokens, taps=taps, topk=topk)
+    turns = [(p,) if isinstance(p, str) else tuple(p) for p in prompts]
+    history: list[list[dict[str, str]]] = [[] for _ in turns]
+    eos = _eos_id(model)
+    shard: dict[str, list] = {key: [] for key in SHARD_KEYS}
+    for t in range(max(len(c) for c in turns)):
+        rows = [i for i, c in enumerate(turns) if len(c) > t]
+        for i in rows:
+            history[i] += user_message(turns[i][t])
+        encoded = [encode_messages(tokenizer, history[i], chat=True) for i in rows]
+        width = max(len(r) for r in encoded)
+        pad = int(tokenizer.pad_token_id)
+        input_ids = torch.tensor([[pad] * (width - len(r)) + r for r in encoded], dtype=torch.long)  # [B, Pmax]
+        attn = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in encoded], dtype=torch.long)  # [B, Pmax]
+        part = generate_batch_ids(model, input_ids, attn, [indices[i] for i in rows],
+                                  max_new_tokens=max_new_tokens, taps=taps, topk=topk)
+        for key in SHARD_KEYS:
+            shard[key] += part[key]
+        for i, ids, p in zip(rows, part["ids"], part["prompt_len"], strict=True):
+            answer = ids[p:].tolist()
+            if answer and answer[-1] == eos:
+                answer = answer[:-1]
+            history[i].append({"role": "assistant", "content": tokenizer.decode(answer, skip_special_tokens=True)})
+    return shard
+
+
+def _eos_id(model: Any) -> int:
+    eos = model.generation_config.eos_token_id
+    return int(eos if isinstance(eos, int) else eos[0])
 
 
 def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, indices: Sequence[int], *,
                        max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
     """The shard of left-padded prompts ``input_ids`` / ``attn`` ``[B, Pmax]`` (see the module docstring)."""
-    eos = int(model.generation_config.eos_token_id if isinstance(model.generation_config.eos_token_id, int)
-              else model.generation_config.eos_token_id[0])
+    eos = _eos_id(model)
     recorder = _TopKRecorder(topk)
     tap_rec = _TapRecorder(model.model.layers, taps)
     try:
@@ -107,7 +137,7 @@ def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, 
     steps = len(recorder.steps)
     top_ids = torch.stack([s[0] for s in recorder.steps], dim=1)  # [B, steps, k]
     top_lp = torch.stack([s[1] for s in recorder.steps], dim=1)
-    shard: dict[str, list] = {"ids": [], "prompt_len": [], "taps": [], "topk_ids": [], "topk_logp": [], "index": []}
+    shard: dict[str, list] = {key: [] for key in SHARD_KEYS}
     for row in range(input_ids.shape[0]):
         p = int(attn[row].sum())
         response = out[row, pmax:pmax + steps]
@@ -124,7 +154,7 @@ def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, 
     return shard
 
 
-def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
+def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[Prompt], meta: dict[str, Any], *,
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None] = print, progress: bool = True,
                      max_shards: int | None = None, rank: int = 0, world_size: int = 1) -> list[Path]:

@@ -28,6 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from specframe.errors import ConfigError
 from specframe.files import MiB, json_lines, parse_json, read_text
 
+#: A training prompt: one user turn, or the user turns of a conversation (the target answers each in turn).
+Prompt = str | tuple[str, ...]
+
 #: Largest prompt file accepted (after decompression).
 MAX_PROMPT_FILE_BYTES = 512 * MiB
 
@@ -111,8 +114,10 @@ def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
-def decontaminate(prompts: list[str], sources: Sequence[PromptFile], n: int) -> list[str]:
+def decontaminate(prompts: list[Prompt], sources: Sequence[PromptFile], n: int) -> list[Prompt]:
     """``prompts`` without those sharing a word ``n``-gram with any prompt of ``sources`` (evaluation sets).
+
+    Each turn of a conversation is checked on its own.
 
     Example: with ``n = 3`` the prompt ``"Write a function to add two numbers"`` is dropped if an evaluation prompt
     contains ``"add two numbers"``.
@@ -121,4 +126,5 @@ def decontaminate(prompts: list[str], sources: Sequence[PromptFile], n: int) -> 
     for source in sources:
         for text in file_prompts(source):
             banned |= word_ngrams(text, n)
-    return [p for p in prompts if not word_ngrams(p, n) & banned]
+    turns = [(p,) if isinstance(p, str) else p for p in prompts]
+    return [p for p, ts in zip(prompts, turns, strict=True) if not any(word_ngrams(t, n) & banned for t in ts)]

@@ -15,8 +15,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 
+from specframe_smollm2.training.chat_prompts import instruct_prompt, multi_prompt
 from specframe_smollm2.training.data_config import DataConfig
-from specframe_smollm2.training.prompt_files import PromptFile, decontaminate, file_prompts
+from specframe_smollm2.training.math_prompts import word_problem
+from specframe_smollm2.training.prompt_files import Prompt, PromptFile, decontaminate, file_prompts
 from specframe_smollm2.training.prompt_stubs import stub_prompt
 
 NAMES = ["Maya", "Liam", "Aisha", "Tom", "Sofia", "Kenji", "Priya", "Lucas", "Emma", "Omar", "Chloe", "Diego",
@@ -168,18 +170,20 @@ def _chat_prompt(rng: random.Random) -> str:
     return f"List {rng.randint(3, 6)} interesting facts about {topic}."
 
 
-GENERATORS: dict[str, Callable[[random.Random], str]] = {
+#: Prompt kinds by name; ``multi`` gives a conversation (a tuple of user turns), the others one turn.
+GENERATORS: dict[str, Callable[[random.Random], Prompt]] = {
     "math": _math_prompt, "code": _code_prompt, "stub": stub_prompt, "chat": _chat_prompt,
+    "word_problem": word_problem, "instruct": instruct_prompt, "multi": multi_prompt,
 }
 
 
-def training_prompts(count: int, *, seed: int, mix: Mapping[str, float]) -> list[str]:
+def training_prompts(count: int, *, seed: int, mix: Mapping[str, float]) -> list[Prompt]:
     """``count`` distinct prompts drawn with ``random.Random(seed)``; ``mix`` weights the kinds."""
     rng = random.Random(seed)
     kinds = [k for k in GENERATORS if mix.get(k, 0) > 0]
     weights = [float(mix[k]) for k in kinds]
-    seen: set[str] = set()
-    out: list[str] = []
+    seen: set[Prompt] = set()
+    out: list[Prompt] = []
     attempts = 0
     while len(out) < count and attempts < count * 50:
         attempts += 1
@@ -191,7 +195,7 @@ def training_prompts(count: int, *, seed: int, mix: Mapping[str, float]) -> list
 
 
 def recipe_prompts(count: int, *, seed: int, mix: Mapping[str, float], files: Sequence[PromptFile] = (),
-                   exclude: Sequence[PromptFile] = (), exclude_ngram: int = 10) -> list[str]:
+                   exclude: Sequence[PromptFile] = (), exclude_ngram: int = 10) -> list[Prompt]:
     """``count`` templated prompts plus every prompt of ``files``, decontaminated against ``exclude`` and shuffled
     together with ``seed``.
 
@@ -211,7 +215,7 @@ def recipe_prompts(count: int, *, seed: int, mix: Mapping[str, float], files: Se
     return prompts
 
 
-def section_prompts(data: DataConfig) -> list[str]:
+def section_prompts(data: DataConfig) -> list[Prompt]:
     """The prompts of a recipe's data section, in generation order."""
     return recipe_prompts(data.num_prompts, seed=data.seed, mix=data.mix, files=data.prompt_files,
                           exclude=data.decontaminate, exclude_ngram=data.decontaminate_ngram)
