@@ -5,6 +5,7 @@ Drafter -> Corrector -> TreeBuilder -> Pruner -> Verifier. Every concrete stage 
 """
 
 from specframe.config.base import ComponentConfig
+from specframe.decode.noise import RoundNoise
 from specframe.errors import SpecframeError
 from specframe.interfaces import (
     BuildContext,
@@ -28,7 +29,7 @@ from specframe.registry import (
     VerifierCapabilities,
 )
 from specframe.tree import DraftTree, check_tree
-from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput, VerifyResult
+from specframe.types import DraftProposal, SamplingParams, TargetOutput, VerifyResult
 
 __version__ = "0.1.0"
 
@@ -46,8 +47,8 @@ __all__ = [
     "PluginHost",
     "Pruner",
     "PrunerCapabilities",
-    "RngStreams",
     "RoundContext",
+    "RoundNoise",
     "SamplingParams",
     "SpecframeError",
     "TargetCapabilities",

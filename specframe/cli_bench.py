@@ -88,10 +88,8 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     methods = build_methods(pipelines, host=host, overrides=overrides, cli_sweep=parse_cli_sweep(sweeps),
                             baseline_name=None if no_baseline else baseline_name)
     first = next(m for m in methods if not m.baseline)
-    from specframe.batch_decode import check_batch_support
-
     for m in methods:
-        check_batch_support(m.pipeline, batch_size)
+        m.pipeline.check_batch_size(batch_size)
     max_new = max_new_tokens or first.pipeline.config.generation.max_new_tokens
     plugins, git_rev = plugin_versions(host), git_revision()
     infos = {m.name: run_info(m, max_new_tokens=max_new, seed=seed, plugins=plugins, git_rev=git_rev,

@@ -5,7 +5,7 @@ With ``--compare-ar`` the same target decodes the same prompts with the autoregr
 the summary then gives the speedup and whether the greedy outputs are identical.
 
 With ``--batch-size N`` (N > 1) the prompts decode in one batched loop, up to N at a time
-(`specframe.batch_decode`); texts are printed as each request ends. A prompt that does not fit the target's
+(`specframe.decode`); texts are printed as each request ends. A prompt that does not fit the target's
 context is refused on its own (named, exit status 2 after the others are decoded).
 """
 
@@ -29,7 +29,7 @@ from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
 
 if TYPE_CHECKING:
-    from specframe.batch_decode import RefusedRequest
+    from specframe.decode.request import RefusedRequest
     from specframe.pipeline import Pipeline
 
 
@@ -69,7 +69,6 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         max_new_tokens: int | None, overrides: tuple[str, ...], seed: int | None, compare_ar: bool,
         no_stream: bool, batch_size: int, as_json: bool) -> None:
     """Generate with PIPELINE (a YAML file) for each prompt."""
-    from specframe.batch_decode import check_batch_support
     from specframe.pipeline import Pipeline
 
     texts = _read_prompts(prompts, prompts_file)
@@ -80,7 +79,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
                                                                              highlight=False))
     refused: list[RefusedRequest] = []
     if batch_size > 1:
-        check_batch_support(pipe, batch_size)
+        pipe.check_batch_size(batch_size)
         results, refused, wall_s = _decode_batch(pipe, texts, max_new_tokens, seed, batch_size)
         if stream is not None:
             for result in results:
@@ -136,7 +135,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
 def _decode_batch(pipe: Pipeline, texts: list[str], max_new_tokens: int | None, seed: int | None,
                   batch_size: int) -> tuple[list[GenerationResult], list[RefusedRequest], float]:
     """Decoded results (in prompt order), the requests refused on their own, and the wall time in seconds."""
-    from specframe.batch_decode import RefusedRequest
+    from specframe.decode.request import RefusedRequest
 
     start = time.perf_counter()
     outcomes = pipe.generate_batch(texts, max_new_tokens, seed=seed, batch_size=batch_size)

@@ -48,18 +48,31 @@ def synchronize(device: torch.device | str) -> None:
 
 
 class StageClock:
-    """``clock()`` returns ``time.perf_counter_ns()``; with ``sync`` it first waits for ``devices``.
+    """``clock()`` returns ``time.perf_counter_ns()``; in a timed round it first waits for ``devices``.
 
     ``devices`` are every device the pipeline's stages run on (target shards, drafter, corrector), so a stage
-    on a second GPU is timed correctly too.
+    on a second GPU is timed correctly too. On a CPU every round is timed exactly for free. On an accelerator a
+    synchronisation stalls the launch queue, so with ``sync`` the clock waits only in one round out of ``every``
+    (:meth:`start_round` says which); the other rounds' readings are launch times and are not recorded.
     """
 
-    def __init__(self, devices: tuple[torch.device, ...], *, sync: bool) -> None:
+    def __init__(self, devices: tuple[torch.device, ...], *, sync: bool, every: int = 16) -> None:
         self.devices = tuple(d for d in dict.fromkeys(torch.device(x) for x in devices) if d.type in SYNCHRONIZERS)
         self.sync = sync and bool(self.devices)
+        self.every = max(1, every)
+        self._round = -1
+        self._waiting = self.sync
+
+    def start_round(self) -> bool:
+        """Begin a round; True when its stage times are exact (always without accelerators)."""
+        self._round += 1
+        if not self.devices:
+            return True
+        self._waiting = self.sync and self._round % self.every == 0
+        return self._waiting
 
     def __call__(self) -> int:
-        if self.sync:
+        if self._waiting:
             for device in self.devices:
                 synchronize(device)
         return time.perf_counter_ns()

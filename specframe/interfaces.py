@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from specframe.decode.noise import RoundNoise
 from specframe.prompts import Messages, encode_messages
 from specframe.tree import DraftTree
-from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput, VerifyResult
+from specframe.types import DraftProposal, SamplingParams, TargetOutput, VerifyResult
 
 
 @dataclass
@@ -38,7 +40,7 @@ class DecodeState:
     tokens: torch.Tensor  # [B, T] int64, prompt + generated tokens; the last one is the root
     prompt_len: int  # prompt tokens at the start of ``tokens``
     sampling: SamplingParams
-    rng: RngStreams
+    seed: int = 0  # the request's seed (every random draw is keyed by it and a position: specframe.decode.noise)
 
     @property
     def root(self) -> torch.Tensor:  # [B] int64
@@ -52,11 +54,16 @@ class DecodeState:
 
 @dataclass(frozen=True)
 class RoundContext:
-    """Per-round parameters shared by builders, pruners and verifiers."""
+    """Per-round parameters shared by builders, pruners and verifiers, for the ``B`` rows of the round's tree.
+
+    Every random draw of a stage comes from ``noise``: uniforms keyed by each row's request seed, a stream, the
+    absolute position the draw predicts and the node it is made at (:mod:`specframe.decode.noise`), never from
+    the global torch RNG.
+    """
 
     budget: int  # verification budget B: draft nodes, root excluded
     sampling: SamplingParams
-    rng: RngStreams
+    noise: RoundNoise  # [B] rows: request seeds and root positions
 
 
 class TargetModel(ABC):
@@ -114,9 +121,50 @@ class TargetModel(ABC):
         """
         return encode_messages(self.tokenizer, messages, chat=chat)
 
-    def ragged_batch(self) -> Any:
-        """A fresh `specframe.batch_target.RaggedBatchTarget` over this model, or None (no batched decoding)."""
+    def ragged_batch(self, taps: Sequence[int] = ()) -> TargetRows | None:
+        """Fresh `TargetRows` over this model whose forwards tap ``taps``, or None: the decode loop then drives
+        this object's own prefill / forward_tree / commit as its one row (no batched decoding)."""
         return None
+
+
+@runtime_checkable
+class TargetRows(Protocol):
+    """The decode loop's view of a target: rows (requests) with their own committed lengths, one forward per round.
+
+    Rows join with :meth:`add_row` (the request's prompt prefilled alone) and leave with :meth:`keep_rows`.
+    ``forward_tree`` takes one tree per row, padded to the widest row with invalid nodes, and scores each row on
+    its own prefix at its own positions; ``commit`` keeps a different number of accepted nodes per row. The
+    layer taps given when the rows were made are tapped in their forwards only, until :meth:`close`.
+    """
+
+    vocab_size: int
+    max_length: int | None
+    device: torch.device
+
+    @property
+    def lengths(self) -> list[int]:
+        """Committed positions per row."""
+        ...
+
+    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
+        """Prefill ``input_ids`` ``[1, P]`` alone and append it as the last row; logits ``[1, 1, V]``."""
+        ...
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows``, in this order."""
+        ...
+
+    def forward_tree(self, tree: DraftTree) -> TargetOutput:
+        """Logits ``[B, N, V]`` after each node of each row's tree; nothing committed."""
+        ...
+
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+        """Keep each row's ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded)."""
+        ...
+
+    def close(self) -> None:
+        """Release the rows' caches and taps."""
+        ...
 
 
 class SharedEmbeddings(ABC):
@@ -145,13 +193,26 @@ class SharedEmbeddings(ABC):
 
 
 class Drafter(ABC):
-    """Proposes per-depth candidates for the next tokens."""
+    """Proposes per-depth candidates for the next tokens.
+
+    The one-request methods (:meth:`begin`, :meth:`propose`, :meth:`commit`) are all a drafter must define. The
+    decode loop drives a drafter through :meth:`rows`, whose default keeps one :meth:`fork` per request and
+    drafts them one after another; a drafter that batches requests natively (one forward for every drafting
+    row) returns its own `DrafterRows`.
+    """
 
     #: Decoder layers of the target whose outputs the drafter conditions on (empty: none).
     target_layers: tuple[int, ...] = ()
     #: The drafter keeps per-request state only in attributes that :meth:`begin` (re)creates, so each row of a
-    #: batch can decode with its own :meth:`fork`. Batched decoding refuses drafters that do not declare it.
+    #: batch can decode with its own :meth:`fork` (or its :meth:`rows` batches natively). Batched decoding
+    #: refuses drafters that do not declare it.
     supports_batch: bool = False
+    #: False for a drafter that never proposes anything (plain decoding): the loop then skips every draft stage.
+    proposes: bool = True
+
+    def rows(self) -> DrafterRows:
+        """The decode loop's per-request state for this drafter (see `DrafterRows`)."""
+        return ForkedRows(self)
 
     def fork(self) -> Drafter:
         """A drafter for one more batch row: shares weights and settings, gets its own state in :meth:`begin`."""
@@ -168,6 +229,67 @@ class Drafter(ABC):
         self, state: DecodeState, tree: DraftTree, result: VerifyResult, target_out: TargetOutput
     ) -> None:
         """Update drafter caches after verification (``state`` already holds the new tokens)."""
+
+
+class DrafterRows(ABC):
+    """A drafter's state for the rows (requests) of one decode loop, in the target rows' order.
+
+    Each round the loop calls :meth:`propose` for the rows that draft (the others cost nothing) and
+    :meth:`commit` for every row, with the round's tree, verdict and target output of all rows.
+    """
+
+    @abstractmethod
+    def add_row(self, state: DecodeState, prefill: TargetOutput) -> None:
+        """A request joins as the last row; ``prefill`` is its prompt's target output (``[1, ...]``)."""
+
+    @abstractmethod
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only ``rows``, in this order."""
+
+    @abstractmethod
+    def propose(self, rows: Sequence[int], states: Sequence[DecodeState]) -> DraftProposal:
+        """Candidates ``[R, L, K]`` for the rows ``rows`` (whose states are ``states``)."""
+
+    @abstractmethod
+    def commit(self, states: Sequence[DecodeState], tree: DraftTree, result: VerifyResult,
+               target_out: TargetOutput) -> None:
+        """Every row's round: ``tree`` ``[B, N]``, ``result`` and ``target_out`` ``[B, N, ...]`` in row order
+        (``states`` already hold the new tokens)."""
+
+
+class ForkedRows(DrafterRows):
+    """The default `DrafterRows`: one :meth:`Drafter.fork` per row, drafted one after another.
+
+    A drafter that does not declare ``supports_batch`` decodes its one row itself (no fork).
+    """
+
+    def __init__(self, drafter: Drafter) -> None:
+        self.drafter = drafter
+        self.forks: list[Drafter] = []
+
+    def add_row(self, state: DecodeState, prefill: TargetOutput) -> None:
+        fork = self.drafter.fork() if self.drafter.supports_batch else self.drafter
+        fork.begin(state, prefill)
+        self.forks.append(fork)
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        self.forks = [self.forks[r] for r in rows]
+
+    def propose(self, rows: Sequence[int], states: Sequence[DecodeState]) -> DraftProposal:
+        proposals = [self.forks[r].propose(state) for r, state in zip(rows, states, strict=True)]
+        return proposals[0] if len(proposals) == 1 else DraftProposal.stack(proposals)
+
+    def commit(self, states: Sequence[DecodeState], tree: DraftTree, result: VerifyResult,
+               target_out: TargetOutput) -> None:
+        if len(self.forks) == 1:
+            self.forks[0].commit(states[0], tree, result, target_out)
+            return
+        for b, (fork, state) in enumerate(zip(self.forks, states, strict=True)):
+            row = slice(b, b + 1)
+            hidden = None if target_out.hidden is None else target_out.hidden[row]
+            fork.commit(state, tree.select_rows([b]), VerifyResult(result.accepted_nodes[row], result.num_accepted[row],
+                                                                   result.bonus_token[row]),
+                        TargetOutput(logits=target_out.logits[row], hidden=hidden))
 
 
 class Corrector(ABC):

@@ -1,10 +1,11 @@
-"""`Pipeline`: resolved stages around a target, and the decode loop.
+"""`Pipeline`: a validated configuration with its stages built around a target, and the public API.
 
-One round::
+``generate`` / ``generate_batch`` check the requests and run the one decode loop (:mod:`specframe.decode`),
+one round of which is::
 
-    proposal = drafter.propose(state)                        # draft
+    proposal = drafter.propose(rows)                         # draft
     tree = tree_builder.build(proposal, corrector, ctx)      # correct + build
-    tree = pruner.prune(tree, ctx)                           # prune
+    tree = pruner.prune(tree, ctx)                           # prune (budget: auto trims further)
     out = target.forward_tree(tree)                          # target forward with tree attention
     result = verifier.verify(tree, out.logits, ctx)          # accept a path, emit a bonus token
     target.commit(tree, result.accepted_nodes); drafter.commit(...)   # compact caches
@@ -15,51 +16,29 @@ Plugins are consulted only in :meth:`Pipeline.from_config`; the loop calls the r
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
 import torch
 
-from specframe.batch_decode import BatchDecode, BatchStreamFn, RefusedRequest, Request
 from specframe.config.bounds import check_max_new_tokens
 from specframe.config.loader import config_hash
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
-from specframe.cost.setup import build_auto_budget, save_learned_profile
-from specframe.device_sync import StageClock
+from specframe.cost.setup import build_auto_budget, save_learned
+from specframe.decode.loop import StreamFn, check_batch_support, decode
+from specframe.decode.request import Prompt, RefusedRequest, Request, RequestInputs, check_prompt_ids, check_stops
+from specframe.decode.session import DecodeSettings, Stages
 from specframe.errors import ConfigError, ContractError, GenerationError
-from specframe.interfaces import (
-    BuildContext,
-    Corrector,
-    DecodeState,
-    Drafter,
-    Pruner,
-    RoundContext,
-    TargetModel,
-    TreeBuilder,
-    Verifier,
-)
-from specframe.metrics.records import GenerationResult, RoundRecord
+from specframe.interfaces import BuildContext, TargetModel
+from specframe.metrics.records import GenerationResult
 from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
-from specframe.sampling import sample, validate_sampling
-from specframe.tree import DraftTree, check_tree
-from specframe.types import RngStreams, SamplingParams, TargetOutput, VerifyResult
+from specframe.sampling import validate_sampling
+from specframe.types import SamplingParams
 
-Prompt = str | Sequence[int] | torch.Tensor
-
-
-@dataclass
-class Stages:
-    """The resolved stage objects of a pipeline."""
-
-    drafter: Drafter
-    corrector: Corrector
-    tree_builder: TreeBuilder
-    pruner: Pruner
-    verifier: Verifier
+__all__ = ["Pipeline", "Prompt", "RefusedRequest", "Request", "Stages"]
 
 
 class Pipeline:
@@ -76,6 +55,11 @@ class Pipeline:
         self.sampling = SamplingParams(**config.sampling.model_dump())
         validate_sampling(self.sampling)
         self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
+        self.settings = DecodeSettings(sampling=self.sampling, budget=config.max_budget,
+                                       stage_timing=config.metrics.stage_timing,
+                                       check_trees=config.metrics.check_trees,
+                                       stop_at_eos=config.generation.stop_at_eos, drafts=stages.drafter.proposes,
+                                       devices=self.devices())
 
     # -------------------------------------------------------------------------------------- building
     @classmethod
@@ -122,9 +106,6 @@ class Pipeline:
                 built[field] = getattr(reuse.stages, field)
             else:
                 built[field] = registry.get(kind, section.type).spec.factory(section, ctx)
-        drafter: Drafter = built["drafter"]
-        if drafter.target_layers:
-            target.set_taps(tuple(drafter.target_layers))
         return cls(config, target, Stages(**built), host.plugins(), host)
 
     def with_stage(self, field: str, section: dict[str, Any] | None = None, **top_level: Any) -> Pipeline:
@@ -168,8 +149,6 @@ class Pipeline:
                                dtype=torch.long)
         else:
             ids = torch.tensor([list(prompt)], dtype=torch.long)
-        if ids.numel() == 0:
-            raise GenerationError("the prompt is empty", hint="give at least one token")
         return ids
 
     @overload
@@ -190,7 +169,8 @@ class Pipeline:
         """Decode one request; the output law equals the target's own (exactly, at temperature 0).
 
         A Python list of prompts (strings, id lists, tensors or `Request` objects; a flat list of ints stays one
-        prompt of token ids) decodes them in one batched loop: see :meth:`generate_batch`.
+        prompt of token ids) decodes them in one batched loop: see :meth:`generate_batch`. One request is a batch
+        of one: ``generate(p)`` and ``generate_batch([p])[0]`` give the same tokens, rounds and τ.
         """
         if _is_batch(prompt):
             if stream is not None:
@@ -198,14 +178,95 @@ class Pipeline:
                                       hint="use generate_batch(prompts, stream=fn) with fn(request_index, text)")
             return self.generate_batch(prompt, max_new_tokens, seed=seed, chat=chat, stop=stop,
                                        batch_size=batch_size)
-        ids, max_new, stops = self.request_inputs(prompt, max_new_tokens, stop, chat=chat)
+        inputs = self.request_inputs(Request(prompt, max_new_tokens, seed, stop), chat=chat)
+        row_stream = None if stream is None else (lambda _index, text: stream(text))
+        outcome = self._decode([inputs], 1, row_stream)[0]
+        if isinstance(outcome, RefusedRequest):
+            raise outcome.error
+        return outcome
+
+    def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
+                       seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,
+                       batch_size: int | None = None,
+                       stream: StreamFn | None = None) -> list[GenerationResult | RefusedRequest]:
+        """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
+
+        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
+        defaults) and its output does not depend on its batch-mates; one result per request, in order, a
+        `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`).
+        """
+        requests = [p if isinstance(p, Request) else Request(p) for p in prompts]
+        checked: list[RequestInputs | GenerationError] = []
+        for r in requests:
+            merged = Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
+                             seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
+            try:
+                checked.append(self.request_inputs(merged, chat=chat))
+            except GenerationError as exc:
+                checked.append(exc)
+        size = max(len(requests), 1) if batch_size is None else int(batch_size)
+        return self._decode(checked, size, stream)
+
+    def request_inputs(self, request: Request, *, chat: bool | None) -> RequestInputs:
+        """One request's checked inputs (the pipeline's ``generation`` defaults where the request leaves None)."""
+        gen = self.config.generation
+        max_new = check_max_new_tokens(gen.max_new_tokens if request.max_new_tokens is None
+                                       else request.max_new_tokens)
+        stops = check_stops(gen.stop if request.stop is None else request.stop)
+        ids = self.encode(request.prompt, chat=chat)
+        limit = self.target.max_length
+        check_prompt_ids(ids, self.target.vocab_size, limit)
+        cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
+        seed = self.config.seed if request.seed is None else request.seed
+        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=int(seed))
+
+    def check_batch_size(self, batch_size: int) -> None:
+        """Refuse a batch size this pipeline cannot decode (below 1, or above 1 with a drafter that keeps no
+        per-row state)."""
+        check_batch_support(self.stages, self.config.drafter.type, batch_size)  # type: ignore[attr-defined]
+
+    def _decode(self, requests: list[RequestInputs | GenerationError], batch_size: int,
+                stream: StreamFn | None) -> list[GenerationResult | RefusedRequest]:
+        self.check_batch_size(batch_size)
         if self.config.auto and self.auto_budget is None:
-            self.auto_budget = build_auto_budget(self, ids)
+            self.auto_budget = self._build_auto_budget(requests)
         try:
-            return RequestDecode(self, ids, max_new, stops, stream, self.config.seed if seed is None else seed).run()
+            outcomes = decode(self.target, self.stages, self.settings, requests, batch_size,
+                              auto=self.auto_budget if self.settings.drafts else None, stream=stream)
         except ContractError as exc:
             self._attribute(exc)
             raise
+        if self.auto_budget is not None:
+            save_learned(self.auto_budget)
+        return outcomes
+
+    def prepare_auto_budget(self, prompt_ids: torch.Tensor) -> AutoBudget:
+        """Build the `budget: auto` controller now (its profile measured on ``prompt_ids`` ``[1, P]`` when none is
+        cached); otherwise the first request builds it."""
+        self.auto_budget = build_auto_budget(self.target, self.config, prompt_ids,
+                                             sibling_prefix=self._sibling_prefix())
+        return self.auto_budget
+
+    def _build_auto_budget(self, requests: list[RequestInputs | GenerationError]) -> AutoBudget | None:
+        """The controller, measured on the first prompt that leaves room for it (None without a runnable one)."""
+        failure: GenerationError | None = None
+        for req in requests:
+            if isinstance(req, GenerationError):
+                continue
+            try:
+                return self.prepare_auto_budget(req.ids)
+            except GenerationError as exc:
+                failure = exc
+        if failure is not None:
+            raise failure
+        return None
+
+    def _sibling_prefix(self) -> bool:
+        """Whether the verifier tries sampled siblings in order (rejection over a sampled tree)."""
+        registry = self.host.registry
+        builder = registry.get("tree_builder", self.config.tree_builder.type).spec.capabilities  # type: ignore[attr-defined]
+        verifier = registry.get("verifier", self.config.verifier.type).spec.capabilities  # type: ignore[attr-defined]
+        return bool(verifier.requires_q and builder.draft_regime == "sampled")
 
     def _attribute(self, exc: ContractError) -> None:
         """Name the component at fault (its registered type and distribution) in a contract violation."""
@@ -225,268 +286,7 @@ class Pipeline:
                 found.append(torch.device(device))
         return tuple(dict.fromkeys(found))
 
-    def request_inputs(self, prompt: Prompt, max_new_tokens: int | None, stop: Sequence[str] | None, *,
-                       chat: bool | None) -> tuple[torch.Tensor, int, tuple[str, ...]]:
-        """One request's checked inputs, for single and batched decoding alike: prompt ids ``[1, P]``, the token
-        limit and the stop strings (the pipeline's ``generation`` defaults where None)."""
-        gen = self.config.generation
-        max_new = check_max_new_tokens(gen.max_new_tokens if max_new_tokens is None else max_new_tokens)
-        stops = tuple(gen.stop if stop is None else stop)
-        if any(not isinstance(s, str) or not s for s in stops):
-            raise GenerationError(f"stop strings must be non-empty strings, got {list(stops)!r}",
-                                  hint="an empty stop string matches at once and would end every output empty")
-        ids = self.encode(prompt, chat=chat)
-        limit = self.target.max_length
-        if limit is not None and ids.shape[1] >= limit:
-            raise GenerationError(f"the prompt has {ids.shape[1]} tokens but the target's context is {limit}",
-                                  hint="shorten the prompt")
-        return ids, max_new, stops
-
-    def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
-                       seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,
-                       batch_size: int | None = None,
-                       stream: BatchStreamFn | None = None) -> list[GenerationResult | RefusedRequest]:
-        """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
-
-        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
-        defaults) and its output law is its single-request law; one result per request, in order, a
-        `RefusedRequest` for a request whose prompt does not fit (see :mod:`specframe.batch_decode`).
-        """
-        requests = [p if isinstance(p, Request) else Request(p) for p in prompts]
-        requests = [Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
-                            seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
-                    for r in requests]
-        size = max(len(requests), 1) if batch_size is None else int(batch_size)
-        return BatchDecode(self, requests, size, stream=stream, chat=chat).run()
-
-
-class RequestDecode:
-    """One request's decode loop (kept apart from Pipeline so the loop's state is local)."""
-
-    def __init__(self, pipe: Pipeline, ids: torch.Tensor, max_new: int, stops: tuple[str, ...],
-                 stream: Callable[[str], None] | None, seed: int) -> None:
-        self.pipe = pipe
-        self.ids = ids
-        self.max_new = max_new
-        self.stops = stops
-        self.stream = stream
-        self.seed = seed
-        limit = pipe.target.max_length
-        # The whole sequence (prompt + new tokens) must fit the target's context window.
-        self.cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
-        self.eos = set(pipe.target.eos_token_ids) if pipe.config.generation.stop_at_eos else set()
-        self.new: list[int] = []
-        self.checked = 0  # tokens whose text holds no stop string
-        self.streamed_text = ""
-
-    def stop_reason(self) -> str | None:
-        if self.new and self.new[-1] in self.eos:
-            return "eos"
-        if len(self.new) >= self.cap:
-            return "length" if self.cap == self.max_new else "context"
-        return None
-
-    def accept_tokens(self, tokens: list[int]) -> list[int]:
-        """Append tokens up to EOS and the length limit; return those appended."""
-        taken = []
-        for t in tokens:
-            if len(self.new) >= self.cap:
-                break
-            self.new.append(t)
-            taken.append(t)
-            if t in self.eos:
-                break
-        return taken
-
-    def _decode(self, tokens: list[int]) -> str:
-        return self.pipe.target.tokenizer.decode(tokens, skip_special_tokens=True)
-
-    def _stop_at(self, text: str) -> int | None:
-        """Where the earliest stop string starts in ``text``, or None."""
-        hits = [at for at in (text.find(s) for s in self.stops) if at >= 0]
-        return min(hits) if hits else None
-
-    def _held_back(self, text: str) -> int:
-        """Characters at the end of ``text`` that may still grow into a stop string (or an unfinished character)."""
-        hold = 0
-        for stop in self.stops:
-            for k in range(min(len(stop) - 1, len(text)), hold, -1):
-                if text.endswith(stop[:k]):
-                    hold = k
-                    break
-        if text.endswith("\ufffd"):  # an incomplete multi-byte character: its bytes may still arrive
-            hold = max(hold, len(text) - len(text.rstrip("\ufffd")))
-        return hold
-
-    def emit(self, text: str, upto: int) -> None:
-        """Stream ``text[:upto]`` past what was already streamed (never anything the final text drops)."""
-        shown = text[:upto]
-        if self.stream is not None and shown.startswith(self.streamed_text) and len(shown) > len(self.streamed_text):
-            self.stream(shown[len(self.streamed_text):])
-            self.streamed_text = shown
-
-    def check_text(self) -> tuple[str | None, int | None]:
-        """(text so far, tokens removed) after the newest tokens; ``removed`` is None unless a stop string hit.
-
-        On a hit the tokens are cut to the shortest prefix whose text contains a stop string, so tokens,
-        counts and speed never include what the user does not get, and the text ends before the stop string.
-        """
-        if self.pipe.target.tokenizer is None:
-            return None, None
-        text = self._decode(self.new)
-        if not self.stops or self._stop_at(text) is None:
-            self.checked = len(self.new)
-            self.emit(text, len(text) - self._held_back(text))
-            return text, None
-        keep = next(n for n in range(self.checked + 1, len(self.new) + 1)
-                    if self._stop_at(self._decode(self.new[:n])) is not None)
-        removed = len(self.new) - keep
-        del self.new[keep:]
-        text = self._decode(self.new)
-        text = text[:self._stop_at(text)]
-        self.emit(text, len(text))
-        return text, removed
-
-    def run(self) -> GenerationResult:
-        pipe, st = self.pipe, self.pipe.stages
-        target, timing = pipe.target, pipe.config.metrics.stage_timing
-        auto = pipe.auto_budget
-        check = pipe.config.metrics.check_trees
-        rng = RngStreams.from_seed(self.seed, device=target.device)
-        # Stage times (and `budget: auto`'s cost model) need the device idle before each clock reading.
-        clock = StageClock(pipe.devices(), sync=timing or auto is not None)
-        t_start = clock()
-        with torch.inference_mode():
-            target.reset()
-            prefill = target.prefill(self.ids)
-            first = sample(prefill.logits[:, -1], pipe.sampling, rng.target)  # [1]
-            self.accept_tokens([int(first[0])])
-            prefill_ns = clock() - t_start
-            state = DecodeState(tokens=torch.cat([self.ids, first.view(1, 1).to(self.ids.device)], dim=1),
-                                prompt_len=self.ids.shape[1], sampling=pipe.sampling, rng=rng)
-            st.drafter.begin(state, prefill)
-            ctx = RoundContext(budget=pipe.config.max_budget, sampling=pipe.sampling, rng=rng)
-            if auto is not None:
-                auto.start_request()
-            rounds: list[RoundRecord] = []
-            text, removed = self.check_text()
-            reason = "stop_string" if removed is not None else self.stop_reason()
-            while reason is None:
-                drafted = auto is None or auto.should_draft()
-                chosen: int | None = None
-                t0 = clock()
-                if drafted:
-                    tree, t1, t2 = draft_tree(st, st.drafter, state, ctx, target, clock)
-                    if auto is not None:
-                        tree, chosen = auto.choose(tree)
-                    t3 = clock()
-                else:  # budget: auto decided that drafting does not pay this round: the root alone
-                    tree = DraftTree.root_only(state.root)
-                    t1 = t2 = t3 = t0
-                if check:
-                    check_round_tree(tree)
-                if tree.tokens.device != target.device:  # drafted on another device: the verifier needs it here
-                    tree = tree.to(target.device)
-                out = target.forward_tree(tree)
-                t4 = clock()
-                result = st.verifier.verify(tree, out.logits, ctx) if drafted else plain_step(out, pipe, rng)
-                t5 = clock()
-                target.commit(tree, result.accepted_nodes)
-                outcome = _round_outcome(tree, result)
-                committed = self.accept_tokens(outcome.emitted)
-                emitted = torch.tensor([outcome.emitted], dtype=torch.long, device=state.tokens.device)  # [1, a + 1]
-                state.tokens = torch.cat([state.tokens, emitted], dim=1)
-                st.drafter.commit(state, tree, result, out)
-                t6 = clock()
-                stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3,
-                            "verify": t5 - t4, "commit": t6 - t5}
-                if auto is not None:
-                    stage_ms = {k: v / 1e6 for k, v in stage_ns.items()}
-                    if drafted:
-                        auto.observe_drafted(tree, result.accepted_nodes[0], outcome.accepted, stage_ms)
-                    else:
-                        auto.observe_plain(stage_ms)
-                rounds.append(RoundRecord(nodes=outcome.nodes, depth=outcome.depth, accepted=outcome.accepted,
-                                          committed=len(committed),
-                                          stage_ns=stage_ns if timing else {}, drafted=drafted,
-                                          budget=chosen))
-                text, removed = self.check_text()
-                if removed:  # the round is credited only with the tokens before the stop string
-                    last = rounds[-1]
-                    kept = last.committed - removed
-                    last.committed, last.accepted = kept, min(last.accepted, kept)
-                reason = "stop_string" if removed is not None else self.stop_reason()
-            if text is not None and reason != "stop_string":
-                self.emit(text, len(text))  # the end: nothing held back can become a stop string now
-        if auto is not None:
-            save_learned_profile(pipe)
-        return GenerationResult(tokens=self.new, text=text, prompt_len=int(self.ids.shape[1]), rounds=rounds,
-                                prefill_ns=prefill_ns, total_ns=clock() - t_start, stop_reason=reason)
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What the host needs from a round (row 0)."""
-
-    nodes: int  # draft nodes verified (root excluded)
-    depth: int  # deepest valid node
-    accepted: int  # draft tokens accepted
-    emitted: list[int]  # accepted path tokens, then the bonus
-
-
-def _round_outcome(tree: DraftTree, result: VerifyResult) -> _Outcome:
-    """The round's outcome in one device-to-host transfer (instead of one per scalar)."""
-    dev = result.accepted_nodes.device
-    path = result.accepted_nodes[0, 1:].clamp(min=0)  # [D]; -1 padding reads node 0, cut off below
-    depth = torch.where(tree.valid[0], tree.depth[0], torch.zeros_like(tree.depth[0])).amax().view(1)  # [1]
-    packed = torch.cat([tree.num_nodes[:1].to(dev), depth.to(dev), result.num_accepted[:1].long(),
-                        tree.tokens[0].to(dev)[path], result.bonus_token[:1].long()])  # [4 + D]
-    values = packed.tolist()
-    nodes, deepest, accepted = values[0] - 1, values[1], values[2]
-    return _Outcome(nodes=nodes, depth=deepest, accepted=accepted, emitted=values[3 : 3 + accepted] + [values[-1]])
-
 
 def _is_batch(prompt: object) -> bool:
     """A list of prompts (not a flat list of token ids, which is one prompt)."""
     return isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
-
-
-def plain_step(out: TargetOutput, pipe: Pipeline, rng: RngStreams) -> VerifyResult:
-    """The verdict of a root-only round: no draft to accept, the bonus drawn from the target's own law."""
-    logits = out.logits[:, 0]  # [B, V]
-    b = logits.shape[0]
-    bonus = sample(logits, pipe.sampling, rng.target)  # [B]
-    return VerifyResult(accepted_nodes=torch.zeros(b, 1, dtype=torch.long, device=logits.device),
-                        num_accepted=torch.zeros(b, dtype=torch.long, device=logits.device), bonus_token=bonus)
-
-
-def draft_tree(stages: Stages, drafter: Drafter, state: DecodeState, ctx: RoundContext, target: TargetModel,
-               clock: Callable[[], int]) -> tuple[DraftTree, int, int]:
-    """One row's draft, build and prune, fitted to the context window; with the clock after drafting and after
-    building (the loop times the stages from them)."""
-    proposal = drafter.propose(state)
-    t1 = clock()
-    tree = stages.tree_builder.build(proposal, stages.corrector, ctx)
-    t2 = clock()
-    return fit_context(stages.pruner.prune(tree, ctx), proposal.depth, target, state), t1, t2
-
-
-def fit_context(tree: DraftTree, proposal_depth: int, target: TargetModel, state: DecodeState) -> DraftTree:
-    """Drop nodes whose positions would run past the target's context window.
-
-    A tree is never deeper than its proposal, so the common case is decided without reading the tree (no
-    device synchronisation).
-    """
-    limit = target.max_length
-    if limit is None:
-        return tree
-    room = limit - 1 - state.cached_len  # deepest allowed depth: position cached_len + depth < limit
-    if proposal_depth <= room or tree.max_depth <= room:
-        return tree
-    return tree.subtree(tree.valid & (tree.depth <= max(room, 0)))
-
-
-def check_round_tree(tree: DraftTree) -> None:
-    problems = check_tree(tree)
-    if problems:
-        raise AssertionError("stage produced an invalid DraftTree:\n  " + "\n  ".join(problems))

@@ -21,10 +21,11 @@ Worked example: logits ``[2, 1, 1, 1, 0]``, ``T = 1``, ``top_p = 0.6``. Softmax 
 .164, .060]``; ascending cumulative mass in the order ``4, 1, 2, 3, 0`` is ``[.060, .224, .389, .553, 1]``;
 the tokens with cumulative mass ``<= 0.4`` (``4, 1, 2``) are removed, leaving ``{0, 3}``.
 
-Randomness always comes from an explicit ``torch.Generator``; the global torch RNG is never used. Draws use
-inverse-CDF sampling on float64 uniforms (one uniform per drawn token), so a draw is a pure function of
-(probabilities, uniform) and optimised kernels can be checked against this reference given the same
-uniforms.
+Randomness is always explicit: a draw is a pure function of (probabilities, uniforms). The decode loop passes
+position-keyed uniforms (:mod:`specframe.decode.noise`), tests and statistics may pass uniforms drawn from a
+``torch.Generator`` (:func:`uniforms`); the global torch RNG is never used. Draws use inverse-CDF sampling on
+float64 uniforms (one uniform per drawn token), and draws without replacement use Gumbel-top-k on given Gumbel
+noise, so optimised kernels can be checked against this reference given the same noise.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from specframe.errors import GenerationError
 from specframe.types import SamplingParams
 
 __all__ = [
+    "gumbel_from_uniforms",
     "inverse_cdf",
     "probs",
     "processed_logprobs",
@@ -150,28 +152,36 @@ def sample_from_probs(weights: torch.Tensor, generator: torch.Generator) -> torc
     return inverse_cdf(weights, u)
 
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> torch.Tensor:  # [...]
-    """Draw one token per row of ``logits`` ``[..., V]`` from the processed law.
+def sample(logits: torch.Tensor, params: SamplingParams, u: torch.Tensor | None) -> torch.Tensor:  # [...] int64
+    """Draw one token per row of ``logits`` ``[..., V]`` from the processed law with the uniforms ``u`` ``[...]``.
 
-    At temperature 0 this is ``argmax`` (first index on ties) and ``generator`` is not advanced; otherwise one
-    uniform per row is consumed.
+    At temperature 0 this is ``argmax`` (first index on ties) and ``u`` is not read (it may be None).
     """
     validate_sampling(params)
     if params.greedy:
         return logits.argmax(dim=-1)
-    return sample_from_probs(probs(logits, params), generator)
+    if u is None:
+        raise ValueError("sampling at temperature > 0 needs uniforms")
+    return inverse_cdf(probs(logits, params), u.to(logits.device))
+
+
+def gumbel_from_uniforms(u: torch.Tensor) -> torch.Tensor:  # float64, same shape
+    """Standard Gumbel noise ``-log(-log(u))`` from uniforms in ``[0, 1)``."""
+    tiny = torch.finfo(torch.float64).tiny
+    return -torch.log(-torch.log(u.to(torch.float64).clamp(min=tiny)))
 
 
 def sample_without_replacement(
     logprobs: torch.Tensor,  # [..., V] log-probabilities of the law (-inf = excluded)
     num: int,
-    generator: torch.Generator,
+    gumbel: torch.Tensor,  # [..., V] float64 standard Gumbel noise, independent per entry
 ) -> tuple[torch.Tensor, torch.Tensor]:  # ([..., num] int64, [..., num] bool)
     """Draw ``num`` distinct tokens per row by Gumbel-top-k, in the order of sequential sampling.
 
     The keys ``logprobs + Gumbel noise`` sorted descending have the law of drawing without replacement one
     token at a time: the first from ``q``, the second from ``q`` with the first removed and renormalised, and
-    so on (Kool et al., 2019). Consumes ``V`` uniforms per row from ``generator``.
+    so on (Kool et al., 2019). ``gumbel`` comes from :func:`gumbel_from_uniforms` (or
+    :meth:`specframe.decode.noise.RoundNoise.gumbel`).
 
     Returns:
         ``tokens [..., num]`` in draw order and ``ok [..., num]``: False where the law's support was exhausted
@@ -179,10 +189,7 @@ def sample_without_replacement(
     """
     if num < 1:
         raise ValueError(f"num must be >= 1, got {num}")
-    u = uniforms(tuple(logprobs.shape), generator, logprobs.device)
-    tiny = torch.finfo(torch.float64).tiny
-    gumbel = -torch.log(-torch.log(u.clamp(min=tiny)))  # [..., V]
-    keys = logprobs.to(torch.float64) + gumbel
+    keys = logprobs.to(torch.float64) + gumbel.to(logprobs.device)
     k = min(num, logprobs.shape[-1])
     top = torch.topk(keys, k, dim=-1)
     tokens, ok = top.indices, torch.isfinite(top.values)

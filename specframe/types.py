@@ -41,29 +41,6 @@ class SamplingParams:
 
 
 @dataclass
-class RngStreams:
-    """Per-request random streams. The global torch RNG is never used by specframe.
-
-    Separate streams keep the draft randomness independent of the verifier's coins, which losslessness
-    proofs require, and let a test replay one stream while varying another.
-    """
-
-    draft: torch.Generator
-    accept: torch.Generator
-    residual: torch.Generator
-    target: torch.Generator
-
-    @classmethod
-    def from_seed(cls, seed: int, device: str | torch.device = "cpu") -> RngStreams:
-        gens = []
-        for offset in range(4):
-            g = torch.Generator(device=device)
-            g.manual_seed((int(seed) * 4 + offset) % (2**63 - 1))
-            gens.append(g)
-        return cls(*gens)
-
-
-@dataclass
 class DraftProposal:
     """What a drafter emits in one round: per-depth candidates from (usually) one forward pass.
 
@@ -92,6 +69,31 @@ class DraftProposal:
     @property
     def num_candidates(self) -> int:
         return int(self.tokens.shape[2])
+
+    @classmethod
+    def stack(cls, rows: list[DraftProposal]) -> DraftProposal:
+        """Concatenate proposals along the batch axis, padding depths and candidates with ``-inf`` log-probs
+        (never used); ``logits`` / ``features`` / ``extras`` are kept only where every row has them alike."""
+        depth = max(p.depth for p in rows)
+        k = max(p.num_candidates for p in rows)
+
+        def pad(t: torch.Tensor, value: float) -> torch.Tensor:  # [1, L, K] -> [1, depth, k]
+            return torch.nn.functional.pad(t, (0, k - t.shape[2], 0, depth - t.shape[1]), value=value)
+
+        def same(ts: list[torch.Tensor | None]) -> torch.Tensor | None:
+            if any(t is None for t in ts) or len({tuple(t.shape[1:]) for t in ts}) != 1:  # type: ignore[union-attr]
+                return None
+            return torch.cat(ts)  # type: ignore[arg-type]
+
+        extras = {}
+        for name in rows[0].extras:
+            joined = same([p.extras.get(name) for p in rows])
+            if joined is not None:
+                extras[name] = joined
+        return cls(root=torch.cat([p.root for p in rows]),
+                   tokens=torch.cat([pad(p.tokens, 0) for p in rows]),
+                   logprobs=torch.cat([pad(p.logprobs, float("-inf")) for p in rows]),
+                   logits=same([p.logits for p in rows]), features=same([p.features for p in rows]), extras=extras)
 
     @classmethod
     def empty(cls, root: torch.Tensor) -> DraftProposal:

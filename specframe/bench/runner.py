@@ -90,9 +90,7 @@ class BenchRunner:
 
     # -------------------------------------------------------------------------------------- running
     def _decode(self, method: Method, ids: torch.Tensor) -> GenerationResult:
-        pipe = method.pipeline
-        pipe.target.set_taps(tuple(pipe.stages.drafter.target_layers))  # methods may tap different layers
-        return pipe.generate(ids, self.max_new_tokens, seed=self.seed)
+        return method.pipeline.generate(ids, self.max_new_tokens, seed=self.seed)
 
     def warm_up(self, items: Sequence[WorkItem]) -> None:
         """Decode the first pending prompt ``warmup`` times with every method (results discarded)."""
@@ -162,7 +160,6 @@ class BenchRunner:
             if not todo:
                 continue
             pipe = method.pipeline
-            pipe.target.set_taps(tuple(pipe.stages.drafter.target_layers))
             ids = [encode_turn(pipe, s.turns[: turn + 1], answers[str(s.question_id)]) for s in todo]
             runs = [pipe.generate_batch(ids, self.max_new_tokens, seed=self.seed, batch_size=self.batch_size)
                     for _ in range(self.repeats)]  # one outcome per question, in order

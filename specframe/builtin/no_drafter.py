@@ -27,6 +27,7 @@ class NoDrafter(Drafter):
     """Always returns ``DraftProposal.empty(root)``."""
 
     supports_batch = True  # stateless: the history is the row's own DecodeState
+    proposes = False  # the decode loop runs plain rounds: no draft, build, prune or verify stage
 
     def propose(self, state: DecodeState) -> DraftProposal:
         return DraftProposal.empty(state.root)

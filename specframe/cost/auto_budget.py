@@ -1,35 +1,47 @@
-"""`AutoBudget`: the per-round controller behind ``budget: auto``.
+"""`AutoBudget`: the per-round controller behind ``budget: auto``, for every row of the batch at once.
 
-Each round it answers two questions, from the measured `CostProfile` and the calibrated
-`AcceptanceEstimator`:
+Each round it answers two questions from the measured `CostProfile`, the calibrated `AcceptanceEstimator` and
+what earlier requests taught it (`specframe.cost.memory`):
 
-1. **Draft at all?** It compares the rate of drafted rounds (expected tokens per ms, an exponential moving
-   average of the rounds it has seen, draft time included; the expectation comes from the calibrated
-   estimator) with the rate of plain decoding, ``1 / (T(1) + plain overhead)``. While drafting does not pay
-   it decodes plainly (no draft, no tree: the root alone) and probes with one drafted round after
-   ``probe_interval`` plain rounds; the interval doubles after each probe that does not pay (up to
-   ``max_probe_interval``) and resets when one does. The loop is then never slower than plain decoding by
-   more than the probes' cost (at most one drafted round in ``min_probe_interval``, fewer as the interval
-   grows).
-2. **How many nodes?** After drafting (its cost is sunk), it verifies the ``k`` nodes that maximise
-   ``S_k - lam * T(k + 1)`` (`specframe.cost.chooser`), with ``lam`` the best rate achieved so far. The kept
-   set is ancestor-closed, and a child-prefix set when the verifier needs one, so losslessness is untouched:
-   any such subtree is a legal draft tree for every verifier.
+1. **Which rows draft?** Every row keeps its own `RowBudget`: the moving average ``gain`` of the tokens its
+   drafted rounds commit in expectation (``1 + S``, calibrated). A drafted round of ``B`` rows costs
+   ``R_d`` ms and a plain one ``R_p = T(B) + plain overhead``, so drafting pays for a row when its gain beats
+   the break-even ``tau* = R_d / R_p``. A row that does not pay decodes plainly (no draft: a root-only tree)
+   and probes with one drafted round after ``probe_interval`` plain rounds; the interval doubles after each
+   probe that does not pay (up to ``max_probe_interval``) and resets when one does. Rows that do not draft
+   cost nothing in the draft: the drafter runs on the drafting rows only.
+2. **How many nodes?** After drafting (its cost is sunk), every drafting row keeps its ``k`` best nodes, ``k``
+   maximising ``sum_b S_b(k) - lam * T(B * (k + 1))`` (`specframe.cost.chooser`), ``lam`` the best rate
+   achieved so far. The kept set is ancestor-closed, and a child-prefix set chosen from depths and sibling
+   ranks only when the verifier is a rejection verifier over sampled siblings (`AcceptanceEstimator` key
+   ``rank``), so losslessness is untouched.
+
+A new request starts from memory: the calibration and the gains of earlier requests of the same pipeline, target
+and machine (`ControllerMemory`). When they say drafting pays it drafts at once; when they say it does not, it
+decodes plainly first and probes after ``min_probe_interval`` rounds, so a chat request to a drafter trained on
+code pays one probe, not a series of drafted rounds. The probe's calibrated expectation is the drafter's
+confidence on this request's own text, and it decides what follows.
+
+Cost of probing (bounded): after ``m`` probes that did not pay, probes are ``min * 2^m`` plain rounds apart
+(capped at ``max``), so their extra time is at most ``(R_d / R_p - 1) / interval`` of plain decoding's.
 
 It learns from every round: the verify curve at the size it ran, the overheads, the acceptance of every
-verified node.
+verified node, each row's gain.
 
-Example (CPU, steep curve): T(1) = 45 ms, T(5) = 75 ms, draft 25 ms; trees accept 1 token on average ->
-drafted rounds make 2 tokens / 110 ms < 1 / 45 ms, so after one round it decodes plainly and probes at rounds
-4, 12, 28, ... (each probe drafts once). A new request probes within ``min_probe_interval`` rounds.
+Example (CPU, steep curve): T(1) = 45 ms, T(5) = 75 ms, draft 25 ms -> R_d = 100 ms, tau* = 2.2; a row whose
+trees accept 1 token on average (gain 2) decodes plainly after one round and probes at rounds 4, 12, 28, ...
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import torch
 
 from specframe.cost.acceptance import AcceptanceEstimator
-from specframe.cost.chooser import best_verify_size, keep_mask, verification_order
+from specframe.cost.chooser import best_width, keep_first, verification_order
+from specframe.cost.memory import ControllerMemory
 from specframe.cost.profile import CostProfile
 from specframe.tree import DraftTree
 
@@ -48,128 +60,163 @@ class AutoBudgetSettings:
     smoothing: float = 0.3
 
 
+@dataclass
+class RowBudget:
+    """One request's draft-or-not state."""
+
+    drafting: bool
+    probe_interval: int
+    plain_left: int = 0
+    gain: float | None = None  # moving average of expected tokens per drafted round (1 + S)
+
+    @property
+    def wants_draft(self) -> bool:
+        return self.drafting or self.plain_left <= 0
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `AutoBudget.choose` kept for the drafting rows."""
+
+    tree: DraftTree  # [R, k + 1] the kept subtrees
+    kept: list[int]  # [R] draft nodes kept per row
+    expected: list[float]  # [R] expected tokens of each kept tree (1 + S_b)
+
+
 class AutoBudget:
-    """Chooses per round whether to draft and how many nodes to verify; see the module docstring."""
+    """Chooses per round which rows draft and how many nodes each verifies; see the module docstring."""
 
     def __init__(self, profile: CostProfile, settings: AutoBudgetSettings,
-                 estimator: AcceptanceEstimator | None = None, *, sibling_prefix: bool = False) -> None:
+                 estimator: AcceptanceEstimator | None = None, *, sibling_prefix: bool = False,
+                 memory: ControllerMemory | None = None, memory_file: Path | None = None) -> None:
         self.profile = profile
+        self.memory_file = memory_file  # where `specframe.cost.setup.save_learned` keeps the memory
         self.settings = settings
-        self.estimator = estimator or AcceptanceEstimator()
         self.sibling_prefix = sibling_prefix
-        self.drafting = True
-        self.probe_interval = settings.min_probe_interval
-        self.plain_left = 0
-        self._draft_tokens: float | None = None  # moving average of tokens per drafted round
-        self._draft_ms: float | None = None  # moving average of a drafted round's milliseconds
-        self._chosen_expected: float | None = None  # 1 + S_k of the tree `choose` kept this round
-        self.rows = 1  # rows of the batch the loop decodes now (`specframe.cost.batch_budget`)
+        self.memory = memory or ControllerMemory()
+        self.estimator = estimator or AcceptanceEstimator(key="rank" if sibling_prefix else "score")
+        if self.memory.calibration is not None:
+            self.estimator.load_state(self.memory.calibration)
+        self._draft_ms: float | None = self.memory.draft_ms  # moving average of a drafted round's ms per row
+        self._draft_tokens: float | None = None  # moving average of a drafted round's expected tokens per row
 
     # ------------------------------------------------------------------------------------------ rates
-    @property
-    def plain_rate(self) -> float:
-        """Tokens per ms of plain decoding (one token per row per root-only round of ``rows`` rows)."""
-        return self.rows / max(self.profile.verify_cost(self.rows) + self.profile.overhead("plain"), 1e-6)
+    def plain_round_ms(self, rows: int) -> float:
+        return self.profile.verify_cost(rows) + self.profile.overhead("plain")
 
-    @property
+    def plain_rate(self, rows: int) -> float:
+        """Tokens per ms of plain decoding (one token per row per root-only round of ``rows`` rows)."""
+        return rows / max(self.plain_round_ms(rows), 1e-6)
+
     def draft_rate(self) -> float | None:
-        """Tokens per ms of drafted rounds so far (None before the first)."""
+        """Tokens per ms of drafted rounds so far, per row (None before the first)."""
         if self._draft_tokens is None or self._draft_ms is None:
             return None
         return self._draft_tokens / max(self._draft_ms, 1e-6)
 
-    @property
-    def rate(self) -> float:
-        """``lam``: the best rate the loop achieves, the bar a round's extra work must clear."""
-        return max(self.plain_rate, self.draft_rate or 0.0)
+    def rate(self, rows: int) -> float:
+        """``lam``: the best rate the loop achieves with ``rows`` rows, the bar a round's extra work must clear."""
+        drafted = self.draft_rate()
+        return max(self.plain_rate(rows), 0.0 if drafted is None else drafted * rows)
 
-    # ----------------------------------------------------------------------------------------- choices
-    def start_request(self) -> None:
-        """A new request: probe soon, since its text may suit the drafter better than the last one's.
+    def break_even(self, rows: int) -> float:
+        """``tau*``: the gain a drafted round must reach to beat plain decoding (1 before any drafted round was
+        measured, so every row drafts until one is)."""
+        if self._draft_ms is None:
+            return 1.0
+        return self._draft_ms * rows / max(self.plain_round_ms(rows), 1e-6)
 
-        What was learnt is kept (profile, calibration, drafted-round rate, probe interval), so a drafter that
-        did not pay costs one probe per request, not a fresh series of probes.
-        """
-        self.plain_left = min(self.plain_left, self.settings.min_probe_interval)
+    # ----------------------------------------------------------------------------------------- rows
+    def start_row(self) -> RowBudget:
+        """A new request's state, from memory: draft at once when earlier requests' gains beat the break-even,
+        else decode plainly first and probe after ``min_probe_interval`` rounds."""
+        s = self.settings
+        remembered = self.memory.gain
+        pays = remembered is None or remembered >= self.break_even(1)
+        return RowBudget(drafting=pays, probe_interval=s.min_probe_interval,
+                         plain_left=0 if pays else s.min_probe_interval, gain=None)
 
-    def should_draft(self) -> bool:
-        return self.drafting or self.plain_left <= 0
-
-    def choose(self, tree: DraftTree, row: int = 0) -> tuple[DraftTree, int]:
-        """The subtree to verify (root + the ``k`` best nodes) and ``k``."""
-        p = self.estimator.estimate(tree, row)
-        order, p_sorted = verification_order(tree, p, sibling_prefix=self.sibling_prefix, row=row)
-        order, p_sorted = order[: self.settings.max_budget], p_sorted[: self.settings.max_budget]
-        costs = self.profile.verify_costs(len(order) + 1)
-        k = best_verify_size(p_sorted, costs, self.rate)
-        self._chosen_expected = 1.0 + sum(p_sorted[:k])  # the kept tree's expected tokens (observe_drafted)
-        if k == len(order) and k == int(tree.num_nodes[row]) - 1:
-            return tree, k
-        return tree.subtree(keep_mask(tree, order[:k], row)), k
+    def choose(self, tree: DraftTree, rows: int) -> Choice:
+        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all)."""
+        p = self.estimator.estimate(tree)  # [R, N]
+        order, p_sorted = verification_order(tree, p, sibling_prefix=self.sibling_prefix)
+        width = min(self.settings.max_budget, order.shape[1])
+        order, p_sorted = order[:, :width], p_sorted[:, :width]
+        sums = torch.cat([torch.zeros_like(p_sorted[:, :1]), p_sorted.cumsum(dim=1)], dim=1)  # [R, K + 1]
+        nodes_dev = tree.num_nodes - 1  # [R] draft nodes per row
+        packed = torch.cat([sums, nodes_dev[:, None].to(sums.dtype)], dim=1).tolist()  # the one read
+        table = [row[:-1] for row in packed]
+        nodes = [int(row[-1]) for row in packed]
+        costs = self.profile.verify_costs(rows * (width + 1))
+        k = best_width(table, costs, self.rate(rows))
+        kept = [min(k, n) for n in nodes]
+        expected = [1.0 + row[n] for row, n in zip(table, kept, strict=True)]
+        if k >= max(nodes, default=0) and tree.capacity == max(nodes, default=0) + 1:
+            return Choice(tree, kept, expected)
+        keep = keep_first(tree, order, torch.clamp(nodes_dev, max=k).to(order.device))
+        return Choice(tree.subtree(keep, capacity=max(kept, default=0) + 1), kept, expected)
 
     # ---------------------------------------------------------------------------------------- learning
-    def observe_plain(self, stage_ms: dict[str, float]) -> None:
-        """A root-only round ran with these stage times (target, verify, commit)."""
-        self._observe_verify(self.rows, stage_ms.get("target", 0.0))
-        self.profile.observe_overhead("plain", stage_ms.get("verify", 0.0) + stage_ms.get("commit", 0.0))
-        self.plain_left -= 1
+    def observe_tree(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+        """The drafting rows' verified trees ``[R, N]`` and accepted paths ``[R, D + 1]`` (calibration)."""
+        self.estimator.observe(tree, accepted_nodes)
 
-    def observe_drafted(self, tree: DraftTree, accepted_nodes_row: object, accepted: int,
-                        stage_ms: dict[str, float], row: int = 0) -> None:
-        """A drafted round verified ``tree`` and accepted ``accepted`` draft tokens.
+    def observe_plain(self, rows: list[RowBudget], stage_ms: dict[str, float]) -> None:
+        """A root-only round of ``rows`` ran with these stage times (target, verify, commit; empty when the round
+        was not timed exactly)."""
+        if stage_ms:
+            self._observe_verify(len(rows), len(rows), stage_ms["target"])
+            self.profile.observe_overhead("plain", stage_ms.get("verify", 0.0) + stage_ms.get("commit", 0.0))
+        for row in rows:
+            row.plain_left -= 1
 
-        ``accepted_nodes_row`` is the row's ``[D + 1]`` accepted path (root first, -1 padded).
-        """
-        nodes = int(tree.num_nodes[row])
-        # The expectation `choose` computed for this tree, before this round's outcome is counted.
-        expected = self._chosen_expected if self._chosen_expected is not None else self.expected_tokens(tree, row)
-        self._chosen_expected = None
-        self.estimator.observe(tree, accepted_nodes_row, row)  # type: ignore[arg-type]
-        self.observe_round(nodes, expected, stage_ms)
+    def observe_drafted(self, drafted: list[RowBudget], plain: list[RowBudget], expected: list[float],
+                        forward_tokens: int, stage_ms: dict[str, float]) -> None:
+        """A round in which ``drafted`` rows verified trees committing ``expected`` tokens in expectation (and
+        ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens (``stage_ms`` empty when the
+        round was not timed exactly: then only the rows' gains are learnt)."""
+        rows = len(drafted) + len(plain)
+        w = self.settings.smoothing
+        if stage_ms:
+            self._observe_verify(forward_tokens, rows, stage_ms["target"])
+            for stage in (*DRAFT_STAGES, "verify", "commit"):
+                if stage in stage_ms:
+                    self.profile.observe_overhead(stage, stage_ms[stage])
+            other_ms = sum(v for k, v in stage_ms.items() if k != "target")
+            ms_per_row = (other_ms + self.profile.verify_cost(forward_tokens)) / rows
+            tokens_per_row = (sum(expected) + len(plain)) / rows
+            if self._draft_ms is None or self._draft_tokens is None:
+                self._draft_ms, self._draft_tokens = ms_per_row, tokens_per_row
+            else:
+                self._draft_ms += w * (ms_per_row - self._draft_ms)
+                self._draft_tokens += w * (tokens_per_row - self._draft_tokens)
+        bar = self.break_even(rows)
+        s = self.settings
+        for row, gain in zip(drafted, expected, strict=True):
+            row.gain = gain if row.gain is None or not row.drafting else row.gain + w * (gain - row.gain)
+            self.memory.observe_gain(gain)
+            if row.gain >= bar:
+                row.drafting = True
+                row.probe_interval = s.min_probe_interval
+            elif row.drafting:
+                row.drafting = False
+                row.plain_left = row.probe_interval
+            else:  # a probe that did not pay
+                row.probe_interval = min(2 * row.probe_interval, s.max_probe_interval)
+                row.plain_left = row.probe_interval
+        for row in plain:
+            row.plain_left -= 1
 
-    def expected_tokens(self, tree: DraftTree, row: int = 0) -> float:
-        """Tokens a round verifying ``tree`` commits in expectation: ``1 + sum of p(v)`` over its nodes.
+    def remember(self) -> ControllerMemory:
+        """What the next request should start from (saved with the profile after every request)."""
+        self.memory.calibration = self.estimator.state()
+        self.memory.draft_ms = self._draft_ms
+        return self.memory
 
-        The draft-or-not decision uses this calibrated expectation rather than the tokens a round happened to
-        commit: a round's acceptance is noisy (zero or the whole tree), so a moving average of realised tokens
-        dips below the plain rate by chance and stops a drafter that pays; the estimator is itself fitted to
-        every realised acceptance, so the expectation stays honest.
-        """
-        return float(self.estimator.estimate(tree, row)[1:].sum()) + 1.0
-
-    def observe_round(self, forward_tokens: int, tokens: float, stage_ms: dict[str, float]) -> None:
-        """A drafted round ran a target forward over ``forward_tokens`` tokens and commits ``tokens`` in
-        expectation (:meth:`expected_tokens`, summed over a batch's rows)."""
-        self._observe_verify(forward_tokens, stage_ms.get("target", 0.0))
-        for stage in (*DRAFT_STAGES, "verify", "commit"):
-            if stage in stage_ms:
-                self.profile.observe_overhead(stage, stage_ms[stage])
-        # The target's share comes from the (just updated) curve, like the plain rate it is compared with.
-        other_ms = sum(v for k, v in stage_ms.items() if k != "target")
-        ms = other_ms + self.profile.verify_cost(forward_tokens)
-        w = self.settings.smoothing if self.drafting else max(self.settings.smoothing, 0.5)
-        if self._draft_tokens is None or self._draft_ms is None:
-            self._draft_tokens, self._draft_ms = tokens, ms
-        else:
-            self._draft_tokens += w * (tokens - self._draft_tokens)
-            self._draft_ms += w * (ms - self._draft_ms)
-        pays = (self.draft_rate or 0.0) >= self.plain_rate
-        if pays:
-            self.drafting = True
-            self.probe_interval = self.settings.min_probe_interval
-        elif self.drafting:
-            self.drafting = False
-            self.plain_left = self.probe_interval * self.rows
-        else:  # a probe that did not pay
-            self.probe_interval = min(2 * self.probe_interval, self.settings.max_probe_interval)
-            # A batch's probe drafts every row, so it costs about `rows` drafts: probes are spaced `rows` times
-            # further apart, which keeps their share of the time bounded as the batch grows.
-            self.plain_left = self.probe_interval * self.rows
-
-    def _observe_verify(self, tokens: int, ms: float) -> None:
+    def _observe_verify(self, tokens: int, rows: int, ms: float) -> None:
         """Learn the curve; a batch's forward far beyond the measured points becomes a point of its own."""
         top = max(self.profile.verify_ms)
-        if self.rows > 1 and tokens > BEYOND * top:
+        if rows > 1 and tokens > BEYOND * top:
             self.profile.extend(tokens, ms)
         else:
             self.profile.observe_verify(tokens, ms)

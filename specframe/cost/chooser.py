@@ -1,80 +1,90 @@
-"""How many of a pruned tree's nodes to verify: the expected-throughput rule of `budget: auto`.
+"""How many of a round's draft nodes to verify: the expected-throughput rule of `budget: auto`, for all rows.
 
-A round that verifies the ``k`` best nodes commits ``1 + S_k`` tokens in expectation (``S_k`` = the sum of
-their path-acceptance probabilities ``p``) and costs ``C + T(k + 1)`` milliseconds (``C`` = the round's
-other stages, ``T`` = the target forward over the root and ``k`` nodes). The loop wants the most tokens per
-second over the whole request, ``E[tokens] / E[time]``. With ``lam`` the rate it already achieves, a round
-adds to that ratio exactly when ``tokens - lam * time`` is positive (Dinkelbach's rule for ratio
-objectives), so the best ``k`` maximises
+A round that verifies each row's ``k`` best nodes commits ``sum_b (1 + S_b(k))`` tokens in expectation (``S_b(k)``
+= the sum of row ``b``'s ``k`` largest path-acceptance probabilities ``p``) and costs ``C + T(B * (k + 1))``
+milliseconds: the batch's trees are padded to the widest one, so the target forward runs ``B * (k + 1)`` tokens
+(``C`` = the round's other stages). The loop wants the most tokens per second over the whole run,
+``E[tokens] / E[time]``. With ``lam`` the rate it already achieves, a round adds to that ratio exactly when
+``tokens - lam * time`` is positive (Dinkelbach's rule for ratio objectives), so the best ``k`` maximises
 
-    value(k) = S_k - lam * T(k + 1)
+    value(k) = sum_b S_b(min(k, n_b)) - lam * T(B * (k + 1))
 
-(``1`` and ``C`` do not depend on ``k``). A node is worth verifying when its ``p`` exceeds ``lam`` times the
-time it adds: on a flat (GPU-like) curve every node with ``p > 0`` pays, on a steep (CPU) curve only the
-likely ones, and ``k = 0`` is a legal answer.
+(``n_b`` = row ``b``'s draft nodes; the constants drop out). A node is worth verifying when its ``p`` exceeds
+``lam`` times the time it adds: on a flat (GPU-like) curve every node with ``p > 0`` pays, on a steep (CPU) curve
+only the likely ones, and ``k = 0`` (the roots alone) is a legal answer. One row is the case ``B = 1``.
 
-Ordering: nodes are taken by descending ``p`` with ties to the lower node index. Because ``p`` is capped by
-the parent's (`AcceptanceEstimator`) and parents have lower indices, every prefix of that order is
+Ordering: each row's nodes are taken by descending ``p`` with ties to the lower node index. Because ``p`` is
+capped by the parent's (`AcceptanceEstimator`) and parents have lower indices, every prefix of that order is
 ancestor-closed. When the verifier needs each node's kept children to be a prefix of its children in index
 order (rejection over siblings sampled in that order), ``p`` is also capped by the previous sibling's.
 
-Example (lam = 0.01 tokens/ms): p = [0.9, 0.6, 0.2], T = [50, 55, 60, 90] ms -> value = [-0.5, 0.35,
+Everything up to the choice of ``k`` runs on the device for all rows; the choice reads one ``[B, K + 1]`` table
+of sums back to the host, the round's one read for the controller.
+
+Example (B = 1, lam = 0.01 tokens/ms): p = [0.9, 0.6, 0.2], T = [50, 55, 60, 90] ms -> value = [-0.5, 0.35,
 0.9, 0.8] for k = 0..3 -> verify 2 nodes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
 from specframe.tree import DraftTree
 
 
-def best_verify_size(p_sorted: list[float], verify_ms: list[float], rate_per_ms: float) -> int:
-    """The ``k`` maximising ``sum(p_sorted[:k]) - rate_per_ms * verify_ms[k]``; ties go to the smaller ``k``.
+def cap_by_previous_sibling(tree: DraftTree, p: torch.Tensor) -> torch.Tensor:  # [B, N]
+    """``p`` capped along each child list, so a child is never worth more than its elder sibling (and parent)."""
+    rank = tree.sibling_rank()  # [B, N]
+    n = tree.capacity
+    same_parent = (tree.parent[:, :, None] == tree.parent[:, None, :]) & tree.valid[:, None, :]  # [B, N, N]
+    elder = same_parent & (rank[:, None, :] == (rank[:, :, None] - 1))  # [b, i, j]: j is i's elder sibling
+    has_elder = elder.any(dim=2)
+    elder_idx = elder.long().argmax(dim=2)  # [B, N]
+    parent = tree.parent.clamp(min=0)
+    for _ in range(n - 1):  # each pass carries caps one edge further; no chain is longer than the capacity
+        p = torch.minimum(p, p.gather(1, parent))
+        p = torch.where(has_elder, torch.minimum(p, p.gather(1, elder_idx)), p)
+        p[:, 0] = 1.0
+    return p
+
+
+def verification_order(tree: DraftTree, p: torch.Tensor, *,
+                       sibling_prefix: bool) -> tuple[torch.Tensor, torch.Tensor]:  # ([B, N-1], [B, N-1])
+    """Each row's draft nodes in the order they are worth verifying, with their (capped) ``p``; padding last
+    with ``p = 0`` (``order`` then names padding nodes, which the caller never keeps past ``n_b``)."""
+    if sibling_prefix:
+        p = cap_by_previous_sibling(tree, p)
+    values = torch.where(tree.valid, p, torch.full_like(p, -1.0))[:, 1:]  # [B, N - 1]
+    p_sorted, idx = torch.sort(values, dim=1, descending=True, stable=True)
+    return idx + 1, p_sorted.clamp(min=0.0)
+
+
+def best_width(sums: Sequence[Sequence[float]], verify_ms: Sequence[float], rate_per_ms: float) -> int:
+    """The common width ``k`` maximising ``sum_b sums[b][k] - rate * verify_ms[B * (k + 1) - 1]``.
 
     Args:
-        p_sorted: acceptance probabilities of the candidate nodes in verification order (descending).
-        verify_ms: ``verify_ms[k]`` = target forward time over the root and ``k`` nodes,
-            for ``k = 0 .. len(p_sorted)``.
+        sums: ``sums[b][k]`` = ``S_b(min(k, n_b))`` for ``k = 0 .. K``.
+        verify_ms: ``verify_ms[t - 1]`` = target forward time over ``t`` tokens, for ``t`` up to ``B * (K + 1)``.
         rate_per_ms: tokens per millisecond the loop already achieves (``lam``).
+
+    Ties go to the smaller ``k``.
     """
-    best_k, best_value, total = 0, -rate_per_ms * verify_ms[0], 0.0
-    for k, p in enumerate(p_sorted, start=1):
-        total += p
-        value = total - rate_per_ms * verify_ms[k]
-        if value > best_value + 1e-12:
+    b = len(sums)
+    width = len(sums[0]) - 1
+    best_k, best_value = 0, None
+    for k in range(width + 1):
+        value = sum(row[k] for row in sums) - rate_per_ms * verify_ms[b * (k + 1) - 1]
+        if best_value is None or value > best_value + 1e-12:
             best_k, best_value = k, value
     return best_k
 
 
-def verification_order(tree: DraftTree, p: torch.Tensor, *, sibling_prefix: bool,
-                       row: int = 0) -> tuple[list[int], list[float]]:
-    """Non-root nodes of one row in the order they are worth verifying, with their (capped) ``p``.
-
-    Args:
-        tree: the pruned tree.
-        p: ``[N]`` path-acceptance estimates of the row's valid nodes, already capped by the parent's.
-        sibling_prefix: also cap ``p`` by the previous sibling's, so kept children form an index prefix.
-    """
-    n = int(tree.num_nodes[row])
-    values = p[:n].tolist()
-    if sibling_prefix:
-        parent = tree.parent[row, :n].tolist()
-        last_child: dict[int, int] = {}
-        for i in range(1, n):  # children of a node appear in increasing index
-            cap = values[parent[i]]
-            if parent[i] in last_child:
-                cap = min(cap, values[last_child[parent[i]]])
-            values[i] = min(values[i], cap)
-            last_child[parent[i]] = i
-    order = sorted(range(1, n), key=lambda i: (-values[i], i))
-    return order, [values[i] for i in order]
-
-
-def keep_mask(tree: DraftTree, nodes: list[int], row: int = 0) -> torch.Tensor:  # [B, N] bool
-    """The root of every row plus ``nodes`` of ``row``."""
+def keep_first(tree: DraftTree, order: torch.Tensor, k: torch.Tensor) -> torch.Tensor:  # [B, N] bool
+    """The roots plus each row's first ``k[b]`` nodes of ``order`` ``[B, N - 1]`` (``k`` ``[B]`` on the device)."""
     keep = torch.zeros_like(tree.valid)
     keep[:, 0] = True
-    if nodes:
-        keep[row, torch.tensor(nodes, dtype=torch.long, device=keep.device)] = True
+    take = torch.arange(order.shape[1], device=order.device)[None, :] < k[:, None]  # [B, N - 1]
+    keep.scatter_(1, order, take)
     return keep & tree.valid

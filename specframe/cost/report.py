@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from specframe.cost.measure import measure_verify_curve, profile_path, save_profile
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
-from specframe.cost.setup import pipeline_profile_key
+from specframe.cost.setup import target_profile_key
 
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
@@ -39,7 +39,7 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
         values = [r.stage_ns.get(stage, 0) / 1e6 for r in result.rounds]
         if values:
             overhead[stage] = statistics.median(values)
-    return CostProfile(key=pipeline_profile_key(pipe), verify_ms=curve, overhead_ms=overhead)
+    return CostProfile(key=target_profile_key(pipe.target, pipe.config), verify_ms=curve, overhead_ms=overhead)
 
 
 def break_even_tau(profile: CostProfile, tokens: int) -> float:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specframe.sampling import probs, sample
+from specframe.sampling import probs, sample, uniforms
 from specframe.testing.toy import ToyTarget
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams, VerifyResult
@@ -144,6 +144,7 @@ def first_two_tokens(
     depth1, depth2 = accepted_token(1), accepted_token(2)
     first = torch.where(accepted >= 1, depth1, bonus)
     second_in_round = torch.where(accepted >= 2, depth2, bonus)
-    fresh = sample(target.next_logits(root, first), params, generator)  # [B]
+    logits = target.next_logits(root, first)  # [B, V]
+    fresh = sample(logits, params, uniforms(tuple(logits.shape[:-1]), generator))  # [B]
     second = torch.where(accepted >= 1, second_in_round, fresh)
     return first, second

@@ -22,6 +22,8 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from specframe.interfaces import Corrector, DecodeState, Drafter, TargetModel
@@ -139,11 +141,16 @@ class ToyTarget(TargetModel):
         self._lengths = torch.zeros(0, dtype=torch.long)
 
     # ------------------------------------------------------------------------- ragged batch surface
-    def ragged_batch(self) -> ToyTarget:
-        """A fresh target on the same table; it is its own `RaggedBatchTarget` (rows have own lengths)."""
+    def ragged_batch(self, taps: Sequence[int] = ()) -> ToyTarget:
+        """A fresh target on the same table; it is its own `TargetRows` (rows have own lengths)."""
+        self.set_taps(tuple(taps))
         rows = ToyTarget(self.table, start_token=self.start_token, eos_token_ids=self.eos_token_ids)
         rows.max_length, rows.tokenizer = self.max_length, self.tokenizer
         return rows
+
+    def close(self) -> None:
+        """Forget every row (the end of a decode loop)."""
+        self.reset()
 
     @property
     def lengths(self) -> list[int]:

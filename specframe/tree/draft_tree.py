@@ -187,6 +187,29 @@ class DraftTree:
             return self.depth + base_len
         return self.depth + base_len.view(-1, 1).to(self.depth.device)
 
+    def sibling_rank(self) -> torch.Tensor:  # [B, N] int64
+        """Position of each node among its parent's children (0 = first created); -1 for the root and padding."""
+        n = self.parent.shape[1]
+        same_parent = self.parent[:, :, None] == self.parent[:, None, :]  # [B, N, N]: [b, i, j] i, j siblings
+        earlier = torch.ones(n, n, dtype=torch.bool, device=self.parent.device).tril(-1)  # [i, j]: j < i
+        rank = (same_parent & earlier & self.valid[:, None, :]).sum(dim=2)
+        is_child = self.valid & (self.parent >= 0)
+        return torch.where(is_child, rank, torch.full_like(rank, -1))
+
+    def select_rows(self, index: torch.Tensor | list[int]) -> DraftTree:
+        """Rows ``index`` (``[R]``) at full capacity (no trimming, so no value is read back to the host)."""
+        idx = torch.as_tensor(index, dtype=torch.long, device=self.tokens.device)
+        return replace(
+            self,
+            tokens=self.tokens.index_select(0, idx),
+            parent=self.parent.index_select(0, idx),
+            depth=self.depth.index_select(0, idx),
+            logq=self.logq.index_select(0, idx),
+            score=self.score.index_select(0, idx),
+            valid=self.valid.index_select(0, idx),
+            child_q=None if self.child_q is None else self.child_q.index_select(0, idx),
+        )
+
     def first_child_next_sibling(self) -> tuple[torch.Tensor, torch.Tensor]:  # ([B, N], [B, N]) int64
         """Left-child/right-sibling arrays; children are listed in increasing node index."""
         b, n = self.parent.shape
@@ -245,26 +268,31 @@ class DraftTree:
         return out.to(self.parent.device)
 
     # --------------------------------------------------------------------------------------- subtrees
-    def subtree(self, keep: torch.Tensor) -> DraftTree:
+    def subtree(self, keep: torch.Tensor, *, capacity: int | None = None) -> DraftTree:
         """Keep an ancestor-closed node set and re-index it, preserving topological order.
 
         Args:
             keep: ``[B, N]`` bool; must contain the root and every kept node's parent.
+            capacity: the largest kept count of a row, when the caller built ``keep`` ancestor-closed and
+                knows it (then nothing is checked or read back to the host); None: check and count here.
 
         Raises:
-            ValueError: if a row's kept set is not ancestor-closed or drops the root.
+            ValueError: if a row's kept set is not ancestor-closed or drops the root (checked when ``capacity``
+                is None).
         """
         keep = keep & self.valid
-        if not bool(keep[:, 0].all()):
-            raise ValueError("subtree must keep the root (node 0) of every row")
-        parent_kept = torch.gather(keep, 1, self.parent.clamp(min=0))
-        orphan = keep & ~parent_kept
-        orphan[:, 0] = False
-        if bool(orphan.any()):
-            b, i = (int(x) for x in orphan.nonzero()[0])
-            raise ValueError(f"node set is not ancestor-closed: row {b} keeps node {i} but not its parent")
         counts = keep.sum(dim=1)  # [B]
-        m = int(counts.max().item())
+        if capacity is None:
+            if not bool(keep[:, 0].all()):
+                raise ValueError("subtree must keep the root (node 0) of every row")
+            parent_kept = torch.gather(keep, 1, self.parent.clamp(min=0))
+            orphan = keep & ~parent_kept
+            orphan[:, 0] = False
+            if bool(orphan.any()):
+                b, i = (int(x) for x in orphan.nonzero()[0])
+                raise ValueError(f"node set is not ancestor-closed: row {b} keeps node {i} but not its parent")
+            capacity = int(counts.max().item())
+        m = capacity
         new_index = torch.cumsum(keep.long(), dim=1) - 1  # [B, N], new index of each kept node
         order = torch.argsort((~keep).long(), dim=1, stable=True)[:, :m]  # [B, M] old indices, kept first
         valid = torch.arange(m, device=keep.device)[None, :] < counts[:, None]  # [B, M]

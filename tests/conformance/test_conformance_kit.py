@@ -12,8 +12,10 @@ import torch
 from pydantic import ConfigDict, Field, field_validator
 
 from specframe.config.base import ComponentConfig
+from specframe.decode.noise import DRAFT, TARGET
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapabilities, VerifierCapabilities
+from specframe.sampling import inverse_cdf
 from specframe.testing import conformance as kit
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
@@ -202,7 +204,8 @@ class RandomPickBuilder(ToyChainBuilder):
         rows = []
         for b in range(proposal.batch_size):
             live = proposal.tokens[b, 0][torch.isfinite(proposal.logprobs[b, 0])].tolist()
-            pick = live[int(torch.randint(len(live), (1,), generator=ctx.rng.draft))]
+            u = ctx.noise.uniforms(DRAFT, torch.zeros(proposal.batch_size, dtype=torch.long))[b]
+            pick = live[int(u * len(live))]
             rows.append(DraftTree.from_lists([int(proposal.root[b]), pick], [-1, 0]))
         return DraftTree.stack(rows)
 
@@ -267,8 +270,8 @@ class AlwaysAcceptVerifier(ToyWalkVerifier):
     """Accepts the first child at every node and emits the target's draw after it: not lossless."""
 
     def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
-        draws = torch.stack([torch.multinomial(torch.softmax(row.double(), -1), 1, generator=ctx.rng.target)[:, 0]
-                             for row in logits])  # [B, N]
+        u = ctx.noise.uniforms(TARGET, tree.depth)  # [B, N]
+        draws = inverse_cdf(torch.softmax(logits.double(), -1), u)  # [B, N]
         nodes = []
         for row in tree.children():
             path = [0]

@@ -21,6 +21,7 @@ from pydantic import Field
 from specframe import hookimpl
 from specframe.builtin.chain import ChainBuilder, ChainConfig
 from specframe.config.base import ComponentConfig
+from specframe.decode.noise import TARGET
 from specframe.interfaces import BuildContext, Pruner, RoundContext, Verifier
 from specframe.registry import (
     ComponentSpec,
@@ -82,10 +83,11 @@ class ToyTruncatePruner(Pruner):
 
 
 class ToyWalkVerifier(Verifier):
-    """WALK: one target draw per node (stream ``rng.target``); follow the child holding the draw."""
+    """WALK: one target draw per node (position-keyed, ``ctx.noise``); follow the child holding the draw."""
 
     def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
-        draws = sample(logits, ctx.sampling, ctx.rng.target)  # [B, N]
+        u = None if ctx.sampling.greedy else ctx.noise.uniforms(TARGET, tree.depth)  # [B, N]
+        draws = sample(logits, ctx.sampling, u)  # [B, N]
         b = tree.batch_size
         rows = torch.arange(b)
         node = torch.zeros(b, dtype=torch.long)

@@ -47,10 +47,10 @@ def _host() -> PluginHost:
 
 def test_a_contract_violation_names_the_component_and_its_distribution() -> None:
     target = HFTarget.from_model(tiny_causal_lm("llama", vocab_size=32))
-    pipe = Pipeline.from_dict({"drafter": {"type": "none"}, "verifier": {"type": "skip_root"}}, target=target,
-                              host=_host())
+    pipe = Pipeline.from_dict({"drafter": {"type": "ngram", "num_speculative_tokens": 2}, "budget": 2,
+                               "verifier": {"type": "skip_root"}}, target=target, host=_host())
     with pytest.raises(ContractError) as info:
-        pipe.generate([1, 2, 3], 4)
+        pipe.generate([1, 2, 3, 1, 2], 4)  # the drafter drafts, so the broken verifier decides the round
     exc = info.value
     assert not isinstance(exc, SpecframeError)  # a bug, not a hint about the user's input
     assert (exc.stage, exc.component, exc.distribution) == ("verifier", "skip_root", "specframe-broken-verifier")

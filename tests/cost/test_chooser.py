@@ -1,4 +1,9 @@
-"""The verification-size rule: flat curves verify everything, steep ones little or nothing; kept sets are trees."""
+"""The controller of `budget: auto`: which rows draft, how many nodes each verifies, and what it remembers.
+
+Flat curves verify everything, steep ones little or nothing; kept sets are trees; speculation shrinks as the
+batch grows; a row that does not pay decodes plainly and probes at growing intervals; a new request starts from
+what earlier ones taught (synthetic histories, no timing).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,19 @@ import math
 import pytest
 import torch
 
-from specframe.cost import AutoBudget, AutoBudgetSettings, CostProfile, best_verify_size
+from specframe.cost import AutoBudget, AutoBudgetSettings, ControllerMemory, CostProfile, best_width
+from specframe.cost.auto_budget import RowBudget
 from specframe.cost.chooser import verification_order
+from specframe.device_sync import HostSyncCounter
 from specframe.tree import DraftTree, check_tree
 
 FLAT = {1: 10.0, 65: 10.5}  # GPU-like: 64 more tokens cost 5 %
 STEEP = {1: 45.0, 2: 60.0, 5: 75.0, 9: 99.0, 17: 106.0, 33: 141.0, 65: 260.0}  # these CPUs
 WALL = {1: 45.0, 2: 200.0, 65: 900.0}  # any extra token is very expensive
+#: GPU-like: flat while the forward is memory-bound (up to 64 tokens), then linear in the token count.
+GPU = {1: 10.0, 64: 10.5, 128: 21.0, 256: 42.0, 1024: 168.0}
+DRAFTED_MS = {"draft": 30.0, "build": 0.0, "prune": 0.0, "target": 80.0, "verify": 0.5, "commit": 0.5}
+PLAIN_MS = {"target": 45.0, "verify": 0.1, "commit": 0.1}
 
 
 def wide_tree(n: int = 24) -> DraftTree:
@@ -25,42 +36,56 @@ def wide_tree(n: int = 24) -> DraftTree:
     return DraftTree.from_lists(list(range(n)), parents, logq=logq)
 
 
+def controller(curve: dict[int, float], **settings: int) -> AutoBudget:
+    return AutoBudget(CostProfile(key={}, verify_ms=curve), AutoBudgetSettings(**settings))
+
+
 def test_worked_example_of_the_module_docstring() -> None:
-    assert best_verify_size([0.9, 0.6, 0.2], [50.0, 55.0, 60.0, 90.0], 0.01) == 2
+    sums = [[0.0, 0.9, 1.5, 1.7]]
+    assert best_width(sums, [50.0, 55.0, 60.0, 90.0], 0.01) == 2
 
 
 def test_zero_is_chosen_when_no_node_pays() -> None:
-    assert best_verify_size([0.3, 0.2], [45.0, 200.0, 300.0], 1 / 45) == 0
+    assert best_width([[0.0, 0.3, 0.5]], [45.0, 200.0, 300.0], 1 / 45) == 0
 
 
 @pytest.mark.parametrize(("curve", "expect"), [(FLAT, "all"), (STEEP, "some"), (WALL, "none")])
 def test_flat_profiles_verify_the_largest_tree_and_steep_ones_a_small_one(curve, expect) -> None:
     tree = wide_tree()
-    auto = AutoBudget(CostProfile(key={}, verify_ms=curve), AutoBudgetSettings(max_budget=64))
-    kept, k = auto.choose(tree)
-    n = int(tree.num_nodes[0]) - 1
+    choice = controller(curve, max_budget=64).choose(tree, rows=1)
+    n, k = int(tree.num_nodes[0]) - 1, choice.kept[0]
     if expect == "all":
-        assert k == n and kept is tree
+        assert k == n and choice.tree is tree
     elif expect == "some":
         assert 0 < k < n
     else:
         assert k == 0
-    assert check_tree(kept) == []
-    assert int(kept.num_nodes[0]) == k + 1
+    assert check_tree(choice.tree) == []
+    assert int(choice.tree.num_nodes[0]) == k + 1
+    assert choice.expected[0] >= 1.0
 
 
 def test_max_budget_caps_the_choice_on_a_flat_profile() -> None:
-    auto = AutoBudget(CostProfile(key={}, verify_ms=FLAT), AutoBudgetSettings(max_budget=5))
-    kept, k = auto.choose(wide_tree())
-    assert k == 5 and int(kept.num_nodes[0]) == 6
+    choice = controller(FLAT, max_budget=5).choose(wide_tree(), rows=1)
+    assert choice.kept == [5] and int(choice.tree.num_nodes[0]) == 6
+
+
+def test_the_choice_reads_the_host_once_for_all_rows() -> None:
+    auto = controller(STEEP, max_budget=64)
+    trees = DraftTree.stack([wide_tree(24), wide_tree(9), wide_tree(17)])
+    auto.choose(trees, rows=3)  # tables moved once
+    with HostSyncCounter() as counter:
+        choice = auto.choose(trees, rows=3)
+    assert counter.total == 1, counter.by_op
+    assert check_tree(choice.tree) == [] and len(choice.kept) == 3
 
 
 def test_every_prefix_of_the_order_is_ancestor_closed_and_sibling_prefix_when_asked() -> None:
     tree = wide_tree(30)
-    auto = AutoBudget(CostProfile(key={}, verify_ms=FLAT), AutoBudgetSettings())
-    p = auto.estimator.estimate(tree)
+    p = controller(FLAT).estimator.estimate(tree)
     for sibling_prefix in (False, True):
         order, values = verification_order(tree, p, sibling_prefix=sibling_prefix)
+        order, values = order[0].tolist(), values[0].tolist()
         assert values == sorted(values, reverse=True)
         parent = tree.parent[0].tolist()
         children = tree.children()[0]
@@ -73,29 +98,58 @@ def test_every_prefix_of_the_order_is_ancestor_closed_and_sibling_prefix_when_as
                     assert flags == sorted(flags, reverse=True)
 
 
-NOTHING = torch.tensor([0, -1, -1, -1, -1, -1])
+# ------------------------------------------------------------------------------------------ batches
+def chosen_width(rows: int) -> int:
+    trees = DraftTree.stack([wide_tree() for _ in range(rows)])
+    choice = controller(GPU, max_budget=64).choose(trees, rows=rows)
+    assert len(set(choice.kept)) == 1 and check_tree(choice.tree) == []
+    assert (choice.tree.num_nodes - 1).tolist() == choice.kept
+    return choice.kept[0]
 
 
-def never_accepted(auto: AutoBudget, tree: DraftTree, rounds: int = 30) -> None:
-    """Calibrate the estimator on rounds where nothing of ``tree`` is accepted (the prior is then forgotten)."""
-    for _ in range(rounds):
-        auto.estimator.observe(tree, NOTHING)
+def test_speculation_shrinks_as_the_batch_grows_and_stops() -> None:
+    widths = [chosen_width(b) for b in (1, 2, 4, 8, 16, 64)]
+    assert widths[0] == 23  # one row: the flat part of the curve pays for the whole tree
+    assert all(a >= b for a, b in itertools.pairwise(widths)), widths
+    assert widths[-1] == 0 and widths[2] > widths[-1]  # 64 rows: the roots alone
+
+
+def test_rows_with_smaller_trees_keep_all_they_have() -> None:
+    small = DraftTree.from_lists([5, 6, 7], [-1, 0, 1], logq=[0.0, -0.1, -0.1])
+    choice = controller(GPU, max_budget=64).choose(DraftTree.stack([wide_tree(), small]), rows=2)
+    assert choice.kept == [23, 2] and int(choice.tree.num_nodes[1]) == 3
+
+
+def test_a_batch_forward_beyond_the_measured_curve_becomes_a_point() -> None:
+    auto = controller({1: 10.0, 65: 10.5})  # flat as measured: extrapolation would call 300 tokens free
+    rows = [RowBudget(drafting=True, probe_interval=4) for _ in range(16)]
+    auto.observe_drafted(rows, [], [1.25] * 16, 300, {"target": 40.0})
+    assert auto.profile.verify_cost(300) == 40.0 and auto.profile.verify_cost(65) == 10.5
+    auto.observe_drafted(rows, [], [1.25] * 16, 300, {"target": 50.0})  # then refined like any measured point
+    assert 40.0 < auto.profile.verify_cost(300) < 50.0
+    single = controller({1: 10.0, 65: 10.5})
+    single.observe_drafted([RowBudget(drafting=True, probe_interval=4)], [], [2.0], 300, {"target": 40.0})
+    assert sorted(single.profile.verify_ms) == [1, 65]  # one row: the curve keeps its measured points
+
+
+# ------------------------------------------------------------------------------- draft or not, per row
+def run_row(auto: AutoBudget, row: RowBudget, gains: list[float], rounds: int) -> list[bool]:
+    """Drive one row: drafted rounds commit ``gains[i % len]`` tokens in expectation."""
+    pattern = []
+    for i in range(rounds):
+        drafted = row.wants_draft
+        pattern.append(drafted)
+        if drafted:
+            auto.observe_drafted([row], [], [gains[i % len(gains)]], 6, DRAFTED_MS)
+        else:
+            auto.observe_plain([row], PLAIN_MS)
+    return pattern
 
 
 def test_drafting_stops_when_it_does_not_pay_and_probes_with_growing_intervals() -> None:
-    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=2,
-                                                                                max_probe_interval=8))
-    tree = wide_tree(6)
-    never_accepted(auto, tree)
-    nothing = NOTHING
-    pattern = []
-    for _ in range(40):
-        drafted = auto.should_draft()
-        pattern.append(drafted)
-        if drafted:
-            auto.observe_drafted(tree, nothing, 0, {"draft": 30.0, "target": 80.0})
-        else:
-            auto.observe_plain({"target": 45.0})
+    auto = controller(STEEP, min_probe_interval=2, max_probe_interval=8)
+    row = auto.start_row()
+    pattern = run_row(auto, row, [1.0], 40)
     assert pattern[0]
     starts = [i for i, d in enumerate(pattern) if d]
     gaps = [b - a - 1 for a, b in itertools.pairwise(starts)]
@@ -104,73 +158,70 @@ def test_drafting_stops_when_it_does_not_pay_and_probes_with_growing_intervals()
 
 
 def test_drafting_resumes_when_a_probe_pays() -> None:
-    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=2))
-    chain = DraftTree.from_lists(list(range(6)), [-1, 0, 1, 2, 3, 4], logq=[0.0] + [-0.05] * 5)
-    never_accepted(auto, chain, rounds=8)
-    auto.observe_drafted(chain, NOTHING, 0, {"draft": 30.0, "target": 80.0})
-    assert not auto.should_draft()
-    auto.observe_plain({"target": 45.0})
-    auto.observe_plain({"target": 45.0})
-    assert auto.should_draft()
-    resumed = None
-    for i in range(80):  # the drafter became good: the whole chain is accepted whenever it drafts
-        if auto.should_draft():
-            auto.observe_drafted(chain, torch.tensor([0, 1, 2, 3, 4, 5]), 5, {"draft": 30.0, "target": 80.0})
-            if auto.drafting and resumed is None:
-                resumed = i
+    auto = controller(STEEP, min_probe_interval=2)
+    row = auto.start_row()
+    run_row(auto, row, [1.0], 3)
+    assert not row.drafting
+    pattern = run_row(auto, row, [5.0], 20)  # the text changed: the drafter is now accepted
+    assert row.drafting and sum(pattern[-10:]) == 10
+
+
+def test_a_row_that_pays_on_average_keeps_drafting_through_unlucky_rounds() -> None:
+    """Calibrated expectations per round (not realised tokens) decide: a drafter worth 3.5 tokens per round
+    against a break-even near 2.5 keeps drafting though single rounds vary."""
+    auto = controller(STEEP)
+    row = auto.start_row()
+    assert sum(run_row(auto, row, [3.0, 4.0, 3.5, 3.2], 300)) >= 295
+
+
+def test_rows_decide_on_their_own_text() -> None:
+    """In one batch a row whose drafts pay keeps drafting while its batch-mate decodes plainly."""
+    auto = controller(STEEP)
+    good, bad = auto.start_row(), auto.start_row()
+    for _ in range(30):
+        drafted = [r for r in (good, bad) if r.wants_draft]
+        plain = [r for r in (good, bad) if not r.wants_draft]
+        if drafted:
+            gains = [4.0 if r is good else 1.0 for r in drafted]
+            auto.observe_drafted(drafted, plain, gains, 12, DRAFTED_MS)
         else:
-            auto.observe_plain({"target": 45.0})
-    assert resumed is not None and auto.drafting  # after a few paying probes (31 rounds here)
+            auto.observe_plain(plain, PLAIN_MS)
+    assert good.drafting and not bad.drafting
 
 
-def test_a_drafter_that_pays_on_average_keeps_drafting_through_unlucky_rounds() -> None:
-    """Rounds accept all or nothing at random (mean 3.5 tokens for 111 ms against 1 per 45 ms): a moving
-    average of realised tokens dips below the plain rate by chance; the calibrated expectation does not."""
-    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings())
-    chain = DraftTree.from_lists(list(range(6)), [-1, 0, 1, 2, 3, 4], logq=[0.0] + [-0.05] * 5)
-    coin = torch.Generator().manual_seed(0)
-    drafted = 0
-    for _ in range(300):
-        if auto.should_draft():
-            drafted += 1
-            if float(torch.rand((), generator=coin)) < 0.5:
-                auto.observe_drafted(chain, torch.tensor([0, 1, 2, 3, 4, 5]), 5, {"draft": 30.0, "target": 80.0})
-            else:
-                auto.observe_drafted(chain, NOTHING, 0, {"draft": 30.0, "target": 80.0})
-        else:
-            auto.observe_plain({"target": 45.0})
-    assert drafted >= 290
+# ------------------------------------------------------------------------------------------- memory
+def test_a_new_request_starts_from_what_earlier_requests_taught() -> None:
+    """Synthetic history: earlier requests' drafted rounds averaged 1.2 tokens, below the break-even. A new
+    request then decodes plainly first and probes after min_probe_interval rounds; with a history of 4 tokens it
+    drafts at once; with no history it drafts at once (nothing says it does not pay)."""
+    poor = controller(STEEP, min_probe_interval=3)
+    poor.observe_drafted([RowBudget(drafting=True, probe_interval=3)], [], [1.2], 6, DRAFTED_MS)
+    memory = poor.remember()
+    remembered = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=3),
+                            memory=ControllerMemory.from_json(memory.to_json()))
+    row = remembered.start_row()
+    assert not row.drafting and row.plain_left == 3
+    assert run_row(remembered, row, [1.2], 4) == [False, False, False, True]
+    rich = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(),
+                      memory=ControllerMemory(gain=4.0, draft_ms=110.0))
+    assert rich.start_row().drafting
+    assert controller(STEEP).start_row().drafting
 
 
-def test_a_new_request_probes_soon_but_keeps_what_was_learnt() -> None:
-    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=2,
-                                                                                max_probe_interval=16))
-    tree = wide_tree(6)
-    never_accepted(auto, tree)
-    nothing = NOTHING
-    for _ in range(30):  # a request on which drafting never pays: the interval grows to 16
-        if auto.should_draft():
-            auto.observe_drafted(tree, nothing, 0, {"draft": 30.0, "target": 80.0})
-        else:
-            auto.observe_plain({"target": 45.0})
-    assert auto.probe_interval == 16 and not auto.drafting
-    auto.start_request()
-    assert auto.plain_left <= 2 and auto.probe_interval == 16 and auto.draft_rate is not None
+def test_memory_keeps_the_calibration() -> None:
+    auto = controller(STEEP)
+    tree = DraftTree.from_lists([1, 2, 3], [-1, 0, 1], logq=[0.0, -0.05, -0.05])
+    for _ in range(50):
+        auto.observe_tree(tree, torch.tensor([[0, -1, -1]]))  # never accepted
+    again = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(),
+                       memory=ControllerMemory.from_json(auto.remember().to_json()))
+    assert torch.allclose(again.estimator.estimate(tree), auto.estimator.estimate(tree))
+    assert float(again.estimator.estimate(tree)[0, 1]) < 0.2
 
 
-def test_probes_are_spaced_by_the_batch_size() -> None:
-    """A probe drafts every row of a batch, so with 8 rows the plain stretches between probes are 8 times longer."""
-    gaps = {}
-    for rows in (1, 8):
-        auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(min_probe_interval=2,
-                                                                                    max_probe_interval=4))
-        auto.rows = rows
-        tree = wide_tree(6)
-        never_accepted(auto, tree)
-        auto.observe_round(6 * rows, float(rows), {"draft": 30.0 * rows, "target": 80.0})  # drafting does not pay
-        plain = 0
-        while not auto.should_draft():
-            auto.observe_plain({"target": 45.0})
-            plain += 1
-        gaps[rows] = plain
-    assert gaps == {1: 2, 8: 16}
+@pytest.mark.parametrize("bad", [{"format": 1, "gain": 1e308}, {"format": 1, "gain": -1.0},
+                                 {"format": 1, "draft_ms": float("nan")}, {"format": 2},
+                                 {"format": 1, "calibration": [1, 2]}, {"format": 1, "gain": True}])
+def test_implausible_memory_is_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        ControllerMemory.from_json(bad)

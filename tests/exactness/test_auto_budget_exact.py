@@ -15,7 +15,7 @@ from specframe_hf.testing import random_ids
 
 from specframe.cost.measure import profile_path, save_profile
 from specframe.cost.profile import CostProfile
-from specframe.cost.setup import build_auto_budget, pipeline_profile_key
+from specframe.cost.setup import target_profile_key
 from specframe.pipeline import Pipeline
 
 from .test_greedy_exact_hf import BASE, BUILDERS, PRUNERS, MissDrafter, OracleDrafter, fit_builder
@@ -56,10 +56,10 @@ def run_auto(host, ref, drafter: dict[str, Any], builder: dict[str, Any], pruner
             "drafter": drafter, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
             "verifier": verifier, "corrector": {"type": "identity"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
-    key = pipeline_profile_key(pipe)
+    key = target_profile_key(pipe.target, pipe.config)
     save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
     ids = torch.tensor([prompt])
-    pipe.auto_budget = build_auto_budget(pipe, ids)
+    pipe.prepare_auto_budget(ids)
     pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
     stage = pipe.stages.drafter
     if isinstance(stage, (OracleDrafter, MissDrafter)):

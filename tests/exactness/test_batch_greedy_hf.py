@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
+from specframe.decode.request import RefusedRequest, Request
 from specframe_hf.testing import random_ids
 
 from specframe import ComponentSpec, DecodeState, DraftProposal, PluginHost, hookimpl
-from specframe.batch_decode import RefusedRequest, Request
 from specframe.errors import ConfigError
 from specframe.pipeline import Pipeline
 from tests.exactness.test_greedy_exact_hf import (
@@ -158,16 +158,16 @@ def auto_batch(host: PluginHost, ref: Reference, builder: dict[str, Any], pruner
     """A batch under `budget: auto` with a frozen steep cost curve; every row checked against generate()."""
     from specframe.cost.measure import profile_path, save_profile
     from specframe.cost.profile import CostProfile
-    from specframe.cost.setup import build_auto_budget, pipeline_profile_key
+    from specframe.cost.setup import target_profile_key
     from tests.exactness.test_auto_budget_exact import STEEP
 
     data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10, "min_probe_interval": 2},
             "drafter": {"type": "oracle"}, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
             "verifier": verifier, "corrector": {"type": "identity"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
-    key = pipeline_profile_key(pipe)
+    key = target_profile_key(pipe.target, pipe.config)
     save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
-    pipe.auto_budget = build_auto_budget(pipe, torch.tensor([[1, 2, 3]]))
+    pipe.prepare_auto_budget(torch.tensor([[1, 2, 3]]))
     pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
     requests, expected = [], []
     for length, seed, n, noise in REQUESTS:
@@ -177,7 +177,6 @@ def auto_batch(host: PluginHost, ref: Reference, builder: dict[str, Any], pruner
         expected.append(ref.generate(prompt, n))
     results = pipe.generate_batch(requests, batch_size=3)
     assert [r.tokens for r in results] == expected, (builder, pruner, verifier)
-    assert pipe.auto_budget.rows == 1  # a single request afterwards is costed as one row again
     return results
 
 
@@ -195,14 +194,3 @@ def test_auto_budget_batches_are_greedy_exact(host, ref, builder, verifier):
 @pytest.mark.parametrize(("builder", "verifier"), SAMPLED, ids=lambda x: x["type"])
 def test_auto_budget_batches_with_sampled_builders_are_greedy_exact(host, ref, builder, verifier):
     auto_batch(host, ref, builder, {"type": "none"}, verifier)
-
-
-@pytest.mark.usefixtures("private_cache")
-def test_joining_requests_do_not_each_restart_auto_probing(host, ref, monkeypatch):
-    from specframe.cost.auto_budget import AutoBudget
-
-    calls = []
-    original = AutoBudget.start_request
-    monkeypatch.setattr(AutoBudget, "start_request", lambda self: calls.append(1) or original(self))
-    auto_batch(host, ref, {"type": "chain"}, {"type": "none"}, {"type": "auto"})  # 5 requests, 3 rows
-    assert len(calls) == 1

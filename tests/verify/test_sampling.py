@@ -9,12 +9,14 @@ import torch
 
 from specframe.errors import GenerationError
 from specframe.sampling import (
+    gumbel_from_uniforms,
     inverse_cdf,
     probs,
     processed_logprobs,
     sample,
     sample_from_probs,
     sample_without_replacement,
+    uniforms,
     validate_sampling,
 )
 from specframe.testing.stats import g_test
@@ -75,7 +77,7 @@ def test_temperature_zero_is_a_point_mass_on_the_first_argmax() -> None:
     assert p.tolist() == [[0.0, 1.0, 0.0, 0.0]]
     gen = torch.Generator().manual_seed(0)
     state = gen.get_state()
-    assert sample(x, SamplingParams(0.0), gen).tolist() == [1]
+    assert sample(x, SamplingParams(0.0), None).tolist() == [1]
     assert torch.equal(state, gen.get_state())
 
 
@@ -100,7 +102,7 @@ def test_draws_follow_the_processed_law() -> None:
     x = torch.randn(7, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     params = SamplingParams(temperature=0.8, top_k=5, top_p=0.9)
     law = probs(x, params)
-    draws = sample(x.expand(20_000, -1), params, gen)
+    draws = sample(x.expand(20_000, -1), params, uniforms((20_000,), gen))
     res = g_test(torch.bincount(draws, minlength=7).double(), law)
     assert res.impossible == 0 and res.p_value > 1e-6
     # Power: the unfiltered law is rejected by the same test.
@@ -117,7 +119,8 @@ def test_sample_from_unnormalised_weights() -> None:
 def test_sampling_without_replacement_has_the_sequential_law() -> None:
     gen = torch.Generator().manual_seed(11)
     q = torch.tensor([0.5, 0.3, 0.15, 0.05, 0.0], dtype=torch.float64)
-    tokens, ok = sample_without_replacement(q.log().expand(20_000, -1), 2, gen)
+    tokens, ok = sample_without_replacement(q.log().expand(20_000, -1), 2,
+                                            gumbel_from_uniforms(uniforms((20_000, q.shape[-1]), gen)))
     assert bool(ok.all()) and bool((tokens[:, 0] != tokens[:, 1]).all())
     counts = torch.bincount(tokens[:, 0] * 5 + tokens[:, 1], minlength=25).view(5, 5).double()
     law = q[:, None] * q[None, :] / (1 - q[:, None])
@@ -127,7 +130,8 @@ def test_sampling_without_replacement_has_the_sequential_law() -> None:
 
 def test_sampling_without_replacement_flags_exhausted_support() -> None:
     logq = torch.tensor([[0.0, float("-inf"), float("-inf")], [math.log(0.5), math.log(0.5), float("-inf")]])
-    tokens, ok = sample_without_replacement(logq, 4, torch.Generator().manual_seed(0))
+    tokens, ok = sample_without_replacement(logq, 4, gumbel_from_uniforms(uniforms(tuple(logq.shape),
+                                                                                torch.Generator().manual_seed(0))))
     assert ok.tolist() == [[True, False, False, False], [True, True, False, False]]
     assert tokens[0, 0] == 0 and sorted(tokens[1, :2].tolist()) == [0, 1]
 
@@ -149,7 +153,7 @@ def test_bad_values_raise_generation_error_naming_the_field(params: SamplingPara
         validate_sampling(params)
     assert field in info.value.message and info.value.hint
     with pytest.raises(GenerationError):
-        sample(torch.zeros(2, 3), params, torch.Generator())
+        sample(torch.zeros(2, 3), params, uniforms((2,), torch.Generator()))
 
 
 def test_global_rng_untouched() -> None:
@@ -158,7 +162,7 @@ def test_global_rng_untouched() -> None:
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(4, 9, generator=gen)
     params = SamplingParams(temperature=0.9, top_k=4, top_p=0.8)
-    sample(x, params, gen)
+    sample(x, params, uniforms((4,), gen))
     sample_from_probs(probs(x, params), gen)
-    sample_without_replacement(processed_logprobs(x, params), 3, gen)
+    sample_without_replacement(processed_logprobs(x, params), 3, gumbel_from_uniforms(uniforms((4, 9), gen)))
     assert torch.equal(before, torch.get_rng_state())

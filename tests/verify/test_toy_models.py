@@ -8,7 +8,7 @@ import torch
 from specframe.interfaces import DecodeState
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams
+from specframe.types import SamplingParams
 
 
 def test_forward_tree_scores_each_node_from_its_own_path() -> None:
@@ -47,7 +47,7 @@ def test_commit_appends_the_accepted_path_per_row() -> None:
 
 def _state(tokens: list[int]) -> DecodeState:
     return DecodeState(tokens=torch.tensor([tokens]), prompt_len=len(tokens) - 1, sampling=SamplingParams(),
-                       rng=RngStreams.from_seed(0))
+                       seed=0)
 
 
 def test_drafter_at_distance_zero_proposes_the_target_rollout() -> None:

@@ -24,7 +24,7 @@ from specframe_diffusion.drafters import DominoDrafterConfig, DSparkDrafterConfi
 
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import BuildContext, DecodeState
-from specframe.types import DraftProposal, RngStreams, SamplingParams, TargetOutput
+from specframe.types import DraftProposal, SamplingParams, TargetOutput
 
 WIDTH = len(TAPS) * HIDDEN
 
@@ -45,7 +45,7 @@ def _proposal(directory: Path, target: Any, family: str) -> DraftProposal:
                                   BuildContext(pipeline=None, target=target), family)
     gen = torch.Generator().manual_seed(5)
     state = DecodeState(tokens=torch.randint(0, 500, (1, 7), generator=gen), prompt_len=6,
-                        sampling=SamplingParams(), rng=RngStreams.from_seed(0))
+                        sampling=SamplingParams(), seed=0)
     drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=torch.randn(1, 6, WIDTH, generator=gen)))
     return drafter.propose(state)
 

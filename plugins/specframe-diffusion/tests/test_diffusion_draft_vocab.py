@@ -14,10 +14,11 @@ from specframe_diffusion.drafters import DFlashDrafterConfig, DSparkDrafterConfi
 from specframe_verifiers import SampledTreeBuilder
 
 from specframe.builtin.identity import IdentityCorrector
+from specframe.decode.noise import RoundNoise
 from specframe.draft_vocab import DraftVocab, save_draft_vocab
 from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext, DecodeState, RoundContext
-from specframe.types import RngStreams, SamplingParams, TargetOutput
+from specframe.types import SamplingParams, TargetOutput
 
 WIDTH = len(TAPS) * HIDDEN
 SUBSET = DraftVocab.from_target_ids(torch.randperm(VOCAB, generator=torch.Generator().manual_seed(5))[:100], VOCAB)
@@ -29,7 +30,7 @@ def _proposal(directory: Path, target: Any, kind: str = "dflash", **fields: Any)
     drafter = build_block_drafter(config, BuildContext(pipeline=None, target=target), kind)
     gen = torch.Generator().manual_seed(9)
     state = DecodeState(tokens=torch.randint(0, 500, (2, 6), generator=gen), prompt_len=5,
-                        sampling=SamplingParams(), rng=RngStreams.from_seed(0))
+                        sampling=SamplingParams(), seed=0)
     drafter.begin(state, TargetOutput(logits=torch.zeros(2, 1, VOCAB), hidden=torch.randn(2, 5, WIDTH, generator=gen)))
     return drafter, drafter.propose(state)
 
@@ -60,7 +61,7 @@ def test_sampled_draft_law_is_zero_outside_the_subset(make_checkpoint, hf_target
     mapping = save_draft_vocab(SUBSET, tmp_path / "map.safetensors")
     _, proposal = _proposal(make_checkpoint("dflash", block_size=5), hf_target, draft_vocab=str(mapping))
     params = SamplingParams(temperature=1.0)
-    ctx = RoundContext(budget=64, sampling=params, rng=RngStreams.from_seed(3))
+    ctx = RoundContext(budget=64, sampling=params, noise=RoundNoise.from_seed(3))
     tree = SampledTreeBuilder((4, 2, 1), VOCAB).build(proposal, IdentityCorrector(), ctx)
     assert tree.child_q is not None
     q = tree.child_q[:, : tree.tokens.shape[1]]  # [B, N, V]

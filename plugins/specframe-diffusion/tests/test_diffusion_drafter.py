@@ -24,7 +24,7 @@ from specframe_diffusion.drafters import (
 from specframe.errors import CheckpointError, ConfigError, GenerationError
 from specframe.interfaces import BuildContext, DecodeState
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams, TargetOutput, VerifyResult
+from specframe.types import SamplingParams, TargetOutput, VerifyResult
 
 CONFIGS = {"dflash": DFlashDrafterConfig, "domino": DominoDrafterConfig, "dspark": DSparkDrafterConfig}
 FAMILY = {"dflash": "dflash", "domino": "domino", "dspark_deepseek": "dspark", "dspark_zlab": "dspark",
@@ -72,14 +72,15 @@ def test_block_logits_match_the_reference_across_rounds(tmp_path: Path, tiny_qwe
     cfg, _ = write_published_checkpoint(tmp_path / kind, kind, seed=3, target=tiny_qwen3, copy_embeddings=False,
                                         block_size=5 if kind.endswith("deepseek") else 6)
     drafter = _build(kind, tmp_path / kind, hf_target)
-    assert hf_target.taps == tuple(TAPS) and drafter.target_layers == tuple(TAPS)
+    assert drafter.target_layers == tuple(TAPS)
+    hf_target.set_taps(drafter.target_layers)  # the decode loop taps them for its own forwards; this test drives the target itself
     ref = _Reference(kind, cfg, _weights(tmp_path / kind), tiny_qwen3)
     gen = torch.Generator().manual_seed(11)
 
     prompt = torch.randint(0, 500, (1, 5), generator=gen)
     root = 17
     state = DecodeState(tokens=torch.cat([prompt, torch.tensor([[root]])], dim=1), prompt_len=5,
-                        sampling=SamplingParams(), rng=RngStreams.from_seed(0))
+                        sampling=SamplingParams(), seed=0)
     prompt_taps = torch.randn(1, 5, WIDTH, generator=gen)
     drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=prompt_taps))
     ref.context = prompt_taps[0]
@@ -124,7 +125,7 @@ def test_rows_are_drafted_independently(tmp_path: Path, tiny_qwen3: Any, hf_targ
     def propose(rows: list[int]) -> torch.Tensor:
         drafter = _build("dflash", tmp_path / "d", hf_target)
         state = DecodeState(tokens=tokens[rows], prompt_len=4, sampling=SamplingParams(),
-                            rng=RngStreams.from_seed(0))
+                            seed=0)
         drafter.begin(state, TargetOutput(logits=torch.zeros(len(rows), 1, 512), hidden=taps[rows]))
         return drafter.propose(state).logits
 
@@ -137,7 +138,7 @@ def test_out_of_sync_and_missing_taps_are_generation_errors(tmp_path: Path, hf_t
     write_published_checkpoint(tmp_path / "d", "dflash", seed=4, block_size=4)
     drafter = _build("dflash", tmp_path / "d", hf_target)
     state = DecodeState(tokens=torch.tensor([[1, 2, 3]]), prompt_len=2, sampling=SamplingParams(),
-                        rng=RngStreams.from_seed(0))
+                        seed=0)
     with pytest.raises(GenerationError, match=r"TargetOutput\.hidden is None"):
         drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512)))
     drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=torch.zeros(1, 2, WIDTH)))
@@ -178,7 +179,7 @@ def test_bfloat16_drafter_on_a_float32_target(make_checkpoint, hf_target: Any, k
     for dtype in ("float32", "bfloat16"):
         drafter = _build(kind, directory, hf_target, dtype=dtype)
         state = DecodeState(tokens=torch.tensor([[3, 4, 5, 6, 7]]), prompt_len=4, sampling=SamplingParams(),
-                            rng=RngStreams.from_seed(0))
+                            seed=0)
         drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=taps))
         proposal = drafter.propose(state)
         assert proposal.logits.dtype == torch.float32 and proposal.features.dtype == getattr(torch, dtype)
@@ -192,7 +193,7 @@ def test_building_and_drafting_leave_the_global_rng_alone(make_checkpoint, hf_ta
     before = torch.get_rng_state()
     drafter = _build("dspark_deepseek", directory, hf_target)
     state = DecodeState(tokens=torch.tensor([[3, 4, 5]]), prompt_len=2, sampling=SamplingParams(),
-                        rng=RngStreams.from_seed(0))
+                        seed=0)
     drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=torch.zeros(1, 2, WIDTH)))
     drafter.propose(state)
     assert torch.equal(before, torch.get_rng_state())

@@ -1,13 +1,12 @@
 """`HFTarget`: a Hugging Face causal LM (Llama, Mistral, Qwen2, Qwen3) as a specframe target model.
 
-The adapter owns one ``DynamicCache`` per request:
+The adapter runs the model through one `ModelRunner` and keeps its sequences in `HFRows` (:mod:`specframe_hf.rows`):
 
 * ``prefill(ids [B, P])`` caches the prompt with an ordinary causal forward (logits of the last position only);
 * ``forward_tree(tree)`` runs the root and the draft nodes on top of the cache with an additive ancestor-only
   4-D mask (see :mod:`specframe_hf.tree_mask`) and positions ``cache_len + depth``; their KV entries are
   appended but not committed;
-* ``commit(tree, accepted_nodes)`` keeps the accepted path's entries and drops the rest
-  (see :mod:`specframe_hf.kv_compaction`).
+* ``commit(tree, accepted_nodes)`` keeps the accepted path's entries and drops the rest.
 
 Example::
 
@@ -17,9 +16,8 @@ Example::
     out = target.forward_tree(tree)                     # logits [1, 3, V]
     target.commit(tree, torch.tensor([[0, 1, -1]]))     # root and a are now cached
 
-Batch rows share one cache length here, so a batch must accept the same number of nodes in every row (batch
-size 1, the single-request loop's case, always does); batched decoding uses :meth:`HFTarget.ragged_batch`, where
-each row has its own length.
+This API keeps one cache length, so a batch must accept the same number of nodes in every row; the decode loop
+uses :meth:`HFTarget.ragged_batch`, whose rows each keep their own length (the same `HFRows`, so one commit path).
 """
 
 from __future__ import annotations
@@ -28,26 +26,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicCache
 
 from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
-from specframe.errors import ConfigError, ContractError, GenerationError
+from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.placement import resolve_device, resolve_dtype
 from specframe.prompts import Messages, user_message
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
-from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg, check_supported, check_tokenizer_fits
-from specframe_hf.device_map import DeviceMap, compute_devices, execution_device, parameter_dtype
-from specframe_hf.kv_compaction import compact_tree_entries
+from specframe_hf.compat import check_supported, check_tokenizer_fits
+from specframe_hf.device_map import DeviceMap
 from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
-from specframe_hf.ragged import HFRaggedBatch
-from specframe_hf.taps import LayerTaps
-from specframe_hf.tree_mask import TreeMaskBuffer
-
-
-def _on(x: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
-    return None if x is None else x.to(device)
+from specframe_hf.rows import HFRows
+from specframe_hf.runner import ModelRunner
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
@@ -67,7 +58,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
     Args:
         model: a supported causal LM (checked by :func:`specframe_hf.compat.check_supported`).
         tokenizer: its tokenizer, or None.
-        taps: decoder layers whose outputs every :class:`TargetOutput` carries.
+        taps: decoder layers whose outputs every :class:`TargetOutput` of this object's own API carries.
         source: where the model came from, for error messages.
     """
 
@@ -76,26 +67,21 @@ class HFTarget(TargetModel, SharedEmbeddings):
         check_supported(model)
         self.model = model.eval()
         self.source = source
-        self.model_type: str = model.config.model_type
-        self.vocab_size = int(model.get_output_embeddings().weight.shape[0])  # PackedLinear keeps .weight
+        self.runner = ModelRunner(self.model)
+        self.model_type = self.runner.model_type
+        self.vocab_size = self.runner.vocab_size
         check_tokenizer_fits(tokenizer, self.vocab_size, source)
         self.tokenizer = tokenizer
         self.eos_token_ids = eos_token_ids(model, tokenizer)
-        self.max_length = getattr(model.config, "max_position_embeddings", None)
-        self.device = execution_device(model)  # where ids, the tree mask and the random streams go
-        self.devices = compute_devices(model)  # accelerators of a split model (the stage clocks wait for them)
-        self.dtype = parameter_dtype(model)
-        self._cache_kwarg = cache_kwarg(model)
-        self._logits_to_keep = accepts_logits_to_keep(model)
-        self._mask = TreeMaskBuffer(self.dtype, self.device)
-        self._taps = LayerTaps(model.model.layers, self.model_type)
-        self._taps.set(taps)
+        self.max_length = self.runner.max_length
+        self.device = self.runner.device  # where ids, the tree mask and the random keys go
+        self.devices = self.runner.devices  # accelerators of a split model (the stage clocks wait for them)
+        self.dtype = self.runner.dtype
         self.cpu_linear = "default"  # "onednn" when the linear layers are prepacked (specframe.cpu_linear)
         self.tensor_parallel = False  # sharded over the ranks of a torchrun launch (specframe_hf.device_map)
-        self._cache: DynamicCache | None = None
-        self._past = 0  # committed positions
-        self._pending = 0  # uncommitted tree entries appended by the last forward_tree
-        self._batch = 0
+        self._taps: tuple[int, ...] = ()
+        self._rows: HFRows | None = None
+        self.set_taps(tuple(taps))
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
@@ -133,128 +119,65 @@ class HFTarget(TargetModel, SharedEmbeddings):
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
+
     # ----------------------------------------------------------------------------------------- state
     @property
     def cache_len(self) -> int:
-        return self._past
+        lengths = [] if self._rows is None else self._rows.lengths
+        return lengths[0] if lengths else 0
 
     @property
     def taps(self) -> tuple[int, ...]:
-        return self._taps.layer_ids
+        return self._taps
+
+    @property
+    def rows(self) -> HFRows | None:
+        """The rows of this object's own sequence (None before prefill); for inspection."""
+        return self._rows
 
     def set_taps(self, layers: tuple[int, ...]) -> None:
-        self._taps.set(layers)
+        """Tap ``layers`` in this object's own prefill / forward_tree. The decode loop passes its drafter's taps to
+        :meth:`ragged_batch` instead, so they hook the model during its own forwards only."""
+        self.runner.taps.set(layers)  # checks the layer indices
+        self.runner.taps.set(self._rows.taps if self._rows is not None else ())
+        self._taps = tuple(int(i) for i in layers)
 
-    def ragged_batch(self) -> HFRaggedBatch:
-        """Many requests in one cache, each row with its own length (see :mod:`specframe_hf.ragged`)."""
+    def ragged_batch(self, taps: Sequence[int] = ()) -> HFRows:
+        """The decode loop's rows over this model, tapping ``taps`` in their forwards until closed
+        (:mod:`specframe_hf.rows`); this object's own sequence is reset."""
         self.reset()
-        return HFRaggedBatch(self)
+        return HFRows(self.runner, taps)
 
     def reset(self) -> None:
-        self._cache = None
-        self._past = 0
-        self._pending = 0
-        self._batch = 0
-        with torch.inference_mode():  # the mask buffer is an inference tensor (made by forward_tree)
-            self._mask.reset()
-        self._taps.clear()
+        if self._rows is not None:
+            self._rows.close()
+        self._rows = None
 
     # --------------------------------------------------------------------------------------- forward
-    def _forward(self, input_ids: torch.Tensor, keep: int, **kwargs: Any) -> torch.Tensor:  # [B, keep, V]
-        """One forward on the cache; logits of the last ``keep`` query positions."""
-        if self._logits_to_keep:
-            kwargs["logits_to_keep"] = keep
-        out = self.model(input_ids=input_ids, use_cache=True, **{self._cache_kwarg: self._cache}, **kwargs)
-        return out.logits[:, -keep:]
-
     def prefill(self, input_ids: torch.Tensor) -> TargetOutput:
         """Cache ``input_ids`` ``[B, P]`` (a new request); logits ``[B, 1, V]`` float32 at the last position."""
-        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-            raise GenerationError(f"prefill expects token ids [B, P] with P >= 1, got shape {tuple(input_ids.shape)}",
-                                  hint="pass a batch-first 2-D tensor, e.g. ids.view(1, -1)")
-        length = int(input_ids.shape[1])
-        if self.max_length is not None and length > self.max_length:
-            raise GenerationError(
-                f"the prompt has {length} tokens but the {self.model_type} target's context is {self.max_length}",
-                hint="shorten the prompt (max_position_embeddings bounds every position)",
-            )
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= self.vocab_size:
-            raise GenerationError(f"prompt token ids must lie in [0, {self.vocab_size}), found {low}..{high}",
-                                  hint="encode the prompt with this model's tokenizer")
         self.reset()
-        self._cache = DynamicCache(config=self.model.config)
-        self._batch = int(input_ids.shape[0])
-        with torch.inference_mode():
-            logits = self._forward(input_ids.to(self.device), keep=1)
-            hidden = _on(self._taps.collect(), self.device)  # [B, P, n_taps * H]
-        self._past = length
-        return TargetOutput(logits=logits.float(), hidden=hidden)
+        self._rows = HFRows(self.runner, self._taps)
+        return self._rows.add_row(input_ids)
 
     def forward_tree(self, tree: DraftTree) -> TargetOutput:
         """Logits ``[B, N, V]`` (float32) after each node's path; the nodes' KV entries wait for :meth:`commit`."""
-        if self._cache is None:
+        if self._rows is None:
             raise GenerationError("forward_tree was called before prefill", hint="prefill the prompt first")
-        if tree.batch_size != self._batch:
-            raise GenerationError(f"the tree has {tree.batch_size} rows but the cache holds {self._batch}",
-                                  hint="keep one tree row per prefilled sequence")
-        with torch.inference_mode():
-            self._discard_pending()
-            tree = tree.to(self.device)
-            n = tree.capacity
-            # A tree is never deeper than its capacity - 1, so the depth is read only near the context's end.
-            if self.max_length is not None and self._past + n - 1 >= self.max_length \
-                    and self._past + tree.max_depth >= self.max_length:
-                raise GenerationError(
-                    f"a tree of depth {tree.max_depth} on {self._past} cached tokens runs past the "
-                    f"{self.model_type} target's context of {self.max_length}",
-                    hint="trim the tree to the remaining context (the pipeline does this automatically)",
-                )
-            # Padding nodes (valid=False) see only the past and themselves, so no score row is all-hidden.
-            eye = torch.eye(n, dtype=torch.bool, device=self.device)
-            visible = tree.ancestor_mask() | eye  # [B, N, N]
-            mask = self._mask.build(visible, self._past)  # [B, 1, N, past + N]
-            logits = self._forward(tree.tokens, keep=n, attention_mask=mask, position_ids=tree.positions(self._past))
-            hidden = _on(self._taps.collect(), self.device)  # [B, N, n_taps * H]
-        self._pending = n
-        return TargetOutput(logits=logits.float(), hidden=hidden)
+        return self._rows.forward_tree(tree)
 
     def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
-        """Keep the KV entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded), drop the rest."""
-        if self._pending == 0 or self._cache is None:
+        """Keep the KV entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded), drop the rest.
+
+        Every row must accept the same number of nodes: this API keeps one length (:attr:`cache_len`)."""
+        if self._rows is None:
             raise GenerationError("commit was called without a pending forward_tree",
                                   hint="call forward_tree(tree) and then commit(tree, accepted_nodes)")
-        if tree.capacity != self._pending:
-            raise GenerationError(f"commit got a tree of {tree.capacity} nodes but the last forward_tree ran "
-                                  f"{self._pending}", hint="commit the tree that was just verified")
-        # One transfer: each row's path length, then whether each row is a root-first path inside the tree.
-        lengths_t = (accepted_nodes >= 0).sum(dim=1)  # [B]
-        cols = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)  # [D + 1]
-        inside = cols < lengths_t.unsqueeze(1)  # [B, D + 1]: the leading, non-padding entries
-        well_formed = (accepted_nodes[:, 0] == 0) & ((accepted_nodes < self._pending) & inside | ~inside).all(dim=1) \
-            & ((accepted_nodes >= 0) == inside).all(dim=1)  # [B]
-        in_place = ((accepted_nodes == cols) | ~inside).all(dim=1)  # [B]: the path is the block's first nodes
-        facts = torch.stack([lengths_t, well_formed.long(), in_place.long()], dim=1).tolist()  # [B, 3]
-        lengths = [row[0] for row in facts]
-        length = int(lengths[0])
-        if any(n != length for n in lengths):
+        lengths = (accepted_nodes >= 0).sum(dim=1).tolist()
+        if any(n != lengths[0] for n in lengths):
             raise GenerationError(f"batch rows accepted different path lengths {lengths}",
-                                  hint="the hf adapter keeps one cache length for the batch; decode rows separately")
-        path = accepted_nodes[:, :length]  # [B, L]
-        if length == 0 or not all(row[1] for row in facts):
-            raise ContractError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree "
-                                "(it must start with node 0 and be padded with -1 at the end)", stage="verifier")
-        with torch.inference_mode():
-            compact_tree_entries(self._cache, self._past, path.to(self.device), self._pending,
-                                 in_place=all(row[2] for row in facts))
-        self._past += length
-        self._pending = 0
-
-    def _discard_pending(self) -> None:
-        """Drop the entries of a tree that was run but never committed."""
-        if self._pending and self._cache is not None:
-            self._cache.crop(-self._pending)
-        self._pending = 0
+                                  hint="this API keeps one cache length; decode rows with ragged_batch()")
+        self._rows.commit(tree, accepted_nodes)
 
     # ------------------------------------------------------------------------------- shared embeddings
     def input_embeddings(self) -> torch.nn.Module:

@@ -1,23 +1,23 @@
-"""`TreeMaskBuffer`: the additive 4-D attention mask for tree verification, kept in one reusable buffer.
+"""`TreeMaskBuffer`: the additive 4-D attention mask for tree verification over ragged rows, in one reusable buffer.
 
-A tree forward runs N query tokens (root + draft nodes) on top of ``past`` cached positions. Query ``i`` may
-see every cached position and the tree nodes that are itself or its ancestors. The mask is additive (``0``
-visible, ``finfo(dtype).min`` hidden), never bool: the eager backend adds the mask to the scores, so a bool
-mask would be added as 0/1 and silently give wrong logits.
+A round runs ``N`` query tokens per row (root + draft nodes) on top of a cache of width ``W``; row ``b`` has
+committed ``lengths[b] <= W`` positions in slots ``[0, lengths[b])``. Query ``i`` of row ``b`` may see the row's
+committed slots and the tree nodes that are itself or its ancestors (their entries sit at ``W + j``). The mask is
+additive (``0`` visible, ``finfo(dtype).min`` hidden), never bool: the eager backend adds the mask to the scores,
+so a bool mask would be added as 0/1 and silently give wrong logits.
 
-Worked example (one row, past = 2, tree ``parents = [-1, 0, 0]``, ``m = finfo.min``)::
+Worked example (two rows, lengths ``[2, 1]``, W = 2, tree ``parents = [-1, 0, 0]``, ``m = finfo.min``)::
 
-    columns:   c0  c1 | root  a   b
-    root     [  0   0 |  0    m   m ]
-    a        [  0   0 |  0    0   m ]
-    b        [  0   0 |  0    m   0 ]
+    columns:   c0  c1 | root  a   b          columns:   c0  c1 | root  a   b
+    row 0 root [ 0   0 |  0    m   m ]       row 1 root [ 0   m |  0    m   m ]
+    row 0 a    [ 0   0 |  0    0   m ]       row 1 a    [ 0   m |  0    0   m ]
+    row 0 b    [ 0   0 |  0    m   0 ]       row 1 b    [ 0   m |  0    m   0 ]
 
-Instead of allocating ``[B, 1, N, past + N]`` every round, the buffer ``[B, 1, R, C]`` is allocated once (and
-grown geometrically when a round needs more). Past columns are zero; only the ``N x N`` tree block is written
-per round. The columns the previous tree block used become committed context in the next round, so they are
-reset to zero lazily: the buffer remembers the column range that may hold stale tree values and clears only
-the part of it that now lies in the past. Work per round is O(R x (stale width) + N x N), independent of the
-context length.
+Instead of allocating ``[B, 1, N, W + N]`` every round, the buffer ``[B, 1, R, C]`` is allocated once (and grown
+geometrically when a round needs more). Columns below the shortest row's length are zero in every row; per round
+only columns ``[shortest, W + N)`` are written (the ragged part and the tree block). Columns an older round wrote
+and that now lie below the shortest length are reset to zero lazily. With one row (or rows of equal length) the
+work per round is O(N x N) plus the stale columns, independent of the context length.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 
 
 class TreeMaskBuffer:
-    """Reusable additive tree-attention mask.
+    """Reusable additive tree-attention mask over ragged rows.
 
     Args:
         dtype: dtype of the attention scores (the model's dtype).
@@ -41,45 +41,48 @@ class TreeMaskBuffer:
         self.hidden_value = torch.finfo(dtype).min
         self.allocations = 0  # how many times a buffer was allocated (grows only when a round needs more)
         self._buf: torch.Tensor | None = None  # [Bcap, 1, R, C]
-        self._stale = (0, 0)  # columns [lo, hi) that may still hold tree-block values
+        self._dirty = 0  # columns >= _dirty may hold non-zero values; those below are zero everywhere
 
     @property
     def shape(self) -> tuple[int, ...]:
         return () if self._buf is None else tuple(self._buf.shape)
 
-    def build(self, visible: torch.Tensor, past: int) -> torch.Tensor:
-        """Return the mask for this round, a view ``[B, 1, N, past + N]`` into the buffer.
+    def build(self, visible: torch.Tensor, lengths: list[int], width: int) -> torch.Tensor:
+        """Return this round's mask, a view ``[B, 1, N, width + N]`` into the buffer, valid until the next call.
 
         Args:
-            visible: ``[B, N, N]`` bool, ``visible[b, i, j]``: tree node ``i`` may attend to tree node ``j``.
-            past: number of cached positions every node sees.
-
-        The view stays valid until the next call.
+            visible: ``[B, N, N]`` bool, ``visible[b, i, j]``: node ``i`` of row ``b`` may attend to node ``j``.
+            lengths: committed positions per row (each ``<= width``).
+            width: the cache slots before the tree block.
         """
         b, n, _ = visible.shape
-        self._reserve(b, n, past + n)
+        self._reserve(b, n, width + n)
         buf = self._buf
         assert buf is not None
-        # Step 1: columns that held an older tree block and now lie in the past become visible context.
-        lo, hi = self._stale
-        stale_end = min(hi, past)
-        if lo < stale_end:
-            buf[:, :, :, lo:stale_end] = 0
-        # Step 2: write this round's tree block; everything else in rows :n and columns :past is zero.
-        block = buf[:b, 0, :n, past : past + n]  # [B, N, N]
+        shortest = min(lengths)
+        # Step 1: columns that older rounds wrote and that every row now sees become zero.
+        if self._dirty < shortest:
+            buf[:, :, :, self._dirty : shortest] = 0
+        # Step 2: the ragged part: slot c of row b is visible iff c < lengths[b].
+        if shortest < width:
+            cols = torch.arange(shortest, width, device=self.device)  # [W - shortest]
+            rows = torch.tensor(lengths, dtype=torch.long, device=self.device)  # [B]
+            hidden = cols[None, :] >= rows[:, None]  # [B, W - shortest]
+            part = buf[:b, 0, :n, shortest:width]  # [B, N, W - shortest]
+            part.zero_()
+            part.masked_fill_(hidden[:, None, :], self.hidden_value)
+        # Step 3: the tree block.
+        block = buf[:b, 0, :n, width : width + n]  # [B, N, N]
         block.fill_(self.hidden_value)
         block.masked_fill_(visible.to(self.device), 0)
-        # Step 3: remember which columns now hold tree values (older stale columns >= past included).
-        self._stale = (past, max(hi, past + n))
-        return buf[:b, :, :n, : past + n]
+        self._dirty = shortest
+        return buf[:b, :, :n, : width + n]
 
     def reset(self) -> None:
-        """Forget every tree block (start of a new request); the allocation is kept."""
+        """Forget every round (start of new requests); the allocation is kept."""
         if self._buf is not None:
-            lo, hi = self._stale
-            if lo < hi:
-                self._buf[:, :, :, lo:hi] = 0
-        self._stale = (0, 0)
+            self._buf[:, :, :, self._dirty :] = 0
+        self._dirty = self._buf.shape[-1] if self._buf is not None else 0
 
     def _reserve(self, batch: int, rows: int, columns: int) -> None:
         """Make sure the buffer holds ``[batch, 1, rows, columns]``; grow geometrically if not."""
@@ -93,5 +96,5 @@ class TreeMaskBuffer:
         else:
             new_b, new_r, new_c = batch, max(rows, 16), max(columns, self.min_columns)
         self._buf = torch.zeros(new_b, 1, new_r, new_c, dtype=self.dtype, device=self.device)
-        self._stale = (0, 0)
+        self._dirty = new_c
         self.allocations += 1

@@ -124,8 +124,8 @@ def test_past_key_values_spelling_is_detected_and_used(tiny_model):
     model = PastKeyValuesLlama(reference.config).eval()
     model.load_state_dict(reference.state_dict())
     target = HFTarget.from_model(model)
-    assert target._cache_kwarg == "past_key_values"
-    assert HFTarget.from_model(reference)._cache_kwarg == "cache"
+    assert target.runner.cache_kwarg == "past_key_values"
+    assert HFTarget.from_model(reference).runner.cache_kwarg == "cache"
     prompt = random_ids(6, seed=2)
     target.prefill(torch.tensor([prompt]))
     tree = DraftTree.from_lists([3, 4, 5], [-1, 0, 0])

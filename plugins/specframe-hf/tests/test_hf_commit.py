@@ -56,7 +56,7 @@ def test_compacted_cache_equals_fresh_prefill(tiny_model, family, attn):
     committed, root, _ = run_rounds(target, random_ids(7, seed=1), rounds=6, seed=2)
     fresh = HFTarget.from_model(model)
     fresh.prefill(torch.tensor([committed]))
-    for ours, theirs in zip(target._cache.layers, fresh._cache.layers, strict=True):
+    for ours, theirs in zip(target.rows.cache.layers, fresh.rows.cache.layers, strict=True):
         assert ours.keys.shape == theirs.keys.shape
         assert torch.allclose(ours.keys, theirs.keys, atol=ATOL)
         assert torch.allclose(ours.values, theirs.values, atol=ATOL)
@@ -84,7 +84,7 @@ def test_chain_prefix_commit_needs_no_copy_and_keeps_the_prefix(tiny_model):
     chain = DraftTree.from_lists(tokens, [-1, 0, 1, 2])
     target.forward_tree(chain)
     target.commit(chain, torch.tensor([[0, 1, -1, -1]]))
-    assert target.cache_len == 7 and target._cache.get_seq_length() == 7
+    assert target.cache_len == 7 and target.rows.cache.get_seq_length() == 7
     nxt = target.forward_tree(DraftTree.root_only(torch.tensor([9]))).logits[0, 0]
     assert torch.allclose(nxt, causal_logits(model, [*prompt, *tokens[:2], 9])[-1], atol=ATOL)
 
@@ -96,7 +96,7 @@ def test_a_second_forward_without_commit_discards_the_first_tree(tiny_model):
     target.prefill(torch.tensor([prompt]))
     target.forward_tree(DraftTree.from_lists(random_ids(3, seed=8), [-1, 0, 0]))
     logits = target.forward_tree(DraftTree.root_only(torch.tensor([4]))).logits
-    assert target._cache.get_seq_length() == 6
+    assert target.rows.cache.get_seq_length() == 6
     assert torch.allclose(logits[0, 0], causal_logits(model, [*prompt, 4])[-1], atol=ATOL)
 
 

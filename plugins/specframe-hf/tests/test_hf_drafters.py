@@ -15,12 +15,12 @@ from specframe_hf.ngram_drafter import NgramDrafter, lookup_continuation
 from specframe.builtin.no_drafter import NoDrafter
 from specframe.interfaces import DecodeState
 from specframe.plugins import PluginHost
-from specframe.types import RngStreams, SamplingParams
+from specframe.types import SamplingParams
 
 
 def state_of(*rows: list[int]) -> DecodeState:
     return DecodeState(tokens=torch.tensor(list(rows)), prompt_len=1, sampling=SamplingParams(),
-                       rng=RngStreams.from_seed(0))
+                       seed=0)
 
 
 def lookup(tokens: list[int], *, lo: int = 1, hi: int = 3, limit: int = 8) -> list[int]:

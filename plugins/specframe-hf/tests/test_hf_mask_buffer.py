@@ -10,28 +10,55 @@ from specframe_hf.tree_mask import TreeMaskBuffer
 from specframe.tree import DraftTree
 
 
-def reference_mask(parents: list[int], past: int, dtype: torch.dtype) -> torch.Tensor:  # [1, 1, N, past + N]
-    """Straight from the definition: every node sees the past, itself and its ancestors."""
-    n = len(parents)
-    visible = torch.zeros(n, past + n, dtype=torch.bool)
+def reference_mask(parents: list[int], past: int, dtype: torch.dtype, width: int | None = None) -> torch.Tensor:
+    """Straight from the definition: every node sees its row's ``past`` slots, itself and its ancestors, whose
+    entries sit after the ``width`` cache slots; ``[1, 1, N, width + N]``."""
+    n, width = len(parents), past if width is None else width
+    visible = torch.zeros(n, width + n, dtype=torch.bool)
     visible[:, :past] = True
     for i in range(n):
         j = i
         while j != -1:
-            visible[i, past + j] = True
+            visible[i, width + j] = True
             j = parents[j]
-    mask = torch.zeros(n, past + n, dtype=dtype)
+    mask = torch.zeros(n, width + n, dtype=dtype)
     mask.masked_fill_(~visible, torch.finfo(dtype).min)
     return mask[None, None]
+
+
+def build(buf: TreeMaskBuffer, tree: DraftTree, past: int) -> torch.Tensor:
+    """One row whose length is the cache's width."""
+    return buf.build(tree.ancestor_mask(), [past], past)
 
 
 def test_worked_example_from_the_module_docstring():
     buf = TreeMaskBuffer(torch.float32, "cpu")
     tree = DraftTree.from_lists([7, 3, 5], [-1, 0, 0])
-    mask = buf.build(tree.ancestor_mask(), past=2)[0, 0]
+    mask = buf.build(tree.ancestor_mask().expand(2, -1, -1), [2, 1], 2)
     m = torch.finfo(torch.float32).min
-    expected = torch.tensor([[0, 0, 0, m, m], [0, 0, 0, 0, m], [0, 0, 0, m, 0]])
-    assert torch.equal(mask, expected)
+    row0 = torch.tensor([[0, 0, 0, m, m], [0, 0, 0, 0, m], [0, 0, 0, m, 0]])
+    row1 = torch.tensor([[0, m, 0, m, m], [0, m, 0, 0, m], [0, m, 0, m, 0]])
+    assert torch.equal(mask[0, 0], row0) and torch.equal(mask[1, 0], row1)
+
+
+def test_ragged_rounds_equal_fresh_masks():
+    """Rows of different lengths that grow, join and leave: every round equals the definition, row by row."""
+    buf = TreeMaskBuffer(torch.float32, "cpu", min_columns=16)
+    gen = torch.Generator().manual_seed(1)
+    lengths = [5, 2, 9]
+    for r in range(30):
+        if r == 10:
+            lengths.append(1)  # a short request joins
+        if r == 20:
+            lengths = lengths[1:]  # the first row leaves
+        n = int(torch.randint(1, 8, (1,), generator=gen))
+        parents = random_tree_parents(n, seed=r)
+        tree = DraftTree.from_lists(list(range(n)), parents)
+        width = max(lengths)
+        got = buf.build(tree.ancestor_mask().expand(len(lengths), -1, -1), lengths, width)
+        for b, length in enumerate(lengths):
+            assert torch.equal(got[b : b + 1], reference_mask(parents, length, torch.float32, width)), (r, b)
+        lengths = [length + int(torch.randint(1, n + 1, (1,), generator=gen)) for length in lengths]
 
 
 def test_reused_buffer_equals_fresh_masks_over_many_rounds():
@@ -43,7 +70,7 @@ def test_reused_buffer_equals_fresh_masks_over_many_rounds():
         n = int(torch.randint(1, 20, (1,), generator=gen))
         parents = random_tree_parents(n, seed=r)
         tree = DraftTree.from_lists(list(range(n)), parents)
-        got = reused.build(tree.ancestor_mask(), past)
+        got = build(reused, tree, past)
         assert torch.equal(got, reference_mask(parents, past, torch.float32)), f"round {r}"
         past += int(torch.randint(1, n + 1, (1,), generator=gen))
     assert reused.allocations < 6  # geometric growth, not one allocation per round
@@ -52,9 +79,9 @@ def test_reused_buffer_equals_fresh_masks_over_many_rounds():
 def test_buffer_is_not_reallocated_when_rounds_fit():
     buf = TreeMaskBuffer(torch.bfloat16, "cpu", min_columns=128)
     tree = DraftTree.from_lists(list(range(8)), random_tree_parents(8, seed=1))
-    first = buf.build(tree.ancestor_mask(), 10).data_ptr()
+    first = build(buf, tree, 10).data_ptr()
     for past in range(11, 100, 7):
-        assert buf.build(tree.ancestor_mask(), past).data_ptr() == first
+        assert build(buf, tree, past).data_ptr() == first
     assert buf.allocations == 1
 
 
@@ -62,10 +89,10 @@ def test_reset_clears_tree_blocks_for_a_new_request():
     buf = TreeMaskBuffer(torch.float32, "cpu")
     parents = random_tree_parents(10, seed=2)
     tree = DraftTree.from_lists(list(range(10)), parents)
-    buf.build(tree.ancestor_mask(), 50)
+    build(buf, tree, 50)
     buf.reset()
     small = DraftTree.from_lists([0, 1], [-1, 0])
-    assert torch.equal(buf.build(small.ancestor_mask(), 55), reference_mask([-1, 0], 55, torch.float32))
+    assert torch.equal(build(buf, small, 55), reference_mask([-1, 0], 55, torch.float32))
 
 
 def test_target_logits_with_reused_buffer_equal_logits_with_a_fresh_buffer(tiny_model):
@@ -79,7 +106,7 @@ def test_target_logits_with_reused_buffer_equal_logits_with_a_fresh_buffer(tiny_
     for r in range(8):
         n = int(torch.randint(2, 10, (1,), generator=gen))
         tree = DraftTree.from_lists(random_ids(n, seed=10 + r), random_tree_parents(n, seed=20 + r))
-        fresh._mask = TreeMaskBuffer(fresh.dtype, fresh.device)
+        fresh.rows._mask = TreeMaskBuffer(fresh.dtype, fresh.device)  # a brand-new buffer for this round
         a = reused.forward_tree(tree).logits
         b = fresh.forward_tree(tree).logits
         assert torch.equal(a, b), f"round {r}"
@@ -88,7 +115,7 @@ def test_target_logits_with_reused_buffer_equal_logits_with_a_fresh_buffer(tiny_
         accepted = torch.tensor([path + [-1] * (n - len(path))])
         reused.commit(tree, accepted)
         fresh.commit(tree, accepted)
-    assert reused._mask.allocations == 1
+    assert reused.rows.mask.allocations == 1
 
 
 def test_reset_outside_inference_mode_after_a_tree_forward(tiny_model) -> None:  # type: ignore[no-untyped-def]

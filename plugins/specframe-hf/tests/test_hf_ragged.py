@@ -1,4 +1,4 @@
-"""`HFRaggedBatch`: per-row lengths, positions, masks and compaction, checked against plain causal forwards."""
+"""`HFRows`: per-row lengths, positions, masks and compaction, checked against plain causal forwards."""
 
 from __future__ import annotations
 
@@ -37,8 +37,7 @@ def test_worked_example_of_the_module_docstring(model) -> None:  # type: ignore[
 
 def test_random_ragged_rounds_with_rows_joining_and_leaving(model) -> None:  # type: ignore[no-untyped-def]
     """Random trees per row, random accepted paths (entries must move), rows joining longer and leaving."""
-    target = HFTarget.from_model(model, taps=(0,))
-    rows = target.ragged_batch()
+    rows = HFTarget.from_model(model).ragged_batch(taps=(0,))
     gen = torch.Generator().manual_seed(0)
     seqs = [random_ids(4, seed=1), random_ids(9, seed=2)]
     for s in seqs:
@@ -77,10 +76,10 @@ def test_random_ragged_rounds_with_rows_joining_and_leaving(model) -> None:  # t
 
 def test_misuse_is_an_error(model) -> None:  # type: ignore[no-untyped-def]
     rows = HFTarget.from_model(model).ragged_batch()
-    with pytest.raises(GenerationError, match=r"\[1, P\]"):
-        rows.add_row(torch.tensor([[1, 2], [3, 4]]))
+    with pytest.raises(GenerationError, match=r"\[R, P\]"):
+        rows.add_row(torch.tensor([1, 2]))
     rows.add_row(torch.tensor([[1, 2]]))
-    with pytest.raises(GenerationError, match="2 rows but the batch holds 1"):
+    with pytest.raises(GenerationError, match="2 rows but the cache holds 1"):
         rows.forward_tree(DraftTree.stack([DraftTree.from_lists([1], [-1])] * 2))
     with pytest.raises(GenerationError, match="without a pending forward_tree"):
         rows.commit(DraftTree.from_lists([1], [-1]), torch.tensor([[0]]))

@@ -107,7 +107,7 @@ def test_half_precision_tree_forward_tracks_the_causal_forward(tiny_model, dtype
         tree = DraftTree.from_lists(tokens, [-1, 0, 0, 1, 2])
         logits = target.forward_tree(tree).logits
         assert logits.dtype == torch.float32
-        assert target._mask.dtype == dtype
+        assert target.rows.mask.dtype == dtype
         for node in range(5):
             path = [tokens[j] for j in tree.path_to(0, node)]
             ref = causal_logits(model, prompt + path)[-1]

@@ -19,9 +19,10 @@ from specframe_trees.correctors import (
 )
 
 from specframe.builtin.identity import IdentityCorrector
+from specframe.decode.noise import RoundNoise
 from specframe.interfaces import Corrector, RoundContext
 from specframe.tree import DraftTree
-from specframe.types import DraftProposal, RngStreams, SamplingParams
+from specframe.types import DraftProposal, SamplingParams
 
 #: Large enough for every proposal drawn by specframe.testing.strategies.proposals with default ranges.
 VOCAB = 16
@@ -29,7 +30,7 @@ HIDDEN = 8
 
 
 def ctx(budget: int) -> RoundContext:
-    return RoundContext(budget=budget, sampling=SamplingParams(), rng=RngStreams.from_seed(0))
+    return RoundContext(budget=budget, sampling=SamplingParams(), noise=RoundNoise.from_seed(0))
 
 
 def small_gru(*, dtype: str = "float64", seed: int = 0, **overrides: object) -> Corrector:

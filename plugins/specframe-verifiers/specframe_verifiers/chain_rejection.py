@@ -4,9 +4,9 @@ The tree must be a chain ``root -> d_1 -> ... -> d_n`` whose node ``d_k`` was sa
 ``q_k = tree.child_q[:, parent(d_k)]``. With ``p_k`` the target's processed law at ``parent(d_k)``::
 
     for k = 1..n:
-        accept d_k with probability min(1, p_k(d_k) / q_k(d_k))            (rng.accept)
-        on rejection: emit a residual token ~ normalize(max(p_k - q_k, 0))   (rng.residual) and stop
-    if every draft was accepted: emit a bonus token ~ p_{n+1}                (rng.target)
+        accept d_k with probability min(1, p_k(d_k) / q_k(d_k))            (stream ACCEPT)
+        on rejection: emit a residual token ~ normalize(max(p_k - q_k, 0))   (stream RESIDUAL) and stop
+    if every draft was accepted: emit a bonus token ~ p_{n+1}                (stream TARGET)
 
 Worked example (V = 2, one draft): ``q = [0.8, 0.2]``, ``p = [0.5, 0.5]``, draft ``d_1 = 0``. It is accepted
 with probability ``0.5 / 0.8 = 0.625``; otherwise the residual ``max(p - q, 0) = [0, 0.3]`` normalises to
@@ -30,7 +30,6 @@ from specframe.errors import ContractError
 from specframe.interfaces import RoundContext
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult
-from specframe_verifiers.paths import sibling_rank
 from specframe_verifiers.tree_rejection import TreeRejectionVerifier
 
 
@@ -41,7 +40,7 @@ class ChainRejectionVerifier(TreeRejectionVerifier):
     name = "chain_rejection"
 
     def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
-        if bool((sibling_rank(tree) >= 1).any()):
+        if bool((tree.sibling_rank() >= 1).any()):
             raise ContractError("verifier 'chain_rejection' got a tree in which a node has several children, "
                                 "from a tree builder declared produces_tree=False", stage="tree_builder")
         return super().verify(tree, logits, ctx)

@@ -30,18 +30,8 @@ def child_with_token(tree: DraftTree, node: torch.Tensor, token: torch.Tensor) -
     return _first_true(children_mask(tree, node) & (tree.tokens == token[:, None]))
 
 
-def sibling_rank(tree: DraftTree) -> torch.Tensor:  # [B, N] int64
-    """Position of each node among its parent's children (0 = first created); -1 for the root and padding."""
-    n = tree.parent.shape[1]
-    same_parent = tree.parent[:, :, None] == tree.parent[:, None, :]  # [B, N, N]: [b, i, j] i, j siblings
-    earlier = torch.ones(n, n, dtype=torch.bool, device=tree.parent.device).tril(-1)  # [i, j]: j < i
-    rank = (same_parent & earlier & tree.valid[:, None, :]).sum(dim=2)
-    is_child = tree.valid & (tree.parent >= 0)
-    return torch.where(is_child, rank, torch.full_like(rank, -1))
-
-
 def child_at_rank(tree: DraftTree, rank: torch.Tensor, node: torch.Tensor, j: int) -> torch.Tensor:  # [B]
-    """The ``j``-th child (0-based, creation order) of ``node[b]``, or -1; ``rank`` is :func:`sibling_rank`."""
+    """The ``j``-th child (0-based, creation order) of ``node[b]``, or -1 (``rank``: `DraftTree.sibling_rank`)."""
     return _first_true(children_mask(tree, node) & (rank == j))
 
 

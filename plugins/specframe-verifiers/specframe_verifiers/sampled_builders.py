@@ -4,7 +4,9 @@ At depth ``d`` every frontier node asks the corrector for the log-probs of the d
 children. Scattered into a ``[V]`` vector (``-inf`` off the candidates) and processed by
 :mod:`specframe.sampling` with the round's sampling settings, they give the draft law ``q`` of that node's
 children. ``q`` is stored in ``DraftTree.child_q[b, node]`` and the children are drawn from exactly that tensor,
-``branching[d - 1]`` of them without replacement (Gumbel-top-k, stream ``rng.draft``), in child-index order.
+``branching[d - 1]`` of them without replacement (Gumbel-top-k on noise of stream ``DRAFT`` keyed by the request
+seed, the position of the children and the parent node, so siblings of different parents are drawn
+independently), in child-index order.
 Fewer children are drawn where ``q`` has a smaller support (for example one at temperature 0).
 
 Layout: breadth first, children of one parent contiguous and in draw order. When the tree exceeds the round's
@@ -26,6 +28,7 @@ from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, MAX_TREE_NODES, StageShape, capped_min, tree_nodes
+from specframe.decode.noise import DRAFT
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.sampling import processed_logprobs, sample_without_replacement
@@ -122,7 +125,9 @@ class SampledTreeBuilder(TreeBuilder):
             # Step 2: q = the processed law; the children are drawn from exactly this tensor.
             q = processed_logprobs(full, ctx.sampling).exp()  # [B, M, V]
             laws.append(q)
-            picks, ok = sample_without_replacement(q.log(), n, ctx.rng.draft)  # [B, M, n]
+            node = offset + torch.arange(m, device=dev)[None, :].expand(b, m)  # [B, M] frontier node indices
+            gumbel = ctx.noise.gumbel(DRAFT, torch.full_like(node, d - 1), node, v)  # [B, M, V]
+            picks, ok = sample_without_replacement(q.log(), n, gumbel)  # [B, M, n]
             # Step 3: append the level, children of one parent contiguous, in draw order.
             tokens.append(picks.reshape(b, m * n))
             parents.append((offset + torch.arange(m, device=dev)).repeat_interleave(n)[None, :].expand(b, -1))

@@ -6,11 +6,15 @@ Setting: the children ``c_1..c_n`` of every node ``v`` were drawn *without repla
 
     p_1 = p; q_1 = q
     for j = 1..n:
-        accept c_j with probability min(1, p_j(c_j) / q_j(c_j))            (rng.accept) -> descend into c_j
+        accept c_j with probability min(1, p_j(c_j) / q_j(c_j))        (stream ACCEPT, keyed v, j) -> descend
         else: p_{j+1} = normalize(max(p_j - q_j, 0))
               q_{j+1} = q_j with c_j removed, renormalised
-    if every child was rejected: emit a residual token ~ p_{n+1}           (rng.residual)
-    at a leaf (no children): emit a bonus token ~ p                          (rng.target)
+    if every child was rejected: emit a residual token ~ p_{n+1}       (stream RESIDUAL, keyed v)
+    at a leaf (no children): emit a bonus token ~ p                      (stream TARGET)
+
+Every uniform is keyed by the request seed, the stream, the absolute position of the token decided at ``v``
+and the keys named (:mod:`specframe.decode.noise`), so the draws at different nodes, tries and streams are
+independent, and a seed reproduces a round whose tree has the same shape.
 
 Worked example (V = 3): ``p = [0.2, 0.5, 0.3]``, ``q = [0.6, 0.3, 0.1]``, children ``c_1 = 0``, ``c_2 = 1``.
 ``c_1`` is accepted w.p. ``0.2 / 0.6``; on rejection ``p_2 = [0, 0.2, 0.2] / 0.4 = [0, 0.5, 0.5]`` and
@@ -29,6 +33,10 @@ After accepting ``c``, the subtree under ``c`` was sampled with draft randomness
 ``v``, so the argument repeats at ``c`` with the target's law given the accepted prefix; by induction the
 emitted sequence has the target's law. With one child per node this is chain speculative sampling.
 
+The argument needs each node's kept children to be the first ones drawn *whatever their tokens*: which and how
+many children a node keeps may depend on the depth, the sibling rank and the history, never on the drawn tokens
+(`budget: auto` follows that rule for this verifier; `specframe.cost.acceptance`).
+
 Requirement on pruners: removing a sibling from the middle of a child list breaks "``c_{j+1} ~ q_{j+1}``";
 keeping a prefix of each child list (or dropping whole subtrees) is safe.
 """
@@ -37,11 +45,12 @@ from __future__ import annotations
 
 import torch
 
+from specframe.decode.noise import ACCEPT, RESIDUAL, TARGET
 from specframe.interfaces import RoundContext, Verifier
-from specframe.sampling import inverse_cdf, probs, uniforms
+from specframe.sampling import inverse_cdf, probs
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult
-from specframe_verifiers.paths import AcceptedPath, child_at_rank, gather_rows, sibling_rank
+from specframe_verifiers.paths import AcceptedPath, child_at_rank, gather_rows
 from specframe_verifiers.rejection import accepts, common_dtype, require_child_q, residual_law
 
 
@@ -69,7 +78,7 @@ class TreeRejectionVerifier(Verifier):
         p_all = probs(logits, ctx.sampling)  # [B, N, V]
         dtype = common_dtype(p_all, q_all)
         p_all, q_all = p_all.to(dtype), q_all.to(dtype)
-        rank = sibling_rank(tree)  # [B, N]
+        rank = tree.sibling_rank()  # [B, N]
         width = int(rank.max().item()) + 1
         b, dev = tree.batch_size, logits.device
         path = AcceptedPath(tree)
@@ -77,6 +86,7 @@ class TreeRejectionVerifier(Verifier):
         bonus = torch.zeros(b, dtype=torch.long, device=dev)  # [B]
         for _ in range(tree.max_depth + 1):
             node = path.current  # [B]
+            depth = gather_rows(tree.depth, node)  # [B]
             p, q = gather_rows(p_all, node), gather_rows(q_all, node)  # [B, V] p_j, q_j
             chosen = torch.full((b,), -1, dtype=torch.long, device=dev)  # [B] accepted child
             rejected_any = torch.zeros(b, dtype=torch.bool, device=dev)  # [B] p is a residual
@@ -87,7 +97,7 @@ class TreeRejectionVerifier(Verifier):
                 if not bool(trying.any()):
                     break
                 token = torch.gather(tree.tokens, 1, child.clamp(min=0)[:, None])  # [B, 1]
-                u_accept = uniforms((b,), ctx.rng.accept, dev)
+                u_accept = ctx.noise.uniforms(ACCEPT, depth, node, j).to(dev)  # [B]
                 accepted = trying & self.accepts(u_accept, p.gather(1, token)[:, 0], q.gather(1, token)[:, 0])
                 chosen = torch.where(accepted, child, chosen)
                 # Step 2: after a rejection, p_{j+1} = residual(p_j, q_j) and q_{j+1} = q_j without c_j.
@@ -98,8 +108,8 @@ class TreeRejectionVerifier(Verifier):
             # Step 3: rows that accepted nothing stop here with a residual (or, at a leaf, a bonus) token.
             moved = active & (chosen >= 0)
             stopped = active & ~moved
-            u_residual = uniforms((b,), ctx.rng.residual, dev)
-            u_bonus = uniforms((b,), ctx.rng.target, dev)
+            u_residual = ctx.noise.uniforms(RESIDUAL, depth, node).to(dev)  # [B]
+            u_bonus = ctx.noise.uniforms(TARGET, depth).to(dev)  # [B]
             emitted = inverse_cdf(p, torch.where(rejected_any, u_residual, u_bonus))
             bonus = torch.where(stopped, emitted, bonus)
             path.advance(moved, chosen)

@@ -5,24 +5,24 @@ from __future__ import annotations
 import pytest
 import torch
 from specframe_verifiers import SampledTreeBuilder
-from specframe_verifiers.paths import sibling_rank
 from verifier_scenarios import PROMPT, ROOT, make_corrector, make_drafter, make_target
 
+from specframe.decode.noise import RoundNoise
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import processed_logprobs
 from specframe.testing.stats import g_test
 from specframe.tree import check_tree
-from specframe.types import DraftProposal, RngStreams, SamplingParams
+from specframe.types import DraftProposal, SamplingParams
 
 T1 = SamplingParams(temperature=1.0)
 
 
 def _proposal(rows: int, params: SamplingParams, seed: int = 0) -> tuple[DraftProposal, RoundContext]:
-    rng = RngStreams.from_seed(seed)
     state = DecodeState(tokens=torch.tensor([[*PROMPT, ROOT]]).expand(rows, -1), prompt_len=2, sampling=params,
-                        rng=rng)
-    return make_drafter(make_target()).propose(state), RoundContext(budget=64, sampling=params, rng=rng)
+                        seed=seed)
+    ctx = RoundContext(budget=64, sampling=params, noise=RoundNoise.from_seed(seed))
+    return make_drafter(make_target()).propose(state), ctx
 
 
 @pytest.mark.parametrize("params", [T1, SamplingParams(temperature=0.7, top_p=0.9), SamplingParams(0.0)])
@@ -74,11 +74,11 @@ def test_q_is_the_processed_corrected_candidate_law() -> None:
 
 def test_budget_keeps_a_prefix_of_every_child_list() -> None:
     proposal, ctx = _proposal(30, T1)
-    ctx = RoundContext(budget=5, sampling=T1, rng=ctx.rng)
+    ctx = RoundContext(budget=5, sampling=T1, noise=ctx.noise)
     tree = SampledTreeBuilder((3, 3), 6).build(proposal, make_corrector(), ctx)
     assert check_tree(tree, budget=5) == []
     assert bool((tree.num_nodes == 6).all())  # 3 children + the first 2 grandchildren in breadth-first order
-    rank = sibling_rank(tree)
+    rank = tree.sibling_rank()
     assert tree.parent[0, 4:6].tolist() == [1, 1] and rank[0, 4:6].tolist() == [0, 1]
 
 

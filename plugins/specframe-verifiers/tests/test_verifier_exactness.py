@@ -15,18 +15,19 @@ from specframe_verifiers import (
 )
 from verifier_scenarios import PROMPT, ROOT, SETTINGS, make_corrector, make_drafter, make_target, sampled_round
 
+from specframe.decode.noise import RoundNoise
 from specframe.errors import ContractError, GenerationError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import probs
 from specframe.testing.stats import proportion_test
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams
+from specframe.types import SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0)
 
 
 def _ctx(params: SamplingParams, seed: int = 0) -> RoundContext:
-    return RoundContext(budget=64, sampling=params, rng=RngStreams.from_seed(seed))
+    return RoundContext(budget=64, sampling=params, noise=RoundNoise.from_seed(seed))
 
 
 # ------------------------------------------------------------------------------------------ closed forms
@@ -129,12 +130,10 @@ def test_walk_equals_greedy_at_temperature_zero() -> None:
     batch = DraftTree.stack(trees)
     logits = torch.randn(len(trees), batch.capacity, 5, generator=gen)
     ctx = _ctx(GREEDY)
-    state = ctx.rng.target.get_state()
     walk, greedy = WalkVerifier().verify(batch, logits, ctx), GreedyVerifier().verify(batch, logits, ctx)
     assert torch.equal(walk.accepted_nodes, greedy.accepted_nodes)
     assert torch.equal(walk.num_accepted, greedy.num_accepted)
     assert torch.equal(walk.bonus_token, greedy.bonus_token)
-    assert torch.equal(state, ctx.rng.target.get_state())  # argmax draws consume no randomness
 
 
 @pytest.mark.parametrize("verifier", [ChainRejectionVerifier, TreeRejectionVerifier, WalkVerifier])
@@ -143,7 +142,7 @@ def test_every_verifier_equals_greedy_on_sampled_trees_at_temperature_zero(verif
     target = make_target()
     ctx = _ctx(GREEDY, seed=3)
     state = DecodeState(tokens=torch.tensor([[*PROMPT, ROOT]]).expand(4, -1), prompt_len=2, sampling=GREEDY,
-                        rng=ctx.rng)
+                        seed=3)
     tree = SampledTreeBuilder((3, 2, 1), target.vocab_size).build(make_drafter(target).propose(state),
                                                                   make_corrector(), ctx)
     assert int(tree.num_nodes.max()) == 4  # a single child per node: the support of q is one token

@@ -13,9 +13,10 @@ from specframe_verifiers import (
 )
 from verifier_scenarios import PROMPT, ROOT, make_corrector, make_drafter, make_target
 
+from specframe.decode.noise import RoundNoise
 from specframe.interfaces import DecodeState, RoundContext, Verifier
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams, VerifyResult
+from specframe.types import SamplingParams, VerifyResult
 
 ROWS = 64
 PARAMS = SamplingParams(temperature=1.0, top_k=5, top_p=0.95)
@@ -28,12 +29,11 @@ VERIFIERS: dict[str, tuple[type[Verifier], tuple[int, ...]]] = {
 
 
 def _round(verifier: Verifier, branching: tuple[int, ...], seed: int) -> tuple[DraftTree, VerifyResult]:
-    """Build a sampled tree and verify it, every random choice drawn from ``RngStreams.from_seed(seed)``."""
+    """Build a sampled tree and verify it, every random choice keyed by ``seed`` (``RoundNoise.from_seed``)."""
     target = make_target()
-    rng = RngStreams.from_seed(seed)
-    ctx = RoundContext(budget=16, sampling=PARAMS, rng=rng)
+    ctx = RoundContext(budget=16, sampling=PARAMS, noise=RoundNoise.from_seed(seed))
     state = DecodeState(tokens=torch.tensor([[*PROMPT, ROOT]]).expand(ROWS, -1), prompt_len=2, sampling=PARAMS,
-                        rng=rng)
+                        seed=seed)
     tree = SampledTreeBuilder(branching, target.vocab_size).build(make_drafter(target).propose(state),
                                                                   make_corrector(), ctx)
     target.prefill(torch.tensor([PROMPT]).expand(ROWS, -1))
@@ -64,7 +64,7 @@ def test_verifier_coins_depend_on_their_streams() -> None:
     tree, first = _round(TreeRejectionVerifier(), (3, 2), seed=5)
     target = make_target()
     target.prefill(torch.tensor([PROMPT]).expand(ROWS, -1))
-    ctx = RoundContext(budget=16, sampling=PARAMS, rng=RngStreams.from_seed(99))
+    ctx = RoundContext(budget=16, sampling=PARAMS, noise=RoundNoise.from_seed(99))
     again = TreeRejectionVerifier().verify(tree, target.forward_tree(tree).logits, ctx)
     assert not torch.equal(first.bonus_token, again.bonus_token)
 

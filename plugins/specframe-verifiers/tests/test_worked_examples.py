@@ -6,22 +6,23 @@ import torch
 from specframe_verifiers import ChainRejectionVerifier, TreeRejectionVerifier, WalkVerifier
 from specframe_verifiers.rejection import residual_law
 
+from specframe.decode.noise import RoundNoise
 from specframe.interfaces import RoundContext
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams
+from specframe.types import SamplingParams
 
 
 class FixedDraws(WalkVerifier):
     def __init__(self, draws: list[int]) -> None:
         self.fixed = torch.tensor([draws])
 
-    def draws(self, logits: torch.Tensor, ctx: RoundContext) -> torch.Tensor:
+    def draws(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> torch.Tensor:
         return self.fixed
 
 
 def test_walk_example() -> None:
     tree = DraftTree.from_lists([7, 3, 5, 9], [-1, 0, 0, 1])
-    ctx = RoundContext(budget=8, sampling=SamplingParams(1.0), rng=RngStreams.from_seed(0))
+    ctx = RoundContext(budget=8, sampling=SamplingParams(1.0), noise=RoundNoise.from_seed(0))
     result = FixedDraws([3, 9, 1, 4]).verify(tree, torch.zeros(1, 4, 10), ctx)
     assert result.accepted_nodes.tolist() == [[0, 1, 3]]
     assert result.num_accepted.tolist() == [2] and result.bonus_token.tolist() == [4]
@@ -38,7 +39,7 @@ def test_chain_rejection_example() -> None:
     child_q[:, 0] = q
     tree = DraftTree(**{**tree.__dict__, "child_q": child_q})
     logits = torch.zeros(rows, 2, 2)  # [B, N, V]: p = [0.5, 0.5] at every node (temperature 1)
-    ctx = RoundContext(budget=1, sampling=SamplingParams(1.0), rng=RngStreams.from_seed(0))
+    ctx = RoundContext(budget=1, sampling=SamplingParams(1.0), noise=RoundNoise.from_seed(0))
     result = ChainRejectionVerifier().verify(tree, logits, ctx)
     accepted = result.num_accepted == 1  # [B]
     draft = torch.tensor(drafts)
@@ -75,7 +76,7 @@ def test_chain_rejection_is_tree_rejection_on_chains() -> None:
     child_q = torch.softmax(torch.randn(rows, depth + 1, vocab), dim=-1)  # [B, N, V]
     tree = DraftTree(**{**tree.__dict__, "child_q": child_q})
     logits = torch.randn(rows, depth + 1, vocab)  # [B, N, V]
-    chain_ctx, tree_ctx = (RoundContext(budget=depth, sampling=SamplingParams(1.0), rng=RngStreams.from_seed(7))
+    chain_ctx, tree_ctx = (RoundContext(budget=depth, sampling=SamplingParams(1.0), noise=RoundNoise.from_seed(7))
                            for _ in range(2))
     for _ in range(3):  # consecutive rounds share the streams
         a = ChainRejectionVerifier().verify(tree, logits, chain_ctx)

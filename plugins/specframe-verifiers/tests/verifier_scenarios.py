@@ -13,11 +13,12 @@ from functools import cache
 import torch
 from specframe_verifiers import SampledTreeBuilder
 
+from specframe.decode.noise import RoundNoise
 from specframe.interfaces import DecodeState, RoundContext, Verifier
 from specframe.testing.stats import GTestResult, exact_first_two_law, first_two_tokens, g_test, joint_counts
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams, VerifyResult
+from specframe.types import SamplingParams, VerifyResult
 
 VOCAB = 6
 PROMPT = (3, 1)  # PREV2 = 1 is the last cached token
@@ -80,7 +81,7 @@ class Round:
 
     def context(self) -> RoundContext:
         """A fresh context whose verifier streams depend only on the seed (the tree is already built)."""
-        return RoundContext(budget=64, sampling=self.params, rng=RngStreams.from_seed(self.seed + 1))
+        return RoundContext(budget=64, sampling=self.params, noise=RoundNoise.from_seed(self.seed + 1))
 
     def verify(self, verifier: Verifier) -> VerifyResult:
         return verifier.verify(self.tree, self.logits, self.context())
@@ -110,10 +111,9 @@ def sampled_round(setting: str, branching: tuple[int, ...], seed: int = 0, rows:
     """A round whose tree ``sampled_tree(branching)`` built from the toy drafter and corrector, per row."""
     target = make_target()
     params = SETTINGS[setting]
-    rng = RngStreams.from_seed(seed)
-    ctx = RoundContext(budget=64, sampling=params, rng=rng)
+    ctx = RoundContext(budget=64, sampling=params, noise=RoundNoise.from_seed(seed))
     state = DecodeState(tokens=torch.tensor([[*PROMPT, ROOT]]).expand(rows, -1), prompt_len=len(PROMPT),
-                        sampling=params, rng=rng)
+                        sampling=params, seed=seed)
     proposal = make_drafter(target).propose(state)
     tree = SampledTreeBuilder(branching, VOCAB).build(proposal, make_corrector(), ctx)
     return _round(tree, target, params, seed)

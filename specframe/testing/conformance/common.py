@@ -38,12 +38,12 @@ def fail(component: str, message: str) -> AssertionError:
 
 @contextmanager
 def global_rng_untouched(component: str) -> Iterator[None]:
-    """Fail if the body draws from (or reseeds) the global torch RNG; stages use ``RngStreams`` only."""
+    """Fail if the body draws from (or reseeds) the global torch RNG; stages draw from ``ctx.noise`` only."""
     before = torch.get_rng_state()
     yield
     if not torch.equal(before, torch.get_rng_state()):
-        raise fail(component, "the global torch RNG changed; draw from the round's RngStreams "
-                              "(ctx.rng / state.rng) or a private torch.Generator instead")
+        raise fail(component, "the global torch RNG changed; draw from the round's position-keyed noise "
+                              "(ctx.noise, specframe.decode.noise) or a private torch.Generator instead")
 
 
 def guarded(component: str, fn: Callable[[], T], *, inference: bool = True) -> T:

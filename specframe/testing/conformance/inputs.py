@@ -21,7 +21,7 @@ import torch
 from specframe.interfaces import DecodeState, Drafter, TargetModel
 from specframe.testing.conformance.cases import ProposalShape
 from specframe.tree import DraftTree
-from specframe.types import DraftProposal, RngStreams, SamplingParams, VerifyResult
+from specframe.types import DraftProposal, SamplingParams, VerifyResult
 
 GREEDY = SamplingParams(temperature=0.0)
 
@@ -207,7 +207,7 @@ class GreedySteps:
         prefill = target.prefill(ids)
         first = prefill.logits[:, -1].argmax(dim=-1)  # [1]
         state = DecodeState(tokens=torch.cat([ids, first.view(1, 1).cpu()], dim=1), prompt_len=len(self.prompt),
-                            sampling=GREEDY, rng=RngStreams.from_seed(0))
+                            sampling=GREEDY)
         drafter.begin(state, prefill)
         trace.tokens.append(int(first[0]))
         yield

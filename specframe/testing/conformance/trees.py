@@ -12,6 +12,7 @@ from dataclasses import replace
 import torch
 
 from specframe.builtin.identity import IdentityCorrector
+from specframe.decode.noise import RoundNoise
 from specframe.errors import SpecframeError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.registry import TreeBuilderCapabilities
@@ -20,14 +21,14 @@ from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import random_proposal, random_tree
 from specframe.testing.toy import ToyCorrector
 from specframe.tree import DraftTree, check_tree
-from specframe.types import DraftProposal, RngStreams, SamplingParams
+from specframe.types import DraftProposal, SamplingParams
 
 BUDGET = 8
 SETTINGS = (SamplingParams(temperature=1.0), SamplingParams(temperature=0.0))
 
 
 def _ctx(budget: int, params: SamplingParams, seed: int) -> RoundContext:
-    return RoundContext(budget=budget, sampling=params, rng=RngStreams.from_seed(seed))
+    return RoundContext(budget=budget, sampling=params, noise=RoundNoise.from_seed(seed))
 
 
 def trees_equal(a: DraftTree, b: DraftTree) -> bool:
@@ -117,7 +118,8 @@ def check_tree_builder(built: BuiltCase) -> None:
                         raise fail(what, "declares draft_regime='deterministic' but the tree changes with the "
                                          "random streams; declare 'sampled' (and record child_q)")
                 if not caps.needs_logits:
-                    bare = _build(what, builder, replace(p, logits=None), corrector, _ctx(BUDGET, params, seed=n))
+                    ctx = _ctx(BUDGET, params, seed=n)
+                    bare = _build(what, builder, replace(p, logits=None), corrector, ctx)
                     check_built_tree(what + " without logits", bare, p, caps, v)
     _check_empty_proposal(who, builder, v)
 
@@ -170,7 +172,8 @@ def check_pruner(built: BuiltCase) -> None:
     tree = pruner_inputs()
     for budget in (1, 3, 6, 100):
         what = f"{who} (budget {budget})"
-        out = guarded(what, lambda budget=budget: pruner.prune(tree, _ctx(budget, SETTINGS[1], seed=0)))
+        ctx = _ctx(budget, SETTINGS[1], seed=0)
+        out = guarded(what, lambda ctx=ctx: pruner.prune(tree, ctx))
         if not isinstance(out, DraftTree):
             raise fail(what, f"prune returned {type(out).__name__}, expected DraftTree")
         problems = check_tree(out)

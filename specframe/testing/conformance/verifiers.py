@@ -17,16 +17,17 @@ from collections.abc import Callable
 
 import torch
 
+from specframe.decode.noise import RoundNoise
 from specframe.errors import GenerationError
 from specframe.interfaces import RoundContext, Verifier
-from specframe.sampling import probs, sample_without_replacement
+from specframe.sampling import gumbel_from_uniforms, probs, sample_without_replacement, uniforms
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import argmax_heavy_logits, greedy_oracle, random_tree_batch
 from specframe.testing.stats import GTestResult, exact_first_two_law, first_two_tokens, g_test, joint_counts
 from specframe.testing.toy import ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
-from specframe.types import RngStreams, SamplingParams, VerifyResult
+from specframe.types import SamplingParams, VerifyResult
 
 VOCAB = 6
 PROMPT = (3, 1)
@@ -36,7 +37,8 @@ SETTINGS = {"T1": SamplingParams(temperature=1.0), "T0.7-p0.9": SamplingParams(t
 
 
 def _ctx(params: SamplingParams, seed: int) -> RoundContext:
-    return RoundContext(budget=64, sampling=params, rng=RngStreams.from_seed(seed))
+    """Independent draws per row (each row is one round of its own), all at one root position."""
+    return RoundContext(budget=64, sampling=params, noise=RoundNoise.from_seed(seed, root=len(PROMPT)))
 
 
 def with_uniform_q(tree: DraftTree, vocab_size: int) -> DraftTree:
@@ -165,7 +167,7 @@ def sampled_tree(target: ToyTarget, rows: int, branching: tuple[int, ...], param
         for node in frontier:
             q = probs(table[prev[node], tokens[node]], params)  # [R, V]
             child_laws[node] = q
-            draws, ok = sample_without_replacement(q.log(), width, gen)  # [R, width]
+            draws, ok = sample_without_replacement(q.log(), width, gumbel_from_uniforms(uniforms(tuple(q.shape), gen)))
             for j in range(width):
                 tokens.append(draws[:, j])
                 parents.append(node)

@@ -76,7 +76,7 @@ class BlockDiffusionDrafter(Drafter):
         if hidden is None:
             raise GenerationError(
                 f"drafter '{self.name}' needs the target's hidden states at {what}, but TargetOutput.hidden "
-                "is None", hint=f"the target must tap layers {list(self.target_layers)} (target.set_taps)")
+                "is None", hint=f"the target must tap layers {list(self.target_layers)} (ragged_batch(taps))")
         if hidden.shape[-1] != width:
             raise GenerationError(
                 f"drafter '{self.name}' expects {self.config.num_taps} taps of width {self.config.hidden_size} "

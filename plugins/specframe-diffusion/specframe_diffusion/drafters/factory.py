@@ -79,7 +79,5 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
     else:
         embed, head = parts.embed_tokens, parts.lm_head
     draft_vocab = resolve_draft_vocab(config.draft_vocab, files, parts.vocab_size)
-    if ctx.target is not None:
-        ctx.target.set_taps(tuple(cfg.target_layer_ids))
     return BlockDiffusionDrafter(backbone, cfg, embed, head, top_k=config.top_k, name=config.type,
                                  draft_vocab=draft_vocab)

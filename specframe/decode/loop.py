@@ -1,0 +1,123 @@
+"""`decode`: the one decode loop, continuous batching over requests; a single request is a batch of one.
+
+::
+
+    rows = []
+    while requests wait or rows are in flight:
+        while a request waits and len(rows) < batch_size:     # join: prefill alone, first token drawn
+            rows.append(start(request))
+        run_round(rows)                                       # specframe.decode.rounds: every row advances
+        rows that ended leave (their results are final)
+
+A request that cannot run is refused on its own (`RefusedRequest`, naming it); the others decode. A drafter that
+does not declare ``supports_batch`` is refused up front for a batch size above 1. A `ContractError` raised by a
+stage is attributed to the component that broke the contract (``attribute``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import torch
+
+from specframe.cost.auto_budget import AutoBudget
+from specframe.decode.noise import TARGET, RoundNoise
+from specframe.decode.request import RefusedRequest, RequestInputs
+from specframe.decode.rounds import run_round
+from specframe.decode.row import Row
+from specframe.decode.session import DecodeSettings, Session, Stages
+from specframe.decode.target_rows import target_rows
+from specframe.device_sync import StageClock
+from specframe.errors import ConfigError, GenerationError
+from specframe.interfaces import DecodeState, TargetModel
+from specframe.metrics.records import GenerationResult
+from specframe.sampling import sample
+
+#: Called with (request index, new text) while decoding.
+StreamFn = Callable[[int, str], None]
+Outcome = GenerationResult | RefusedRequest
+
+
+def check_batch_support(stages: Stages, drafter_name: str, batch_size: int) -> None:
+    """Refuse a batch size below 1, or above 1 with a drafter that cannot keep per-row state."""
+    if batch_size < 1:
+        raise ConfigError(f"the batch size must be at least 1, got {batch_size}", hint="use --batch-size 1 or more")
+    if batch_size > 1 and not stages.drafter.supports_batch:
+        raise ConfigError(f"drafter '{drafter_name}' ({type(stages.drafter).__name__}) does not declare batch support",
+                          hint="decode with --batch-size 1, or set `supports_batch = True` on the drafter once "
+                               "its per-request state lives only in what begin() creates (see Drafter.fork)")
+
+
+def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
+           requests: Sequence[RequestInputs | GenerationError], batch_size: int, *, auto: AutoBudget | None,
+           stream: StreamFn | None = None) -> list[Outcome]:
+    """Decode ``requests`` (checked inputs, or the error that refused each) with up to ``batch_size`` rows in flight.
+
+    Returns one outcome per request, in order.
+    """
+    outcomes: list[Outcome | None] = [None] * len(requests)
+    waiting: deque[tuple[int, RequestInputs]] = deque()
+    for i, req in enumerate(requests):
+        if isinstance(req, GenerationError):
+            outcomes[i] = RefusedRequest(i, req)
+        else:
+            waiting.append((i, req))
+    if not waiting:
+        return [o for o in outcomes if o is not None]
+    eos = set(target.eos_token_ids) if settings.stop_at_eos else set()
+    taps = stages.drafter.target_layers if settings.drafts else ()  # the plain loop taps nothing
+    session = Session(stages=stages, settings=settings, target=target_rows(target, taps),
+                      drafter=stages.drafter.rows() if settings.drafts else None,
+                      clock=StageClock(settings.devices, sync=settings.stage_timing), auto=auto)
+    rows: list[Row] = []
+    try:
+        with torch.inference_mode():
+            while waiting or rows:
+                while waiting and len(rows) < batch_size:
+                    index, inputs = waiting.popleft()
+                    row_stream = None if stream is None else (lambda text, i=index: stream(i, text))
+                    row = Row(index, inputs, tokenizer=target.tokenizer, eos=eos, stream=row_stream)
+                    _start(session, row)
+                    if row.reason is None:
+                        rows.append(row)
+                    else:  # ended on its prefill token: it leaves at once
+                        _keep(session, list(range(len(rows))))
+                        outcomes[index] = row.result(batch_size)
+                if rows:
+                    run_round(session, rows)
+                    done = [r for r in rows if r.reason is not None]
+                    if done:
+                        keep = [i for i, r in enumerate(rows) if r.reason is None]
+                        _keep(session, keep)
+                        for r in done:
+                            outcomes[r.index] = r.result(batch_size)
+                        rows = [rows[i] for i in keep]
+    finally:
+        session.target.close()
+    return [o for o in outcomes if o is not None]
+
+
+def _keep(session: Session, rows: list[int]) -> None:
+    session.target.keep_rows(rows)
+    if session.drafter is not None:
+        session.drafter.keep_rows(rows)
+
+
+def _start(session: Session, row: Row) -> None:
+    """Prefill the row's prompt alone, draw its first token, start its drafter and controller state."""
+    cfg = session.settings
+    prefill = session.target.add_row(row.inputs.ids)
+    noise = RoundNoise.for_rows([row.inputs.seed], [row.inputs.prompt_len - 1], session.target.device)
+    u = None if cfg.sampling.greedy else noise.uniforms(TARGET, torch.zeros(1, dtype=torch.long))
+    first = int(sample(prefill.logits[:, -1], cfg.sampling, u)[0])
+    row.prefill_ns = time.perf_counter_ns() - row.t_start
+    ids = row.inputs.ids.to(session.target.device)
+    state = DecodeState(tokens=torch.cat([ids, torch.tensor([[first]], device=ids.device)], dim=1),
+                        prompt_len=row.inputs.prompt_len, sampling=cfg.sampling, seed=row.inputs.seed)
+    row.start(first, state)
+    if session.drafter is not None:
+        session.drafter.add_row(state, prefill)
+    if session.auto is not None:
+        row.budget = session.auto.start_row()

@@ -1,0 +1,121 @@
+"""Position-keyed randomness: every uniform a round draws is a pure function of (request seed, stream, absolute
+position, index), computed on the device with a counter-based hash.
+
+Why. Plain decoding at temperature ``T > 0`` draws the token at absolute position ``t`` by inverse-CDF sampling
+with the uniform ``u(seed, TARGET, t)``. The WALK verifier draws the target's sample at a tree node whose children
+would sit at position ``t`` with that same uniform, so the token it emits at ``t`` is the token plain decoding emits
+at ``t`` for the same seed, whatever the drafter, the tree, the budget, the batch size and the batch-mates
+(greedy decoding is the ``T = 0`` case). Rejection verifiers stay lossless in law; their draws use other streams
+keyed by the node they decide at, so a seed reproduces them token for token whenever the verified tree's shape
+is the same (a fixed budget; see ``docs/concepts/sampling.md``).
+
+Why exact. Each emitted token at position ``t`` is ``F_t^{-1}(u_t)`` with ``F_t`` the target's processed law given
+the emitted prefix and ``u_t`` uniform and independent of every other position's uniform and of anything the
+drafter saw. Uniforms a round evaluates beyond the position where it stops are discarded and never influence a
+later state (trees are built from the drafter's outputs only), so the emitted sequence is exactly plain
+decoding's sequence for the seed, whose law is the target's.
+
+Hash: SplitMix64's finaliser (a bijection of 64-bit words) chained over the key's parts, on int64 tensors with
+wrap-around multiplication; the top 53 bits give a float64 in ``[0, 1)``.
+
+Worked example: ``uniforms(seeds=[7], stream=TARGET, positions=[[12, 13]])`` returns two float64 values that
+depend only on (7, TARGET, 12) and (7, TARGET, 13): the same numbers in any batch, on any round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specframe.sampling import gumbel_from_uniforms
+
+#: Streams: independent families of draws.
+TARGET = 1  # the target's own samples (plain decoding, WALK, bonus tokens)
+ACCEPT = 2  # rejection tests of a node's children
+RESIDUAL = 3  # residual samples after a rejection
+DRAFT = 4  # draws of sampled tree builders
+
+_M1 = -0x40A7B892E31B1A47  # 0xBF58476D1CE4E5B9 as a signed 64-bit integer
+_M2 = -0x6B2FB644ECCEEE15  # 0x94D049BB133111EB as a signed 64-bit integer
+_GOLDEN = -0x61C8864680B583EB  # 0x9E3779B97F4A7C15 as a signed 64-bit integer
+
+
+def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical right shift of int64 words (torch's ``>>`` is arithmetic)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def mix64(x: torch.Tensor) -> torch.Tensor:  # int64, same shape
+    """SplitMix64's finaliser: a bijection of 64-bit words with full avalanche."""
+    x = x ^ _shift_right(x, 30)
+    x = x * _M1
+    x = x ^ _shift_right(x, 27)
+    x = x * _M2
+    return x ^ _shift_right(x, 31)
+
+
+def hash_key(*parts: torch.Tensor | int) -> torch.Tensor:  # int64, the broadcast shape of the parts
+    """One 64-bit word per key; parts are combined in order (so ``(a, b)`` and ``(b, a)`` differ)."""
+    first, *rest = parts
+    if not isinstance(first, torch.Tensor):
+        raise TypeError("the first part of a key must be a tensor (it places the result on its device)")
+    h = mix64(first.long() + _GOLDEN)
+    for part in rest:
+        value = part.long().to(h.device) if isinstance(part, torch.Tensor) else int(part)
+        h = mix64((h + _GOLDEN) ^ value)
+    return h
+
+
+def to_unit(h: torch.Tensor) -> torch.Tensor:  # float64 in [0, 1)
+    """The top 53 bits of each word as a float64 in ``[0, 1)``."""
+    return _shift_right(h, 11).double() * (2.0**-53)
+
+
+@dataclass(frozen=True)
+class RoundNoise:
+    """The uniforms of one round for ``B`` rows: row ``b`` has request seed ``seeds[b]`` and its root token at
+    absolute position ``roots[b]`` (so a node at depth ``d`` predicts the token at ``roots[b] + d + 1``)."""
+
+    seeds: torch.Tensor  # [B] int64, on the target's device
+    roots: torch.Tensor  # [B] int64 absolute position of each row's root token
+
+    @classmethod
+    def for_rows(cls, seeds: list[int], roots: list[int], device: torch.device | str) -> RoundNoise:
+        return cls(seeds=torch.tensor(seeds, dtype=torch.long, device=device),
+                   roots=torch.tensor(roots, dtype=torch.long, device=device))
+
+    @classmethod
+    def from_seed(cls, seed: int, *, root: int = 0, device: torch.device | str = "cpu") -> RoundNoise:
+        """Noise for any number of independent rows, all with their root at ``root``: row ``b``'s request seed is
+        derived from ``(seed, b)``. Statistical tests and the conformance kit run many rounds as the rows of one
+        batch this way; the decode loop gives every row its own request seed (:meth:`for_rows`)."""
+        return cls(seeds=torch.tensor(int(seed), dtype=torch.long, device=device),
+                   roots=torch.tensor(root, dtype=torch.long, device=device))
+
+    def rows(self, index: list[int]) -> RoundNoise:
+        """The noise of a subset of rows ``index``, e.g. the rows that draft this round."""
+        idx = torch.tensor(index, dtype=torch.long, device=self.seeds.device)
+        seeds = self._row_seeds(max(index) + 1).index_select(0, idx)
+        roots = self.roots.index_select(0, idx) if self.roots.dim() else self.roots.expand(len(index))
+        return RoundNoise(seeds, roots)
+
+    def _row_seeds(self, rows: int) -> torch.Tensor:  # [rows] int64
+        if self.seeds.dim():
+            return self.seeds
+        return hash_key(torch.arange(rows, dtype=torch.long, device=self.seeds.device), self.seeds)
+
+    def uniforms(self, stream: int, depth: torch.Tensor, *keys: torch.Tensor | int) -> torch.Tensor:
+        """Float64 uniforms ``[B, ...]`` for draws predicting position ``roots + depth + 1`` (``depth`` ``[B, ...]``),
+        further keyed by ``keys`` (node and sibling indices; each broadcastable to ``depth``)."""
+        view = (-1,) + (1,) * (depth.dim() - 1)
+        roots = self.roots.view(view) if self.roots.dim() else self.roots
+        position = roots + depth.long().to(self.roots.device) + 1
+        seeds = self._row_seeds(int(depth.shape[0])).view(view)
+        return to_unit(hash_key(seeds, stream, position, *keys))
+
+    def gumbel(self, stream: int, depth: torch.Tensor, node: torch.Tensor, vocab: int) -> torch.Tensor:
+        """Gumbel noise ``[B, M, V]`` (float64) for the children of nodes ``node`` ``[B, M]`` at ``depth`` ``[B, M]``:
+        one key per (node, token), for drawing without replacement by Gumbel-top-k."""
+        token = torch.arange(vocab, dtype=torch.long, device=self.seeds.device)
+        return gumbel_from_uniforms(self.uniforms(stream, depth[..., None], node.long()[..., None], token))

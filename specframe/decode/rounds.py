@@ -1,0 +1,196 @@
+"""One round of the decode loop for every in-flight row: draft, build, prune, budget, verify, commit.
+
+::
+
+    drafting = rows whose controller drafts this round         # all rows under a fixed budget
+    proposal = drafter.propose(drafting rows)                  # ONE call for the drafting rows
+    tree     = pruner.prune(builder.build(proposal, corrector))  # batched over the drafting rows
+    tree     = fit to each row's context; budget: auto keeps each row's k best nodes (one host read)
+    full     = the drafted rows' trees + root-only trees for the other rows, padded to one width   [B, N]
+    out      = target.forward_tree(full)                       # ONE target forward
+    result   = verifier.verify(full, out.logits)               # a plain round: the target's own draw
+    target.commit(full, result.accepted_nodes)                 # per-row commit
+    outcome  = every row's counts and tokens in ONE device-to-host transfer
+    drafter.commit(all rows); rows take their tokens, check stop strings and record the round
+
+Every random draw is keyed by the row's request seed and the position it predicts (:mod:`specframe.decode.noise`),
+so a row's tokens do not depend on its batch-mates, and with the WALK or greedy verifier they equal plain
+decoding's for the seed. A single request is a batch of one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from specframe.decode.noise import TARGET, RoundNoise
+from specframe.decode.row import Row
+from specframe.decode.session import Session
+from specframe.errors import ContractError
+from specframe.interfaces import DecodeState, RoundContext
+from specframe.metrics.records import RoundRecord
+from specframe.sampling import sample
+from specframe.tree import DraftTree, check_tree
+from specframe.types import DraftProposal, VerifyResult
+
+
+def run_round(session: Session, rows: list[Row]) -> None:
+    """Advance every row of ``rows`` (the rows of ``session.target``, in order) by one round."""
+    st, cfg, clock = session.stages, session.settings, session.clock
+    timed = clock.start_round()
+    session.rounds += 1
+    states = [row.state for row in rows]
+    assert all(s is not None for s in states), "every row starts before its first round"
+    noise = RoundNoise.for_rows([r.inputs.seed for r in rows], [r.root_position for r in rows],
+                                session.target.device)
+    drafting = [i for i, row in enumerate(rows) if cfg.drafts and row.wants_draft]
+    kept: list[int | None] = [None] * len(rows)
+    expected: list[float] = []
+    t0 = clock()
+    if drafting:
+        sub_noise = noise if len(drafting) == len(rows) else noise.rows(drafting)
+        ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=sub_noise)
+        assert session.drafter is not None, "a pipeline that drafts has drafter rows"
+        proposal = session.drafter.propose(drafting, [states[i] for i in drafting])  # type: ignore[misc]
+        t1 = clock()
+        tree = st.tree_builder.build(proposal, st.corrector, ctx)
+        t2 = clock()
+        tree = fit_context(st.pruner.prune(tree, ctx), proposal, session.target.max_length,
+                           [states[i] for i in drafting])  # type: ignore[misc]
+        if session.auto is not None:
+            choice = session.auto.choose(tree, len(rows))
+            tree, expected = choice.tree, choice.expected
+            for i, k in zip(drafting, choice.kept, strict=True):
+                kept[i] = k
+        full = merge_rows(tree, drafting, roots_of(states), len(rows))  # type: ignore[arg-type]
+    else:
+        full = DraftTree.root_only(roots_of(states))  # type: ignore[arg-type]
+        t1 = t2 = t0
+    t3 = clock()
+    if cfg.check_trees:
+        check_round_tree(full)
+    if full.tokens.device != session.target.device:  # drafted on another device: the verifier needs it here
+        full = full.to(session.target.device)
+    out = session.target.forward_tree(full)
+    t4 = clock()
+    round_ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=noise)
+    result = st.verifier.verify(full, out.logits, round_ctx) if drafting else plain_step(out.logits, round_ctx)
+    t5 = clock()
+    session.target.commit(full, result.accepted_nodes)
+    outcome = RoundOutcome.read(full, result)
+    for row, emitted in zip(rows, outcome.emitted, strict=True):  # the drafter sees every committed token
+        state = row.state
+        assert state is not None
+        state.tokens = torch.cat([state.tokens, torch.tensor([emitted], dtype=torch.long,
+                                                             device=state.tokens.device)], dim=1)
+    if session.drafter is not None:
+        session.drafter.commit(states, full, result, out)  # type: ignore[arg-type]
+    t6 = clock()
+    stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3, "verify": t5 - t4,
+                "commit": t6 - t5}
+    for i, row in enumerate(rows):
+        record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=outcome.accepted[i],
+                             committed=0, stage_ns=dict(stage_ns) if cfg.stage_timing and timed else {},
+                             drafted=i in drafting, budget=kept[i])
+        row.take(outcome.emitted[i], record)
+    if session.auto is not None:
+        _observe(session, rows, drafting, full, result, expected, stage_ns if timed else None)
+
+
+def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
+             expected: list[float], stage_ns: dict[str, int] | None) -> None:
+    """Teach `budget: auto` what the round did (costs only from exactly timed rounds)."""
+    auto = session.auto
+    assert auto is not None
+    budgets = [row.budget for row in rows]
+    stage_ms = {k: v / 1e6 for k, v in stage_ns.items()} if stage_ns is not None else {}
+    if drafting:
+        index = torch.tensor(drafting, dtype=torch.long, device=full.tokens.device)
+        auto.observe_tree(full.select_rows(index), result.accepted_nodes.index_select(0, index))
+        drafted = [budgets[i] for i in drafting]
+        plain = [b for i, b in enumerate(budgets) if i not in drafting]
+        auto.observe_drafted(drafted, plain, expected, full.batch_size * full.capacity,  # type: ignore[arg-type]
+                             stage_ms)
+    else:
+        auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
+
+
+def roots_of(states: list[DecodeState]) -> torch.Tensor:  # [B] int64
+    """Every row's root token."""
+    return torch.cat([s.root for s in states])
+
+
+def plain_step(logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
+    """The verdict of a root-only round: no draft to accept, the bonus drawn from the target's own law with the
+    uniform plain decoding uses at that position."""
+    b = logits.shape[0]
+    u = None if ctx.sampling.greedy else ctx.noise.uniforms(TARGET, torch.zeros(b, dtype=torch.long))
+    bonus = sample(logits[:, 0], ctx.sampling, u)  # [B]
+    return VerifyResult(accepted_nodes=torch.zeros(b, 1, dtype=torch.long, device=logits.device),
+                        num_accepted=torch.zeros(b, dtype=torch.long, device=logits.device), bonus_token=bonus)
+
+
+def merge_rows(tree: DraftTree, drafting: list[int], roots: torch.Tensor, rows: int) -> DraftTree:
+    """The round's tree ``[rows, N]``: the drafted rows' trees ``tree`` ``[R, N]`` at rows ``drafting`` and root-only
+    trees (the root, then padding) elsewhere."""
+    if len(drafting) == rows:
+        return tree
+    dev = tree.tokens.device
+    n = tree.capacity
+    index = torch.tensor(drafting, dtype=torch.long, device=dev)
+
+    def fill(drafted: torch.Tensor, root: float | int | bool, pad: float | int | bool) -> torch.Tensor:
+        out = torch.full((rows, n, *drafted.shape[2:]), pad, dtype=drafted.dtype, device=dev)
+        out[:, 0] = root
+        return out.index_copy(0, index, drafted)
+
+    tokens = fill(tree.tokens, 0, 0)
+    tokens[:, 0] = roots.to(dev)  # the drafted rows' roots are their own roots too
+    child_q = None if tree.child_q is None else fill(tree.child_q, 0.0, 0.0)
+    return DraftTree(tokens=tokens, parent=fill(tree.parent, -1, -1), depth=fill(tree.depth, 0, 0),
+                     logq=fill(tree.logq, 0.0, float("-inf")), score=fill(tree.score, 0.0, float("-inf")),
+                     valid=fill(tree.valid, True, False), child_q=child_q)
+
+
+def fit_context(tree: DraftTree, proposal: DraftProposal, max_length: int | None,
+                states: list[DecodeState]) -> DraftTree:
+    """Drop nodes whose positions would run past the target's context window.
+
+    A tree is never deeper than its proposal, so the common case is decided without reading the tree (no
+    device synchronisation).
+    """
+    if max_length is None:
+        return tree
+    rooms = [max_length - 1 - s.cached_len for s in states]  # deepest allowed depth per row
+    if proposal.depth <= min(rooms) or tree.max_depth <= min(rooms):
+        return tree
+    room = torch.tensor(rooms, dtype=torch.long, device=tree.depth.device).clamp(min=0)[:, None]  # [R, 1]
+    return tree.subtree(tree.valid & (tree.depth <= room))
+
+
+def check_round_tree(tree: DraftTree) -> None:
+    problems = check_tree(tree)
+    if problems:
+        raise ContractError("a stage produced an invalid DraftTree:\n  " + "\n  ".join(problems),
+                            stage="tree_builder")
+
+
+class RoundOutcome:
+    """What the host needs from a round, for every row, read in one device-to-host transfer."""
+
+    def __init__(self, nodes: list[int], depths: list[int], accepted: list[int], emitted: list[list[int]]) -> None:
+        self.nodes = nodes  # [B] draft nodes verified (root excluded)
+        self.depths = depths  # [B] deepest valid node
+        self.accepted = accepted  # [B] draft tokens accepted
+        self.emitted = emitted  # [B] accepted path tokens, then the bonus
+
+    @classmethod
+    def read(cls, tree: DraftTree, result: VerifyResult) -> RoundOutcome:
+        dev = result.accepted_nodes.device
+        path = result.accepted_nodes[:, 1:].clamp(min=0)  # [B, D]; -1 padding reads node 0, cut off below
+        tokens = tree.tokens.to(dev).gather(1, path)  # [B, D]
+        depth = torch.where(tree.valid, tree.depth, torch.zeros_like(tree.depth)).amax(dim=1)  # [B]
+        packed = torch.cat([tree.num_nodes.to(dev)[:, None] - 1, depth.to(dev)[:, None],
+                            result.num_accepted.long()[:, None], result.bonus_token.long()[:, None], tokens],
+                           dim=1).tolist()  # [B, 4 + D]
+        return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], accepted=[r[2] for r in packed],
+                   emitted=[r[4 : 4 + r[2]] + [r[3]] for r in packed])
