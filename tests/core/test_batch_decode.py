@@ -7,9 +7,9 @@ from typing import Literal
 
 import pytest
 import torch
-from specframe.decode.request import Request
 
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
+from specframe.decode.request import Request
 from specframe.interfaces import RoundContext, Verifier
 from specframe.pipeline import Pipeline
 from specframe.registry import VerifierCapabilities

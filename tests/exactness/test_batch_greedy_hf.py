@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
-from specframe.decode.request import RefusedRequest, Request
 from specframe_hf.testing import random_ids
 
 from specframe import ComponentSpec, DecodeState, DraftProposal, PluginHost, hookimpl
+from specframe.decode.request import RefusedRequest, Request
 from specframe.errors import ConfigError
 from specframe.pipeline import Pipeline
 from tests.exactness.test_greedy_exact_hf import (

@@ -73,7 +73,7 @@ def test_block_logits_match_the_reference_across_rounds(tmp_path: Path, tiny_qwe
                                         block_size=5 if kind.endswith("deepseek") else 6)
     drafter = _build(kind, tmp_path / kind, hf_target)
     assert drafter.target_layers == tuple(TAPS)
-    hf_target.set_taps(drafter.target_layers)  # the decode loop taps them for its own forwards; this test drives the target itself
+    hf_target.set_taps(drafter.target_layers)  # this test drives the target itself (the loop taps per session)
     ref = _Reference(kind, cfg, _weights(tmp_path / kind), tiny_qwen3)
     gen = torch.Generator().manual_seed(11)
 

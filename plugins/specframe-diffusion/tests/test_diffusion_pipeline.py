@@ -146,8 +146,9 @@ BATCH_LIMITS = [NEW_TOKENS, 5, 11]
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_batched_rows_keep_their_own_draft_state(host, targets, checkpoints, layout: str, builder: str) -> None:
     """Each row's drafter fork keeps its own context taps and draft cache: rows equal their plain decoding."""
-    from specframe.decode.request import Request
     from specframe_hf import HFTarget
+
+    from specframe.decode.request import Request
 
     model, _ = targets["two_way"]
     _, _, drafter, corrector = LAYOUTS[layout]

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 from lmdraft_testkit import greedy_reference, save_draft, target_model
-from specframe.decode.request import Request
 from specframe_hf import HFTarget
 
 from specframe.cli import run_cli
+from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
 
