@@ -228,7 +228,7 @@ class Pipeline:
     def _decode(self, requests: list[RequestInputs | GenerationError], batch_size: int,
                 stream: StreamFn | None) -> list[GenerationResult | RefusedRequest]:
         self.check_batch_size(batch_size)
-        if self.config.auto and self.auto_budget is None:
+        if self.config.auto and self.settings.drafts and self.auto_budget is None:
             self.auto_budget = self._build_auto_budget(requests)
         try:
             outcomes = decode(self.target, self.stages, self.settings, requests, batch_size,

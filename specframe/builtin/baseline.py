@@ -2,8 +2,10 @@
 
 It replaces every stage with a built-in null stage (drafter ``none``, corrector ``identity``, tree builder
 ``chain``, pruner ``none``) and lets the verifier resolve from the sampling settings (``auto``), so it shares
-the target object, the adapter, the prompts and the decode loop with the pipeline it is compared to. ``bench``
-and ``run --compare-ar`` both use :func:`ar_baseline`.
+the target object, the adapter, the prompts and the decode loop with the pipeline it is compared to. It is plain:
+a fixed budget (no `budget: auto` controller, no cost profile read or written), and since its drafter proposes
+nothing the loop taps no layer and runs no draft, build, prune or verify stage. ``bench`` and
+``run --compare-ar`` both use :func:`ar_baseline`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def ar_baseline(pipe: Pipeline, name: str, *, source: str = "the pipeline", hint
     """``pipe`` with every stage replaced by the baseline's (see the module docstring), named ``name``."""
     stages = {k: dict(v) for k, v in BASELINE_STAGES.items()}
     try:
-        return pipe.with_stage("drafter", stages.pop("drafter"), name=name, **stages)
+        return pipe.with_stage("drafter", stages.pop("drafter"), name=name, budget=1, **stages)
     except ConfigError as exc:
         raise ConfigError(f"cannot build the autoregressive baseline from {source}: {exc.message}",
                           hint=hint or exc.hint or "check the pipeline's sampling settings and installed verifiers "

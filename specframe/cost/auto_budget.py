@@ -136,8 +136,12 @@ class AutoBudget:
         return RowBudget(drafting=pays, probe_interval=s.min_probe_interval,
                          plain_left=0 if pays else s.min_probe_interval, gain=None)
 
-    def choose(self, tree: DraftTree, rows: int) -> Choice:
-        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all)."""
+    def choose(self, tree: DraftTree, rows: int, *, explore: bool = False) -> Choice:
+        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all).
+
+        ``explore``: verify at least one node per row even when none is expected to pay, so that a probe (or a
+        request's first drafted round) teaches the estimator something; its cost is the probe's.
+        """
         p = self.estimator.estimate(tree)  # [R, N]
         order, p_sorted = verification_order(tree, p, sibling_prefix=self.sibling_prefix)
         width = min(self.settings.max_budget, order.shape[1])
@@ -149,6 +153,8 @@ class AutoBudget:
         nodes = [int(row[-1]) for row in packed]
         costs = self.profile.verify_costs(rows * (width + 1))
         k = best_width(table, costs, self.rate(rows))
+        if explore:
+            k = max(k, 1)
         kept = [min(k, n) for n in nodes]
         expected = [1.0 + row[n] for row, n in zip(table, kept, strict=True)]
         if k >= max(nodes, default=0) and tree.capacity == max(nodes, default=0) + 1:

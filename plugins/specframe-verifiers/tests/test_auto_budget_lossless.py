@@ -1,72 +1,136 @@
-"""`budget: auto` keeps sampled verification lossless: trimmed trees keep every node's children as an index prefix.
+"""`budget: auto` keeps rejection verification lossless, end to end, with the real controller.
 
-The controller verifies a prefix of `verification_order(..., sibling_prefix=True)`; here each of the ``ROWS``
-rows of a sampled round is trimmed to a random such prefix (random calibrated ``p`` per row, random size), and
-the joint law of the first two emitted tokens is G-tested against the target's, as in
-`test_verifier_losslessness.py`. The negative control drops each row's first sampled root child while keeping
-the later ones (what a trim without the sibling rule may do): tree rejection then tries siblings against the
-wrong residual law, and the same test must fail.
+A real pipeline (toy target, toy drafter and corrector, the `sampled_tree` builder, `tree_rejection`) decodes
+thousands of requests with `budget: auto`: the real `AcceptanceEstimator` calibrates online and a steep
+synthetic cost curve (50 ms + 12 ms per node) makes the controller trim every round's tree to the nodes it
+expects to pay. Under a rejection verifier the controller keys its estimates by depth and sibling rank, never by
+the drawn tokens' scores, so which children a node keeps is independent of their tokens given the history. Every
+token a drafted round emits is G-tested against the target's exact conditional law given its context.
+
+Negative control: the same pipeline with the estimator keyed by path score (the rule before this fix: a child
+is kept when the probability of the token that happened to be drawn is high). Its emitted law must be rejected.
 """
 
 from __future__ import annotations
 
+import types
+from typing import Any, Literal
+
 import pytest
 import torch
-from specframe_verifiers import TreeRejectionVerifier, WalkVerifier
-from verifier_scenarios import Round, sampled_round
+from verifier_scenarios import PROMPT, make_corrector, make_drafter, make_target
 
-from specframe.cost.chooser import verification_order
-from specframe.tree import DraftTree
+from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
+from specframe.cost.acceptance import AcceptanceEstimator
+from specframe.cost.measure import profile_path, save_profile
+from specframe.cost.profile import CostProfile
+from specframe.cost.setup import target_profile_key
+from specframe.decode.request import Request
+from specframe.pipeline import Pipeline
+from specframe.sampling import probs
+from specframe.testing.stats import g_test
+from specframe.testing.toy import ToyTarget
+from specframe.types import SamplingParams
 
 ALPHA = 1e-6
-ROWS = 6000  # enough for the control to fail by orders of magnitude, a third of the time of 20000
+REQUESTS = 400
+NEW_TOKENS = 24
+PARAMS = SamplingParams(temperature=1.0)
+STEEP = {n: 50.0 + 12.0 * (n - 1) for n in (1, 2, 3, 5, 9, 17)}
 
 
-def trimmed(rnd: Round, keep_rule: str, seed: int = 5) -> Round:
-    """``rnd`` with every row's tree cut by ``keep_rule`` ("auto": a random auto prefix; "drop_first")."""
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    tree = rnd.tree
-    kids = tree.children()
-    for b in range(tree.batch_size):
-        one = tree.row(b)
-        n = int(one.num_nodes[0])
-        if keep_rule == "auto":
-            p = torch.rand(n, generator=gen, dtype=torch.float64)
-            p[0] = 1.0
-            parent = one.parent[0].tolist()
-            for i in range(1, n):
-                p[i] = min(float(p[i]), float(p[parent[i]]))
-            order, _ = verification_order(one, p, sibling_prefix=True)
-            k = int(torch.randint(0, n, (1,), generator=gen))
-            keep_nodes = {0, *order[:k]}
-        else:
-            first = kids[b][0][0] if kids[b][0] else -1
-            drop = {first} | {i for i in range(n) if first in one.path_to(0, i)}
-            keep_nodes = {i for i in range(n) if i not in drop}
-        keep = torch.zeros(1, one.capacity, dtype=torch.bool)
-        keep[0, sorted(keep_nodes)] = True
-        rows.append(one.subtree(keep))
-    cut = DraftTree.stack(rows)
-    index = torch.zeros(tree.batch_size, cut.capacity, dtype=torch.long)
-    for b, row in enumerate(rows):  # the logits of each kept node, found by its path of tokens
-        full = tree.row(b)
-        old = {tuple(full.tokens[0, full.path_to(0, i)].tolist()): i for i in range(int(full.num_nodes[0]))}
-        for j in range(int(row.num_nodes[0])):
-            index[b, j] = old[tuple(row.tokens[0, row.path_to(0, j)].tolist())]
-    logits = torch.gather(rnd.logits, 1, index[:, :, None].expand(-1, -1, rnd.logits.shape[-1]))
-    return Round(target=rnd.target, tree=cut, logits=logits, params=rnd.params, seed=rnd.seed)
+class _ToyDrafterConfig(ComponentConfig):
+    type: Literal["toy"] = "toy"
 
 
-@pytest.mark.parametrize("verifier", [TreeRejectionVerifier, WalkVerifier], ids=lambda v: v.__name__)
-def test_auto_trimmed_sampled_trees_stay_lossless(verifier: type) -> None:
-    rnd = trimmed(sampled_round("T1", (3, 2), rows=ROWS), "auto")
-    assert int(rnd.tree.num_nodes.min()) == 1 and int(rnd.tree.num_nodes.max()) > 4
-    res, _ = rnd.g_test(verifier())
-    assert res.impossible == 0 and res.p_value >= ALPHA, (res.statistic, res.p_value)
+class _ToyCorrectorConfig(ComponentConfig):
+    type: Literal["toy_head"] = "toy_head"
 
 
-def test_negative_control_dropping_a_first_sibling_fails() -> None:
-    rnd = trimmed(sampled_round("T1", (3, 2), rows=ROWS), "drop_first")
-    res, _ = rnd.g_test(TreeRejectionVerifier())
-    assert res.p_value < ALPHA, (res.statistic, res.p_value)
+def _host(target: ToyTarget) -> PluginHost:
+    mod = types.ModuleType("auto_lossless_toys")
+
+    @hookimpl
+    def specframe_drafters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="drafter", name="toy", config=_ToyDrafterConfig, summary="toy drafter",
+                            factory=lambda c, ctx: make_drafter(target))
+
+    @hookimpl
+    def specframe_correctors():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="corrector", name="toy_head", config=_ToyCorrectorConfig, summary="toy head",
+                            factory=lambda c, ctx: make_corrector())
+
+    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
+    mod.specframe_correctors = specframe_correctors  # type: ignore[attr-defined]
+    host = PluginHost(autoload=True, allowlist=["verifiers"], disabled=(), trace=False)
+    host.register(mod, "auto_lossless_toys")
+    return host
+
+
+def decode_many(key: str) -> tuple[ToyTarget, list[Any]]:
+    """``REQUESTS`` requests of ``NEW_TOKENS`` tokens (each with its own seed), the estimator keyed by ``key``."""
+    target = make_target()
+    target.max_length = 256
+    data = {"sampling": {"temperature": PARAMS.temperature}, "budget": "auto",
+            "auto_budget": {"max_budget": 6, "min_probe_interval": 2, "max_probe_interval": 4},
+            "drafter": {"type": "toy"}, "corrector": {"type": "toy_head"},
+            "tree_builder": {"type": "sampled_tree", "branching": [3, 2]}, "pruner": {"type": "none"},
+            "verifier": {"type": "tree_rejection"}, "generation": {"stop_at_eos": False}}
+    pipe = Pipeline.from_dict(data, target=target, host=_host(target))
+    profile_key = target_profile_key(pipe.target, pipe.config)
+    save_profile(CostProfile(key=profile_key, verify_ms=STEEP), profile_path(profile_key))
+    auto = pipe.prepare_auto_budget(torch.tensor([list(PROMPT)]))
+    auto.profile.smoothing = 0.0  # frozen: the steep curve decides, not this machine
+    assert auto.estimator.key == "rank"  # what the pipeline chose for a rejection verifier
+    if key == "score":
+        auto.estimator = AcceptanceEstimator(key="score")
+    requests = [Request(list(PROMPT), max_new_tokens=NEW_TOKENS, seed=i) for i in range(REQUESTS)]
+    return target, pipe.generate_batch(requests, batch_size=1)
+
+
+def drafted_round_counts(results: list[Any], vocab: int) -> torch.Tensor:  # [V, V, V]
+    """Counts of (two previous tokens, token) over every token that a drafted round emitted.
+
+    A lossless loop emits every token from the target's conditional law given its prefix; whether a round drafts
+    is decided before its draws, so the tokens of drafted rounds follow that law too (the toy target is second
+    order: the law depends on the two previous tokens).
+    """
+    counts = torch.zeros(vocab, vocab, vocab, dtype=torch.float64)
+    for res in results:
+        seq = [*PROMPT, *res.tokens]
+        pos = len(PROMPT) + 1  # the round tokens start after the prefill's
+        for rnd in res.rounds:
+            if rnd.drafted:
+                for j in range(pos, pos + rnd.committed):
+                    counts[seq[j - 2], seq[j - 1], seq[j]] += 1
+            pos += rnd.committed
+    return counts
+
+
+def conditional_g_test(target: ToyTarget, counts: torch.Tensor) -> Any:
+    """G-test of the (context, token) counts against ``context count * p(token | context)``."""
+    v = target.vocab_size
+    law = probs(target.next_logits(torch.arange(v).repeat_interleave(v), torch.arange(v).repeat(v)), PARAMS)
+    expected = counts.sum(2, keepdim=True) * law.double().view(v, v, v)  # [V, V, V]
+    return g_test(counts, expected / expected.sum())
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+
+
+def test_auto_trimmed_rejection_rounds_stay_lossless() -> None:
+    target, results = decode_many("rank")
+    rounds = [r for res in results for r in res.rounds if r.drafted]
+    assert len(rounds) > REQUESTS * 5 and len({r.budget for r in rounds}) >= 3  # drafted, trimmed to many sizes
+    counts = drafted_round_counts(results, target.vocab_size)
+    assert counts.sum() > 5000
+    res = conditional_g_test(target, counts)
+    assert res.impossible == 0 and res.p_value >= ALPHA, (res.statistic, res.dof, res.p_value)
+
+
+def test_negative_control_score_keyed_trimming_is_rejected() -> None:
+    target, results = decode_many("score")
+    res = conditional_g_test(target, drafted_round_counts(results, target.vocab_size))
+    assert res.p_value < ALPHA, (res.statistic, res.dof, res.p_value)
