@@ -65,9 +65,7 @@ def greedy_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> 
         # Rows that already stopped get -inf rows: their frontier is not a node.
         row_list.append(torch.where(alive[:, None], lp, torch.full_like(lp, NEG_INF)))
         best_lp, best_c = first_argmax(lp)  # [B], [B]
-        alive = alive & torch.isfinite(best_lp)
-        if not bool(alive.any()):
-            break
+        alive = alive & torch.isfinite(best_lp)  # a dead row's later depths stay dead (no host read to stop early)
         child_tok = proposal.tokens[:, d - 1].gather(1, best_c[:, None])  # [B, 1]
         score = score + best_lp.double()
         parent = torch.full((b, 1), d - 1, dtype=torch.long, device=dev)  # slot d - 1 is depth d - 1

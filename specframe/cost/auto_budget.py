@@ -146,7 +146,8 @@ class AutoBudget:
         order, p_sorted = verification_order(tree, p, sibling_prefix=self.sibling_prefix)
         width = min(self.settings.max_budget, order.shape[1])
         order, p_sorted = order[:, :width], p_sorted[:, :width]
-        sums = torch.cat([torch.zeros_like(p_sorted[:, :1]), p_sorted.cumsum(dim=1)], dim=1)  # [R, K + 1]
+        zero = torch.zeros(p_sorted.shape[0], 1, dtype=p_sorted.dtype, device=p_sorted.device)
+        sums = torch.cat([zero, p_sorted.cumsum(dim=1)], dim=1)  # [R, K + 1]
         nodes_dev = tree.num_nodes - 1  # [R] draft nodes per row
         packed = torch.cat([sums, nodes_dev[:, None].to(sums.dtype)], dim=1).tolist()  # the one read
         table = [row[:-1] for row in packed]
@@ -154,7 +155,7 @@ class AutoBudget:
         costs = self.profile.verify_costs(rows * (width + 1))
         k = best_width(table, costs, self.rate(rows))
         if explore:
-            k = max(k, 1)
+            k = max(k, min(1, width))
         kept = [min(k, n) for n in nodes]
         expected = [1.0 + row[n] for row, n in zip(table, kept, strict=True)]
         if k >= max(nodes, default=0) and tree.capacity == max(nodes, default=0) + 1:

@@ -1,30 +1,87 @@
-"""Host synchronisations per round of an hf-target pipeline: the loop reads the device a bounded number of times."""
+"""Host synchronisations of an hf-target pipeline: bounded per round, and not growing with the rows.
+
+Counted with `HostSyncCounter` (the same count on a CPU as on a GPU). Per request the prefill reads a few values
+(the prompt checks and its first token); per round the loop reads the target's commit check and the round's
+outcome in one transfer each, a builder assembles its tree (one read), the pruner decides whether to cut (one),
+the verifier sizes its path (one) and `budget: auto` reads its choice (one). None of these grows with the rows.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+import torch
 from specframe_hf.target import HFTarget
 
+from specframe import ComponentConfig, ComponentSpec, DecodeState, Drafter, DraftProposal, PluginHost, hookimpl
 from specframe.device_sync import HostSyncCounter
 from specframe.pipeline import Pipeline
 
-STAGES = {"corrector": {"type": "identity"}, "tree_builder": {"type": "chain"}, "pruner": {"type": "none"},
-          "verifier": {"type": "auto"}, "budget": 4, "sampling": {"temperature": 0.0}}
+#: Reads per request outside the rounds: the prompt's id range (2), the target's own check (2), the first token.
+PER_REQUEST = 5
 
 
-@pytest.mark.parametrize(("drafter", "per_round"), [
-    ({"type": "none"}, 3),  # the tree depth (sizes the accepted path), commit's path check, the round's outcome
-    ({"type": "ngram", "num_speculative_tokens": 4}, 6),  # + the n-gram lookup over the committed ids on the host
+class SpreadConfig(ComponentConfig):
+    type: Literal["spread"] = "spread"
+
+
+class SpreadDrafter(Drafter):
+    """Proposes fixed candidates on the device (no host read): the token after the root and its neighbours."""
+
+    supports_batch = True
+
+    def propose(self, state: DecodeState) -> DraftProposal:
+        b = state.tokens.shape[0]
+        base = (state.root.view(b, 1, 1) + torch.arange(1, 5).view(1, 4, 1) + torch.arange(3).view(1, 1, 3)) % 512
+        logprobs = torch.log_softmax(-torch.arange(3, dtype=torch.float32), 0).expand(b, 4, 3)
+        return DraftProposal(root=state.root, tokens=base, logprobs=logprobs.contiguous())
+
+
+def host() -> PluginHost:
+    import types
+
+    mod = types.ModuleType("spread_drafter")
+
+    @hookimpl
+    def specframe_drafters():  # type: ignore[no-untyped-def]
+        yield ComponentSpec(kind="drafter", name="spread", config=SpreadConfig, summary="device-only drafter",
+                            factory=lambda c, ctx: SpreadDrafter())
+
+    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
+    h = PluginHost()
+    h.register(mod, "spread_drafter")
+    return h
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("budget", [6, "auto"])
+@pytest.mark.parametrize(("drafter", "builder", "per_round"), [
+    ({"type": "none"}, {"type": "chain"}, 2),  # plain rounds: the commit check and the round's outcome
+    ({"type": "spread"}, {"type": "chain"}, 5),  # + the tree's assembly, its path size, budget: auto's choice
+    ({"type": "spread"}, {"type": "heap"}, 7),  # + the heap's host-side expansion (3 transfers, all rows at once)
+    ({"type": "spread"}, {"type": "dartree", "mode": "pruned", "width": 3}, 6),  # + the pruner's one read
 ])
-def test_syncs_per_round_are_bounded(tiny_model: Callable[..., Any], drafter: dict[str, Any], per_round: int) -> None:
+def test_syncs_per_round_are_bounded_and_do_not_grow_with_rows(
+        tiny_model: Callable[..., Any], drafter: dict[str, Any], builder: dict[str, Any], per_round: int,
+        budget: Any, rows: int) -> None:
     target = HFTarget(tiny_model("llama"), None)
-    pipe = Pipeline.from_dict({**STAGES, "drafter": drafter}, target=target)
-    prompt = list(range(3, 20))
+    pruner = {"type": "deferred_topb"} if builder["type"] == "dartree" else {"type": "none"}
+    data = {"drafter": drafter, "corrector": {"type": "identity"}, "tree_builder": builder, "pruner": pruner,
+            "verifier": {"type": "walk"}, "budget": budget, "sampling": {"temperature": 0.0},
+            "generation": {"stop_at_eos": False}}
+    pipe = Pipeline.from_dict(data, target=target, host=host())
+    prompts = [list(range(3, 12 + r)) for r in range(rows)]
+    pipe.generate_batch(prompts, 10, batch_size=rows)  # builds the controller, measures the profile
     with HostSyncCounter() as counter:
-        result = pipe.generate(prompt, 11)
-    assert result.num_rounds > 3
-    # Prefill: the cache length and the first token (3 reads), then at most `per_round` per round.
-    assert counter.total <= 3 + per_round * result.num_rounds, counter.by_op
+        results = pipe.generate_batch(prompts, 10, batch_size=rows)
+    rounds = max(r.num_rounds for r in results)
+    drafted = sum(r.drafted and r.nodes > 0 for res in results for r in res.rounds)
+    assert rounds >= 3 and (drafter["type"] == "none" or drafted > 0)
+    assert counter.total <= PER_REQUEST * rows + per_round * rounds, counter.by_op

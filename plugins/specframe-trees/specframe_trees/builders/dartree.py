@@ -105,9 +105,7 @@ class DARTreeBuilder(TreeBuilder):
             # Step 2: keep the global top-q pairs per row (stable: ties -> lower flat index).
             top_score, top_idx = stable_topk(path, q)  # [B, q]
             ranks = torch.arange(q, device=dev)[None, :]
-            kept = torch.isfinite(top_score) & (ranks < quota[:, None])  # [B, q]
-            if not bool(kept.any()):
-                break
+            kept = torch.isfinite(top_score) & (ranks < quota[:, None])  # [B, q] (dead depths stay dead: no read)
             parent_pos = torch.div(top_idx, k, rounding_mode="floor")  # [B, q] position in the frontier
             cand = top_idx - parent_pos * k  # [B, q]
             child_tok = p.tokens[:, d - 1].gather(1, cand)  # [B, q]

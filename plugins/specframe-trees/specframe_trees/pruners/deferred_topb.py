@@ -62,11 +62,15 @@ class DeferredTopBPruner(Pruner):
 
     def prune(self, tree: DraftTree, ctx: RoundContext) -> DraftTree:
         budget = self.config.budget if self.config.budget is not None else ctx.budget
-        if bool((tree.num_nodes - 1 <= budget).all()):
+        ranked = tree.score.double() + self.config.beta * tree.depth.double()  # [B, N]
+        parent_rank = ranked.gather(1, tree.parent.clamp(min=0))
+        rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)  # [B, N]
+        fits, rise = torch.stack([(tree.num_nodes - 1 <= budget).all(), rises.any()]).tolist()  # one read
+        if rise:
+            self._report_rise(rises, ranked, parent_rank)
+        if fits:
             return tree
         with torch.inference_mode():
-            ranked = tree.score.double() + self.config.beta * tree.depth.double()  # [B, N]
-            self._check_monotone(tree, ranked)
             n = tree.capacity
             index = torch.arange(n, device=tree.score.device)
             # The root ranks first (+inf) and is always kept; padding ranks last (-inf) and sits after every
@@ -77,18 +81,18 @@ class DeferredTopBPruner(Pruner):
             keep_count = torch.clamp(tree.num_nodes, max=budget + 1)  # [B] root included
             keep_sorted = index[None, :] < keep_count[:, None]  # [B, N] in sorted order
             keep = torch.zeros_like(tree.valid).scatter(1, order, keep_sorted)
-            return tree.subtree(keep)
+            # Some row holds more than the budget (else the tree was returned above), so that row keeps exactly
+            # budget + 1 nodes: the capacity is known without reading the device.
+            return tree.subtree(keep, capacity=min(budget + 1, n))
 
     @staticmethod
-    def _check_monotone(tree: DraftTree, ranked: torch.Tensor) -> None:
-        parent_rank = ranked.gather(1, tree.parent.clamp(min=0))
-        rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)
-        if bool(rises.any()):
-            b, i = (int(x) for x in rises.nonzero()[0])
-            raise ContractError(
-                f"deferred_topb: in row {b}, node {i} ranks above its parent (score + beta * depth "
-                f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); path scores must never increase "
-                "along an edge (log-probs <= 0), or the global top-B is not a valid tree", stage="tree_builder")
+    def _report_rise(rises: torch.Tensor, ranked: torch.Tensor, parent_rank: torch.Tensor) -> None:
+        """Raise the contract error naming the first node that ranks above its parent."""
+        b, i = (int(x) for x in rises.nonzero()[0])
+        raise ContractError(
+            f"deferred_topb: in row {b}, node {i} ranks above its parent (score + beta * depth "
+            f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); path scores must never increase "
+            "along an edge (log-probs <= 0), or the global top-B is not a valid tree", stage="tree_builder")
 
 
 def build_deferred_topb(config: DeferredTopBConfig, ctx: BuildContext | None = None) -> DeferredTopBPruner:
