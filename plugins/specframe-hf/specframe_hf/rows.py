@@ -160,8 +160,11 @@ class HFRows:
                     f"{self.runner.model_type} target's context of {self.max_length}",
                     hint="trim the tree to the remaining context (the pipeline does this automatically)")
             width = self._width
-            eye = torch.eye(n, dtype=torch.bool, device=self.device)
-            mask = self._mask.build(tree.ancestor_mask() | eye, self._lengths, width)  # [B, 1, N, W + N]
+            if n == 1 and min(self._lengths) == width:
+                mask = None  # one token per row that sees its whole row: the model's own causal step (plain decoding)
+            else:
+                eye = torch.eye(n, dtype=torch.bool, device=self.device)
+                mask = self._mask.build(tree.ancestor_mask() | eye, self._lengths, width)  # [B, 1, N, W + N]
             if len(self._lengths) == 1:
                 positions = tree.positions(self._lengths[0])
             else:
