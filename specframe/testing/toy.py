@@ -145,7 +145,7 @@ class ToyTarget(TargetModel):
         """A fresh target on the same table; it is its own `TargetRows` (rows have own lengths)."""
         self.set_taps(tuple(taps))
         rows = ToyTarget(self.table, start_token=self.start_token, eos_token_ids=self.eos_token_ids)
-        rows.max_length, rows.tokenizer = self.max_length, self.tokenizer
+        rows.max_length, rows.tokenizer, rows.device = self.max_length, self.tokenizer, self.device
         return rows
 
     def close(self) -> None:

@@ -133,3 +133,25 @@ def test_host_sync_counter_counts_reads_and_data_dependent_shapes() -> None:
         t + 1  # not a synchronisation
     assert counter.total == 7
     assert counter.by_op["__getitem__"] == 1 and counter.by_op["nonzero"] == 1
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_a_tree_drafted_on_another_device_moves_to_the_targets_once(monkeypatch: pytest.MonkeyPatch,
+                                                                    batch_size: int) -> None:
+    """The target reports device ``cpu:0`` while the drafter builds its trees on ``cpu`` (distinct devices to
+    torch, and both able to compute here): every drafted round moves its tree once, alone and in a batch."""
+    moves: list[torch.device] = []
+    real = DraftTree.to
+
+    def spy(tree: DraftTree, device: str | torch.device) -> DraftTree:
+        moves.append(torch.device(device))
+        return real(tree, device)
+
+    monkeypatch.setattr(DraftTree, "to", spy)
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    target.device = torch.device("cpu", 0)
+    pipe = Pipeline.from_dict(BASE, target=target, host=make_host(target, 0.5))
+    results = pipe.generate_batch([[1, 2], [3, 4, 5]], 8, batch_size=batch_size)
+    assert [r.tokens for r in results] == [plain_greedy(target, [1, 2], 8), plain_greedy(target, [3, 4, 5], 8)]
+    rounds = sum(r.num_rounds for r in results) if batch_size == 1 else max(r.num_rounds for r in results)
+    assert moves.count(torch.device("cpu", 0)) == rounds
