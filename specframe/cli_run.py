@@ -21,23 +21,24 @@ from rich.markup import escape
 from specframe.builtin.baseline import ar_baseline
 from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.config.bounds import check_max_new_tokens
+from specframe.decode.request import RefusedRequest
 from specframe.errors import GenerationError
-from specframe.files.prompts import read_prompts_file
+from specframe.files.prompts import read_numbered_prompts
 from specframe.files.read import check_strings
 from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
 
 if TYPE_CHECKING:
-    from specframe.decode.request import RefusedRequest
     from specframe.pipeline import Pipeline
 
 
-def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
-    out = list(prompts)
-    check_strings(out, where="--prompt", error=GenerationError)
+def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[tuple[str, str]]:
+    """``(source, prompt)`` pairs: ``--prompt #i`` for the command line, ``FILE:LINE`` for the prompts file."""
+    check_strings(list(prompts), where="--prompt", error=GenerationError)
+    out = [(f"--prompt #{i + 1}", text) for i, text in enumerate(prompts)]
     if prompts_file is not None:
-        out += read_prompts_file(prompts_file)
+        out += [(f"{prompts_file}:{line}", text) for line, text in read_numbered_prompts(prompts_file)]
     if not out:
         raise GenerationError("no prompt given", hint='use --prompt "..." or --prompts-file FILE')
     return out
@@ -71,40 +72,32 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     """Generate with PIPELINE (a YAML file) for each prompt."""
     from specframe.pipeline import Pipeline
 
-    texts = _read_prompts(prompts, prompts_file)
+    sources = _read_prompts(prompts, prompts_file)
+    texts = [text for _, text in sources]
     if max_new_tokens is not None:
         check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
-    stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
-                                                                             highlight=False))
-    refused: list[RefusedRequest] = []
-    if batch_size > 1:
-        pipe.check_batch_size(batch_size)
-        results, refused, wall_s = _decode_batch(pipe, texts, max_new_tokens, seed, batch_size)
-        if stream is not None:
-            for result in results:
-                console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
-                console.print(result.text or "", markup=False, highlight=False)
-    else:
-        results, wall_s = [], None
-        for text in texts:
-            if stream is not None:
-                console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
-            results.append(pipe.generate(text, max_new_tokens, seed=seed, stream=stream))
-            if stream is not None:
-                console.print()
+    pipe.check_batch_size(batch_size)
+    stream = None if (no_stream or as_json or batch_size > 1) else _Streamer(pipe.config.name)
+    outcomes, wall_s = _decode(pipe, texts, max_new_tokens, seed, batch_size, stream)
+    results = [o for o in outcomes if isinstance(o, GenerationResult)]
+    refused = [o for o in outcomes if isinstance(o, RefusedRequest)]
+    if stream is None and not as_json and not no_stream:
+        for result in results:
+            console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
+            console.print(result.text or "", markup=False, highlight=False)
+    decoded = [i for i, o in enumerate(outcomes) if isinstance(o, GenerationResult)]
     report: dict = {"pipeline": pipe.config.name, "config_hash": pipe.config_hash,
-                    "results": [r.as_dict() for r in results]}
-    lines = [_summary_line(pipe.config.name, results, wall_s)]
+                    "results": [{"request": i, "source": sources[i][0], **result.as_dict()}
+                                for i, result in zip(decoded, results, strict=True)]}
+    wall = wall_s if batch_size > 1 else None  # one request at a time: the requests' own times
+    lines = [_summary_line(pipe.config.name, results, wall)]
     if compare_ar:
         ar = ar_baseline(pipe, "plain decoding", source=str(pipeline))
-        if batch_size > 1:
-            kept = [t for i, t in enumerate(texts) if i not in {r.index for r in refused}]
-            baseline, _, base_wall = _decode_batch(ar, kept, max_new_tokens, seed, batch_size)
-        else:
-            baseline, base_wall = [ar.generate(text, max_new_tokens, seed=seed) for text in texts], None
+        base_outcomes, base_wall = _decode(ar, [texts[i] for i in decoded], max_new_tokens, seed, batch_size, None)
+        baseline = [o for o in base_outcomes if isinstance(o, GenerationResult)]
         same = [b.tokens == r.tokens for b, r in zip(baseline, results, strict=True)]
-        if wall_s is None or base_wall is None:
+        if batch_size == 1:
             speedup = aggregate_speedup([PairedRun(tokens=len(r.tokens), seconds=r.total_ns / 1e9,
                                                    base_tokens=len(b.tokens), base_seconds=b.total_ns / 1e9)
                                          for r, b in zip(results, baseline, strict=True)])
@@ -115,12 +108,13 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         report["baseline"] = [b.summary() for b in baseline]
         report["speedup"] = speedup
         report["identical_to_ar"] = same
-        lines.append(_summary_line("plain decoding", baseline, base_wall))
+        lines.append(_summary_line("plain decoding", baseline, base_wall if batch_size > 1 else None))
         exact = "identical" if all(same) else f"DIFFERENT in {same.count(False)} of {len(same)}"
         lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
                      + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
     if refused:
-        report["refused"] = [{"request": r.index, "error": r.error.message} for r in refused]
+        report["refused"] = [{"request": r.index, "source": sources[r.index][0], "error": r.error.message}
+                             for r in refused]
     if as_json:
         emit_json(report)
     else:
@@ -128,17 +122,31 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
             err_console.print(line, highlight=False, markup=False)
     if refused:
         raise GenerationError(f"{len(refused)} of {len(texts)} requests refused:\n  "
-                              + "\n  ".join(str(r) for r in refused),
+                              + "\n  ".join(f"{sources[r.index][0]}: {r.error.message}" for r in refused),
                               hint="the other requests were decoded; shorten the refused prompts")
 
 
-def _decode_batch(pipe: Pipeline, texts: list[str], max_new_tokens: int | None, seed: int | None,
-                  batch_size: int) -> tuple[list[GenerationResult], list[RefusedRequest], float]:
-    """Decoded results (in prompt order), the requests refused on their own, and the wall time in seconds."""
-    from specframe.decode.request import RefusedRequest
+class _Streamer:
+    """Streams each request's text as it is decoded, under a rule naming the pipeline (one request at a time)."""
 
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.current: int | None = None
+
+    def __call__(self, index: int, piece: str) -> None:
+        if index != self.current:
+            if self.current is not None:
+                console.print()
+            console.rule(f"[bold]{escape(self.name)}[/bold]")
+            self.current = index
+        console.print(piece, end="", markup=False, highlight=False)
+
+
+def _decode(pipe: Pipeline, texts: list[str], max_new_tokens: int | None, seed: int | None, batch_size: int,
+            stream: _Streamer | None) -> tuple[list[GenerationResult | RefusedRequest], float]:
+    """One outcome per prompt (a refused prompt does not stop the others) and the wall time in seconds."""
     start = time.perf_counter()
-    outcomes = pipe.generate_batch(texts, max_new_tokens, seed=seed, batch_size=batch_size)
-    wall_s = time.perf_counter() - start
-    results = [o for o in outcomes if isinstance(o, GenerationResult)]
-    return results, [o for o in outcomes if isinstance(o, RefusedRequest)], wall_s
+    outcomes = pipe.generate_batch(texts, max_new_tokens, seed=seed, batch_size=batch_size, stream=stream)
+    if stream is not None and stream.current is not None:
+        console.print()
+    return outcomes, time.perf_counter() - start

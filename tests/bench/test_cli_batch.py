@@ -39,14 +39,32 @@ def test_batched_run_prints_the_texts_of_one_by_one_decoding(tmp_path: Path,
     assert batched["identical_to_ar"] == [True, True, True]
 
 
-def test_a_prompt_past_the_context_is_refused_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("batch_size", ["1", "3"])
+def test_a_prompt_past_the_context_is_refused_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     batch_size: str) -> None:
     pipeline = tmp_path / "toy.yaml"
     pipeline.write_text(write_pipeline(pipeline).read_text().replace("seed: 3}", "seed: 3, max_length: 30}"))
-    code, report, err = run_json(pipeline, capsys, "--batch-size", "3")
+    code, report, err = run_json(pipeline, capsys, "--batch-size", batch_size)
     assert code == 2
     assert [r["request"] for r in report["refused"]] == [0, 2]  # with the chat template: 38 and 59 tokens
-    assert len(report["results"]) == 1 and "context is 30" in report["refused"][0]["error"]
-    assert "2 of 3 requests refused" in err and "request 2:" in err and "Traceback" not in err
+    assert [r["request"] for r in report["results"]] == [1]  # the other request's result is kept, with its index
+    assert "context is 30" in report["refused"][0]["error"]
+    assert "2 of 3 requests refused" in err and "--prompt #3:" in err and "Traceback" not in err
+
+
+def test_refusals_name_the_prompts_file_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pipeline = tmp_path / "toy.yaml"
+    pipeline.write_text(write_pipeline(pipeline).read_text().replace("seed: 3}", "seed: 3, max_length: 30}"))
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("hi\n\n\n" + PROMPTS[2] + "\nhello\n")  # blank lines before the long prompt
+    code = run_cli(["run", str(pipeline), "--json", "--max-new-tokens", "4", "--prompts-file", str(prompts)],
+                   host=toy_host())
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert code == 2
+    assert [(r["request"], r["source"]) for r in report["refused"]] == [(1, f"{prompts}:4")]
+    assert [r["source"] for r in report["results"]] == [f"{prompts}:1", f"{prompts}:5"]
+    assert f"{prompts}:4:" in captured.err
 
 
 class PlainToyConfig(ToyDrafterConfig):
