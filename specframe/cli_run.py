@@ -29,6 +29,9 @@ from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
 
+#: Verifiers whose tokens equal plain decoding's for the same seed at any temperature (specframe.decode.noise).
+TOKEN_EXACT_VERIFIERS = ("greedy", "walk")
+
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
 
@@ -111,7 +114,8 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         lines.append(_summary_line("plain decoding", baseline, base_wall if batch_size > 1 else None))
         exact = "identical" if all(same) else f"DIFFERENT in {same.count(False)} of {len(same)}"
         lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
-                     + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
+                     + (" (expected: this verifier emits plain decoding's tokens for the seed)"
+                        if pipe.config.verifier.type in TOKEN_EXACT_VERIFIERS else ""))  # type: ignore[attr-defined]
     if refused:
         report["refused"] = [{"request": r.index, "source": sources[r.index][0], "error": r.error.message}
                              for r in refused]
