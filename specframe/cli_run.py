@@ -1,8 +1,10 @@
 """``specframe run``: decode prompts with a pipeline, stream the text, print τ, rounds and tokens/s.
 
 With ``--compare-ar`` the same target decodes the same prompts with the autoregressive baseline that
-``bench`` uses (:func:`specframe.builtin.baseline.ar_baseline`) in the same process;
-the summary then gives the speedup and whether the greedy outputs are identical.
+``bench`` uses (:func:`specframe.builtin.baseline.ar_baseline`) in the same process, and, where the target
+offers it, with transformers' own ``generate()`` for exactly as many tokens as the pipeline produced
+(:mod:`specframe.reference`: the unmodified model, default kernels, the same prompt ids and sampling settings);
+the summary then gives the speedups over both and whether the greedy outputs are identical.
 
 With ``--batch-size N`` (N > 1) the prompts decode in one batched loop, up to N at a time
 (`specframe.batch_decode`); texts are printed as each request ends. A prompt that does not fit the target's
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -27,6 +29,7 @@ from specframe.files.read import check_strings
 from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
+from specframe.reference import reference_result, supports_reference
 
 if TYPE_CHECKING:
     from specframe.batch_decode import RefusedRequest
@@ -120,6 +123,8 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         exact = "identical" if all(same) else f"DIFFERENT in {same.count(False)} of {len(same)}"
         lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
                      + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
+        kept = [t for i, t in enumerate(texts) if i not in {r.index for r in refused}]
+        report.update(_compare_generate(pipe, kept, results, baseline, wall_s, base_wall, seed, lines))
     if refused:
         report["refused"] = [{"request": r.index, "error": r.error.message} for r in refused]
     if as_json:
@@ -131,6 +136,40 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         raise GenerationError(f"{len(refused)} of {len(texts)} requests refused:\n  "
                               + "\n  ".join(str(r) for r in refused),
                               hint="the other requests were decoded; shorten the refused prompts")
+
+
+def _compare_generate(pipe: Pipeline, texts: list[str], results: list[GenerationResult],
+                      baseline: list[GenerationResult], wall_s: float | None, base_wall: float | None,
+                      seed: int | None, lines: list[str]) -> dict[str, Any]:
+    """transformers' ``generate()`` on each prompt for the pipeline's token count; the JSON fields it adds and
+    its summary lines (appended to ``lines``)."""
+    if not supports_reference(pipe):
+        lines.append(f"generate(): not compared (the target {type(pipe.target).__name__} has none)")
+        return {"generate": None}
+    runs, kernels = [], ""
+    for text, result in zip(texts, results, strict=True):
+        run, kernels = reference_result(pipe, pipe.encode(text), new_tokens=len(result.tokens),
+                                        seed=pipe.config.seed if seed is None else seed)
+        runs.append(run)
+
+    def versus(own: list[GenerationResult], own_wall: float | None) -> float:
+        if own_wall is None:
+            return aggregate_speedup([PairedRun(len(r.tokens), r.total_ns / 1e9, len(g.tokens), g.total_ns / 1e9)
+                                      for r, g in zip(own, runs, strict=True)])
+        return aggregate_speedup([PairedRun(sum(len(r.tokens) for r in own), own_wall,
+                                            sum(len(g.tokens) for g in runs), sum(g.total_ns for g in runs) / 1e9)])
+
+    speedup, plain = versus(results, wall_s), versus(baseline, base_wall)
+    greedy = pipe.config.sampling.temperature == 0
+    same = [g.tokens == r.tokens for g, r in zip(runs, results, strict=True)] if greedy else None
+    lines.append(_summary_line("generate()", runs))
+    exact = "" if same is None else " | outputs " + ("identical to generate()" if all(same) else
+                                                      f"DIFFERENT from generate() in {same.count(False)} of "
+                                                      f"{len(same)}")
+    lines.append(f"speedup over transformers' generate(): {speedup:.2f}x | plain decoding against generate(): "
+                 f"{plain:.2f}x{exact} ({kernels})")
+    return {"generate": [g.summary() for g in runs], "generate_kernels": kernels, "speedup_vs_generate": speedup,
+            "plain_vs_generate": plain, "identical_to_generate": same}
 
 
 def _decode_batch(pipe: Pipeline, texts: list[str], max_new_tokens: int | None, seed: int | None,
