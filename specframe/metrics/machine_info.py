@@ -2,7 +2,7 @@
 
 Benchmarks name the CPU they ran on (a speedup measured on an AMD EPYC without bf16 says little about an Intel
 Xeon with AMX), and the kernel and profile caches are keyed by it. Everything is read from ``/proc/cpuinfo``
-(Linux) with ``platform`` as the fallback; nothing fails where it is missing.
+and ``lscpu`` (Linux) with ``platform`` as the fallback; nothing fails where they are missing.
 
 **Native bf16** on a CPU means the ``amx_bf16`` or ``avx512_bf16`` flag (Intel Sapphire Rapids and later, AMD
 Zen 4 and later): bf16 matrix products then run at about twice the fp32 rate or better. Without them torch
@@ -13,13 +13,14 @@ Example::
 
     cpu_model()              # "AMD EPYC"
     native_bf16("cpu")       # False on the development machine
-    machine_summary()        # {"cpu": "AMD EPYC", "cores": 2, "bf16_flags": [], "threads": 1, ...}
+    machine_summary()        # {"cpu": "AMD EPYC", "vendor": "AuthenticAMD", "cores": 2, "bf16_flags": [], ...}
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +61,23 @@ def native_bf16(device: str | torch.device = "cpu") -> bool:
     return dev.type == "cpu" and any(flag in cpu_flags() for flag in BF16_FLAGS)
 
 
+def lscpu() -> dict[str, str]:
+    """``lscpu``'s fields (``Model name``, ``Vendor ID``, ``CPU(s)``, ...); empty where it is missing."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    fields = (line.partition(":") for line in out.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in fields if sep and value.strip()}
+
+
 def machine_summary() -> dict[str, Any]:
     """The facts a benchmark result is reported with."""
+    info = lscpu()
     return {
-        "cpu": cpu_model(),
+        "cpu": info.get("Model name") or cpu_model(),
+        "vendor": info.get("Vendor ID"),
+        "hypervisor": info.get("Hypervisor vendor"),
         "cores": os.cpu_count(),
         "bf16_flags": sorted(f for f in BF16_FLAGS if f in cpu_flags()),
         "native_bf16_cpu": native_bf16("cpu"),

@@ -102,5 +102,14 @@ def test_compare_ar_reports_generate_in_its_json(pipeline: Path, capsys: pytest.
     assert report["speedup_vs_generate"] > 0 and report["plain_vs_generate"] > 0
     assert report["generate_kernels"].startswith("transformers generate(), default nn.Linear kernels")
     assert run_cli(args[:-1]) == 0
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
     assert "speedup over transformers' generate():" in err and "outputs identical to generate()" in err
+
+
+def test_compare_ar_says_what_equal_outputs_mean_in_bf16(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", str(pipeline), "--prompt", "how many is a", "--compare-ar", "--no-stream"]
+    assert run_cli([*args, "--set", "target.dtype=bfloat16", "--set", "target.logits_dtype=float32"]) == 0
+    err = " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+    assert "at temperature 0 in bfloat16: likely, not guaranteed" in err and "speedup over transformers'" in err
+    assert run_cli(args) == 0
+    assert "(expected at temperature 0)" in " ".join(capsys.readouterr().err.split())
