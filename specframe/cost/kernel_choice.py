@@ -15,7 +15,8 @@ measured on the machine, once:
   the boundary where the two measured costs cross (linear between the two measured sizes around it), so plain
   rounds and verify rounds each get their faster kernel. Winners that change more than once (noise) fall back to
   one kernel for every row count: the one with the smaller summed time over the measured sizes, i.e. the
-  plain round (q = 1) and the verify round (q = 17) weighted equally with the middle point;
+  plain round (q = 1) and the verify round (q = 17) weighted equally with the middle point. Row counts beyond
+  the largest measured size (bigger budgets, batches) keep the kernel that won there;
 * **cache** (:func:`choose_linear_kernels`): ``$SPECFRAME_CACHE/profiles/cpu-linear-<hash>.json``, next to the
   cost profiles (:mod:`specframe.cost.measure`), named by the CPU model, the model config's hash and the dtype;
   the file records the full key (plus thread count, torch version and the measured sizes) and the timings. A
