@@ -1,16 +1,32 @@
-"""`budget: auto` against fixed budgets and plain decoding on the SmolLM2 pair, side by side in one process.
+"""`budget: auto` against transformers' generate(), the plain loop and fixed budgets, on math, code, chat and
+Spec-Bench prompts, held out from tuning, with bootstrap intervals and the worst prompt of every set.
 
-For each prompt set (the first ``--n`` GSM8K test questions and HumanEval prompts from ``../shared/data``):
-plain decoding, DARTree pruned at each fixed budget of ``--budgets``, and every learned method with
-``budget: auto``, interleaved per prompt (the method order rotates by one each prompt, so drift of the machine
-hits every method alike). Every run decodes the same prompts greedily and is checked token for token against
-plain decoding. Reported per row: τ, tokens/s, speedup (median over prompts of the per-prompt ratio,
-with the spread as min-max), the mean verified nodes per drafted round and the share of plain rounds.
+Prompt sets (:mod:`prompt_sets`): GSM8K, HumanEval, MT-Bench first turns, Alpaca(Eval) and the five Spec-Bench
+categories, ``--n`` prompts each (at least 20 for a published run) from one split of
+:mod:`specframe.bench.splits` (``--split report``: held out; ``tune``: the prompts settings are chosen on).
+Methods, one shared SmolLM2 target, greedy:
 
-The script refuses to start on a busy machine (1-minute load average above ``--max-load``) and records the
-load before and after. Usage::
+* ``hf_generate`` — transformers' own ``generate()`` on the same model, unmodified (default kernels), the same
+  prompt ids and exactly the plain loop's token count (:mod:`specframe.reference`);
+* ``plain decoding`` — specframe's loop, one token per round;
+* ``prompt-lookup chain`` and DARTree pruned at each fixed budget of ``--budgets``;
+* every learned method of ``--methods`` with ``budget: auto``.
 
-    .venv/bin/python benchmarks/auto_budget.py --n 6 --max-new-tokens 64 --out docs/benchmarks/auto-budget/results.json
+Methods are interleaved per prompt (the order rotates by one each prompt; ``hf_generate`` runs right after plain
+decoding, whose token count it takes), every output is checked token for token against plain decoding and
+``generate()``. Per set and per group (``math_code`` = GSM8K + HumanEval, ``chat`` = MT-Bench + Alpaca), every
+method gets its speedup over ``generate()`` and over the plain loop: aggregate (Σ tokens / Σ time ratio) with a
+percentile bootstrap interval over prompts, the geometric mean of per-prompt ratios, and the worst prompt's
+ratio with its question id. ``--warm-tune K`` first runs K tune-split prompts per set through the ``budget:
+auto`` methods (untimed), so whatever the controller learns comes from the tune split.
+
+The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), the load average
+before and after, and per row how many of its requests ran under contention. The script refuses to start on a
+busy machine (``--max-load``); ``--quick`` (2 prompts per set, 16 tokens, B = 16 and DARTree pruned auto only)
+checks that it runs and is not a measurement. Usage::
+
+    .venv/bin/python benchmarks/auto_budget.py --n 20 --max-new-tokens 64 --out docs/benchmarks/auto-budget/results.json
+    .venv/bin/python benchmarks/auto_budget.py --quick --sets gsm8k,mt_bench --out /tmp/auto-budget-quick.json
 """
 
 from __future__ import annotations
@@ -18,106 +34,238 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from prompt_sets import GROUPS, SETS, PromptSet, load_prompt_sets
 from rich.console import Console
 from rich.table import Table
-from smollm2_eval import load_prompts
 from specframe_smollm2.demo import repo_root
 
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.bench.splits import REPORT, SPLITS
+from specframe.files import write_text
+from specframe.metrics.machine_info import machine_summary
+from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average, refuse_when_busy
+from specframe.metrics.records import GenerationResult
+from specframe.metrics.speedup import Estimate, PairedRun, aggregate_estimate, geomean_estimate
+from specframe.reference import REFERENCE_NAME, reference_result
 
 LEARNED = ["dflash-chain", "ddtree", "domino-chain", "domino-chain-ddtree", "dspark-chain", "dartree-fixed",
            "dartree-pruned"]
+PLAIN = "plain decoding"
 
 
-def row(label: str, results: list[Any], base: list[Any]) -> dict[str, Any]:
+class Runs:
+    """Each method's results and machine loads on one set, with the prompts' question ids."""
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        self.results: dict[str, list[GenerationResult]] = {label: [] for label in labels}
+        self.loads: dict[str, list[MachineLoad]] = {label: [] for label in labels}
+        self.ids: list[int | str] = []
+
+    def extend(self, other: Runs) -> None:
+        for label in self.results:
+            self.results[label] += other.results[label]
+            self.loads[label] += other.loads[label]
+        self.ids += other.ids
+
+
+def _estimate(e: Estimate) -> dict[str, Any]:
+    return {"value": round(e.value, 4), "low": round(e.low, 4), "high": round(e.high, 4), "n": e.n}
+
+
+def versus(results: Sequence[GenerationResult], base: Sequence[GenerationResult], ids: Sequence[int | str],
+           boot: dict[str, Any]) -> dict[str, Any]:
+    """Speedup of ``results`` over ``base`` (paired by prompt): aggregate [CI], geomean [CI], the worst prompt."""
+    pairs = [PairedRun(len(r.tokens), r.total_ns / 1e9, len(b.tokens), b.total_ns / 1e9)
+             for r, b in zip(results, base, strict=True)]
+    ratios = [p.ratio for p in pairs]
+    worst = min(range(len(ratios)), key=ratios.__getitem__)
+    return {"aggregate": _estimate(aggregate_estimate(pairs, **boot)),
+            "geomean": _estimate(geomean_estimate(pairs, **boot)),
+            "worst": round(ratios[worst], 4), "worst_question": ids[worst],
+            "identical": sum(r.tokens == b.tokens for r, b in zip(results, base, strict=True))}
+
+
+def row(label: str, runs: Runs, boot: dict[str, Any]) -> dict[str, Any]:
+    results = runs.results[label]
     rounds = [r for res in results for r in res.rounds]
     drafted = [r for r in rounds if r.drafted]
-    ratios = [(len(r.tokens) / r.total_ns) / (len(b.tokens) / b.total_ns) for r, b in zip(results, base, strict=True)]
     tokens = sum(len(r.tokens) for r in results)
     seconds = sum(r.total_ns for r in results) / 1e9
-    return {
+    out: dict[str, Any] = {
         "method": label,
+        "prompts": len(results),
         "tau": round(sum(r.committed for r in rounds) / max(len(rounds), 1), 3),
         "tokens_per_s": round(tokens / seconds, 3),
-        "speedup_total": round((tokens / seconds) / (sum(len(b.tokens) for b in base)
-                                                      / (sum(b.total_ns for b in base) / 1e9)), 3),
-        "speedup_median": round(statistics.median(ratios), 3),
-        "speedup_min": round(min(ratios), 3),
-        "speedup_max": round(max(ratios), 3),
-        "exact": all(r.tokens == b.tokens for r, b in zip(results, base, strict=True)),
+        "vs_plain": versus(results, runs.results[PLAIN], runs.ids, boot),
         "verified_nodes": round(sum(r.nodes for r in drafted) / max(len(drafted), 1), 2),
         "plain_round_share": round(1 - len(drafted) / max(len(rounds), 1), 3),
+        "contended": sum(bool(load.contended) for load in runs.loads[label]),
     }
+    if REFERENCE_NAME in runs.results:
+        out["vs_generate"] = versus(results, runs.results[REFERENCE_NAME], runs.ids, boot)
+    return out
+
+
+def build_methods(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The plain pipeline (its target shared by every method) and the labelled methods in rotation order."""
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    root = repo_root() / "examples" / "smollm2"
+    host = PluginHost()
+    plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
+    target = plain.target
+    methods: dict[str, Any] = {PLAIN: plain, REFERENCE_NAME: None,
+                               "prompt-lookup chain": Pipeline.from_yaml(root / "prompt-lookup-chain.yaml",
+                                                                         target=target, host=host)}
+    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=target, host=host)
+    for b in [int(x) for x in args.budgets.split(",") if x]:
+        methods[f"dartree-pruned B={b}"] = dart.with_stage("budget", None, budget=b)
+    for method in [m for m in args.methods.split(",") if m]:
+        methods[f"{method} auto"] = Pipeline.from_yaml(
+            root / f"{method}.yaml", target=target, host=host,
+            overrides=["budget=auto", f"auto_budget.max_budget={args.max_budget}"])
+    return plain, methods
+
+
+def units(labels: Sequence[str]) -> list[list[str]]:
+    """Rotation units: ``hf_generate`` stays right after plain decoding (it decodes plain's token count)."""
+    out: list[list[str]] = []
+    for label in labels:
+        if label == REFERENCE_NAME and out and out[-1][0] == PLAIN:
+            out[-1].append(label)
+        else:
+            out.append([label])
+    return out
+
+
+def run_set(prompts: PromptSet, plain: Any, methods: dict[str, Any], max_new: int) -> Runs:
+    runs = Runs(list(methods))
+    groups = units(list(methods))
+    for i, item in enumerate(prompts.prompts):
+        runs.ids.append(item.question_id)
+        shift = i % len(groups)
+        for label in [m for unit in groups[shift:] + groups[:shift] for m in unit]:
+            with LoadWindow() as window:
+                if label == REFERENCE_NAME:
+                    result, _ = reference_result(plain, plain.encode(item.text),
+                                                 new_tokens=len(runs.results[PLAIN][-1].tokens), seed=plain.config.seed)
+                else:
+                    result = methods[label].generate(item.text, max_new)
+            runs.results[label].append(result)
+            if window.load is not None:
+                runs.loads[label].append(window.load)
+    return runs
+
+
+def _cell(v: dict[str, Any] | None) -> str:
+    if v is None:
+        return "-"
+    a = v["aggregate"]
+    return f"{a['value']:.2f}x [{a['low']:.2f}, {a['high']:.2f}]"
+
+
+def print_table(console: Console, title: str, rows: list[dict[str, Any]]) -> None:
+    table = Table(title=title, title_justify="left")
+    for col in ("method", "τ", "tok/s", "vs generate() [CI]", "worst", "vs plain [CI]", "worst", "= plain",
+                "= generate()", "nodes", "plain %", "contended"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for r in rows:
+        gen = r.get("vs_generate")
+        table.add_row(r["method"], f"{r['tau']:.2f}", f"{r['tokens_per_s']:.2f}", _cell(gen),
+                      "-" if gen is None else f"{gen['worst']:.2f}", _cell(r["vs_plain"]),
+                      f"{r['vs_plain']['worst']:.2f}", f"{r['vs_plain']['identical']}/{r['prompts']}",
+                      "-" if gen is None else f"{gen['identical']}/{r['prompts']}", f"{r['verified_nodes']:.1f}",
+                      f"{100 * r['plain_round_share']:.0f}", str(r["contended"]))
+    console.print(table)
+
+
+def warm_on_tune(args: argparse.Namespace, methods: dict[str, Any], names: Sequence[str]) -> int:
+    """Run ``--warm-tune`` tune-split prompts per set through the ``budget: auto`` methods (untimed)."""
+    if args.warm_tune <= 0:
+        return 0
+    tune = load_prompt_sets([args.data], n=args.warm_tune, split="tune", names=names)
+    done = 0
+    for prompts in tune.values():
+        for item in prompts.prompts:
+            for label, pipe in methods.items():
+                if label.endswith(" auto"):
+                    pipe.generate(item.text, args.max_new_tokens)
+                    done += 1
+    return done
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=6)
+    ap.add_argument("--n", type=int, default=20, help="prompts per set")
+    ap.add_argument("--split", choices=[*SPLITS, "all"], default=REPORT,
+                    help="report: held-out prompts (published numbers); tune: the prompts settings are chosen on")
+    ap.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of: {', '.join(SETS)}")
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--budgets", default="4,8,16,32")
-    ap.add_argument("--max-budget", type=int, default=32, help="auto's upper bound")
-    ap.add_argument("--methods", default=",".join(LEARNED), help="methods run with budget: auto")
+    ap.add_argument("--budgets", default="16", help="fixed budgets of DARTree pruned")
+    ap.add_argument("--max-budget", type=int, default=16, help="auto's upper bound")
+    ap.add_argument("--methods", default="dartree-pruned", help=f"methods run with budget: auto, of: {LEARNED}")
+    ap.add_argument("--warm-tune", type=int, default=2, help="tune prompts per set run first through auto methods")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples")
     ap.add_argument("--max-load", type=float, default=0.6)
+    ap.add_argument("--quick", action="store_true", help="a smoke run (2 prompts, 16 tokens): not a measurement")
     ap.add_argument("--out", type=Path, default=Path("runs/auto-budget.json"))
     args = ap.parse_args()
-    from specframe.pipeline import Pipeline
-    from specframe.plugins import PluginHost
-
-    console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = refuse_when_busy(args.max_load)
+    if args.quick:
+        args.n, args.max_new_tokens, args.budgets, args.methods = 2, 16, "16", "dartree-pruned"
+        args.bootstrap, args.warm_tune = 200, 0
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    load_before = load_average() if args.quick else refuse_when_busy(args.max_load)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
-    root = repo_root() / "examples" / "smollm2"
-    host = PluginHost()
-    plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
-    target = plain.target
-    sets = load_prompts(args.data, args.n)
-    report: dict[str, Any] = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
-                              "load_before": load_before, "datasets": {}}
+    names = [s for s in args.sets.split(",") if s]
+    split = None if args.split == "all" else args.split
+    sets = load_prompt_sets([args.data], n=args.n, split=split, names=names)
+    plain, methods = build_methods(args)
     t0 = time.perf_counter()
-    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=target, host=host)
-    methods: dict[str, Any] = {"plain decoding": plain}
-    for b in [int(x) for x in args.budgets.split(",")]:
-        methods[f"dartree-pruned B={b}"] = dart.with_stage("budget", None, budget=b)
-    for method in args.methods.split(","):
-        methods[f"{method} auto"] = Pipeline.from_yaml(
-            root / f"{method}.yaml", target=target, host=host,
-            overrides=["budget=auto", f"auto_budget.max_budget={args.max_budget}"])
-    for pipe in methods.values():  # warm-up: first-call allocations, and auto's profile
-        pipe.generate(sets["gsm8k"][0][1], 4)
-    labels = list(methods)
-    for name, pairs in sets.items():
-        results: dict[str, list[Any]] = {label: [] for label in labels}
-        for i, (_, prompt) in enumerate(pairs):  # methods interleaved per prompt, order rotated by one each time
-            for label in labels[i % len(labels):] + labels[: i % len(labels)]:
-                results[label].append(methods[label].generate(prompt, args.max_new_tokens))
-        base = results["plain decoding"]
-        rows = [row(label, results[label], base) for label in labels]
-        report["datasets"][name] = rows
-        table = Table(title=f"{name}: {args.n} prompts, {args.max_new_tokens} new tokens, {args.threads} thread(s)")
-        for col in ("method", "τ", "tok/s", "speedup (total)", "median [min, max]", "exact", "nodes", "plain %"):
-            table.add_column(col, justify="left" if col == "method" else "right")
-        for r in rows:
-            table.add_row(r["method"], f"{r['tau']:.2f}", f"{r['tokens_per_s']:.2f}", f"{r['speedup_total']:.2f}x",
-                          f"{r['speedup_median']:.2f} [{r['speedup_min']:.2f}, {r['speedup_max']:.2f}]",
-                          "yes" if r["exact"] else "NO", f"{r['verified_nodes']:.1f}",
-                          f"{100 * r['plain_round_share']:.0f}")
-        console.print(table)
+    warmed = warm_on_tune(args, methods, names)
+    first = load_prompt_sets([args.data], n=1, split="tune", names=names[:1])[names[0]].prompts[0].text
+    for pipe in methods.values():  # warm-up on a tune prompt: first-call allocations, and auto's profile
+        if pipe is not None:
+            pipe.generate(first, 4)
+    reference_result(plain, plain.encode(first), new_tokens=4, seed=0)
+    boot = {"resamples": args.bootstrap, "confidence": 0.95, "seed": 0}
+    report: dict[str, Any] = {
+        "quick": args.quick, "machine": machine_summary(), "threads": args.threads, "load_before": load_before,
+        "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens, "greedy": True,
+        "warm_tune_runs": warmed, "sets": {}, "groups": {},
+    }
+    pooled = {group: Runs(list(methods)) for group in GROUPS}
+    for name, prompts in sets.items():
+        runs = run_set(prompts, plain, methods, args.max_new_tokens)
+        rows = [row(label, runs, boot) for label in methods]
+        report["sets"][name] = {"source": prompts.source, "note": prompts.note, "in_split": prompts.available,
+                                "question_ids": runs.ids, "rows": rows}
+        print_table(console, f"{name}: {len(prompts.prompts)} {args.split} prompts, {args.max_new_tokens} new tokens",
+                    rows)
+        for group, members in GROUPS.items():
+            if name in members:
+                pooled[group].extend(runs)
+    for group, runs in pooled.items():
+        if runs.ids:
+            rows = [row(label, runs, boot) for label in methods]
+            report["groups"][group] = {"sets": [s for s in GROUPS[group] if s in sets], "rows": rows}
+            print_table(console, f"{group} ({' + '.join(report['groups'][group]['sets'])})", rows)
     report["load_after"] = load_average()
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} -> "
-                  f"{report['load_after']})")
+    write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
+    machine = report["machine"]
+    console.print(f"{machine['cpu']} ({machine['cores']} cores, bf16 flags: {machine['bf16_flags'] or 'none'}), "
+                  f"{args.threads} thread(s); wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} "
+                  f"-> {report['load_after']})" + ("; QUICK: a smoke run, not a measurement" if args.quick else ""))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ run() {  # name, then bench arguments
     "$SF" bench "$@" -o "$R/$name.jsonl"
     "$SF" report "$R/$name.jsonl" --out-dir "docs/benchmarks/$name"
 }
-names=("$@"); [ ${#names[@]} -gt 0 ] || names=(strategies budget width beta candidates ngram-smollm2)
+names=("$@"); [ ${#names[@]} -gt 0 ] || names=(strategies budget width beta candidates ngram-smollm2 auto-budget)
 for name in "${names[@]}"; do
     case $name in
     strategies) run strategies $P/dflash-chain.yaml $P/domino-chain.yaml $P/ddtree.yaml \
@@ -34,6 +34,11 @@ for name in "${names[@]}"; do
     candidates) run candidates $P/dartree-pruned-b16.yaml --sweep "drafter.top_k=[8,16,64]" $D ;;
     ngram-smollm2) run ngram-smollm2 examples/ngram-chain.yaml --sweep "drafter.num_speculative_tokens=[4,8]" \
         -d gsm8k:4 -d humaneval:4 -d mt_bench:2 -d alpaca:4 --data-dir ../shared/data --max-new-tokens 64 ;;
+    auto-budget) .venv/bin/python benchmarks/auto_budget.py --n 20 --split report --max-new-tokens 64 --budgets 16 \
+        --methods dflash-chain,ddtree,domino-chain,dspark-chain,dartree-pruned --max-load "$max" \
+        --out docs/benchmarks/auto-budget/results.json ;;
+    bf16-exactness) .venv/bin/python benchmarks/bf16_exactness.py --n 20 --split report \
+        --out docs/benchmarks/bf16-exactness/results.json ;;  # only where bf16 is native (its speeds)
     *) echo "unknown table $name" >&2; exit 2 ;;
     esac
 done

@@ -1,6 +1,7 @@
 """``specframe bench``, ``specframe report`` and ``specframe datasets``: the benchmark harness on the command line.
 
-``bench`` runs pipeline files (and their ``sweep:`` grids) over datasets next to the AR baseline and appends
+``bench`` runs pipeline files (and their ``sweep:`` grids) over datasets next to the AR baseline and the target's
+own ``generate()`` (method ``hf_generate``, :mod:`specframe.reference`) and appends
 one JSON line per method, question and turn to ``--output``; run it again to resume. ``report`` turns result
 files into the papers' tables, CSVs and sweep plots. ``datasets`` lists the registry and where each set is
 found.
@@ -58,13 +59,16 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
               help="Decode up to N questions at once per method (continuous batching; records say the size).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
 @click.option("--no-baseline", is_flag=True, help="Do not run the AR baseline (no speedups in reports).")
+@click.option("--reference/--no-reference", default=True, show_default=True,
+              help="Also time the target's own generate() (method hf_generate) for the same tokens, when the "
+                   "target offers it (not with --batch-size > 1).")
 @click.option("--progress/--no-progress", "show_progress", default=None, help="Progress bar (default: on a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @click.pass_context
 def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[str, ...], max_new_tokens: int | None,
           output: Path, data_dirs: tuple[Path, ...], data_files: tuple[str, ...], overrides: tuple[str, ...],
           sweeps: tuple[str, ...], warmup: int, repeats: int, seed: int | None, batch_size: int, baseline_name: str,
-          no_baseline: bool, show_progress: bool | None, as_json: bool) -> None:
+          no_baseline: bool, reference: bool, show_progress: bool | None, as_json: bool) -> None:
     """Benchmark PIPELINES (YAML files, with optional `sweep:`) against the AR baseline."""
     from specframe.bench import BenchRunner, ResultsFileError, ResultStore, build_methods, parse_cli_sweep, run_info
     from specframe.bench.provenance import git_revision, plugin_versions
@@ -86,7 +90,12 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
                           markup=False)
     host = host_of(ctx)
     methods = build_methods(pipelines, host=host, overrides=overrides, cli_sweep=parse_cli_sweep(sweeps),
-                            baseline_name=None if no_baseline else baseline_name)
+                            baseline_name=None if no_baseline else baseline_name,
+                            reference=reference and batch_size == 1)
+    if reference and not any(m.reference for m in methods):
+        why = "it is measured one request at a time (--batch-size 1)" if batch_size > 1 else \
+            f"the target {type(methods[0].pipeline.target).__name__} has no generate()"
+        err_console.print(f"no generate() reference (hf_generate): {why}", highlight=False, markup=False)
     first = next(m for m in methods if not m.baseline)
     for m in methods:
         m.pipeline.check_batch_size(batch_size)

@@ -1,8 +1,10 @@
 """``specframe run``: decode prompts with a pipeline, stream the text, print τ, rounds and tokens/s.
 
 With ``--compare-ar`` the same target decodes the same prompts with the autoregressive baseline that
-``bench`` uses (:func:`specframe.builtin.baseline.ar_baseline`) in the same process;
-the summary then gives the speedup and whether the greedy outputs are identical.
+``bench`` uses (:func:`specframe.builtin.baseline.ar_baseline`) in the same process, and, where the target
+offers it, with transformers' own ``generate()`` for exactly as many tokens as the pipeline produced
+(:mod:`specframe.reference`: the unmodified model, default kernels, the same prompt ids and sampling settings);
+the summary then gives the speedups over both and whether the greedy outputs are identical.
 
 With ``--batch-size N`` (N > 1) the prompts decode in one batched loop, up to N at a time
 (`specframe.decode`); texts are printed as each request ends. A prompt that does not fit the target's
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -28,6 +30,7 @@ from specframe.files.read import check_strings
 from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
+from specframe.reference import reference_result, supports_reference
 
 #: Verifiers whose tokens equal plain decoding's for the same seed at any temperature (specframe.decode.noise).
 TOKEN_EXACT_VERIFIERS = ("greedy", "walk")
@@ -113,9 +116,9 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         report["identical_to_ar"] = same
         lines.append(_summary_line("plain decoding", baseline, base_wall if batch_size > 1 else None))
         exact = "identical" if all(same) else f"DIFFERENT in {same.count(False)} of {len(same)}"
-        lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
-                     + (" (expected: this verifier emits plain decoding's tokens for the seed)"
-                        if pipe.config.verifier.type in TOKEN_EXACT_VERIFIERS else ""))  # type: ignore[attr-defined]
+        lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}{_exactness_note(pipe)}")
+        report.update(_compare_generate(pipe, [texts[i] for i in decoded], results, baseline, wall,
+                                        base_wall if batch_size > 1 else None, seed, lines))
     if refused:
         report["refused"] = [{"request": r.index, "source": sources[r.index][0], "error": r.error.message}
                              for r in refused]
@@ -128,6 +131,52 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         raise GenerationError(f"{len(refused)} of {len(texts)} requests refused:\n  "
                               + "\n  ".join(f"{sources[r.index][0]}: {r.error.message}" for r in refused),
                               hint="the other requests were decoded; shorten the refused prompts")
+
+
+def _exactness_note(pipe: Pipeline) -> str:
+    """What equal outputs mean: with WALK or greedy verification the tokens are plain decoding's for the seed at
+    any temperature (guaranteed in float32, likely in bf16); other verifiers promise the law only."""
+    if pipe.config.verifier.type not in TOKEN_EXACT_VERIFIERS:  # type: ignore[attr-defined]
+        return ""
+    dtype = str(getattr(pipe.target, "dtype", "float32")).removeprefix("torch.")
+    if dtype in ("float32", "float64"):
+        return " (expected: this verifier emits plain decoding's tokens for the seed)"
+    return (f" (in {dtype}: likely, not guaranteed; a many-token verify and a one-token forward round "
+            "differently, see docs/pipelines.md)")
+
+
+def _compare_generate(pipe: Pipeline, texts: list[str], results: list[GenerationResult],
+                      baseline: list[GenerationResult], wall_s: float | None, base_wall: float | None,
+                      seed: int | None, lines: list[str]) -> dict[str, Any]:
+    """transformers' ``generate()`` on each prompt for the pipeline's token count; the JSON fields it adds and
+    its summary lines (appended to ``lines``)."""
+    if not supports_reference(pipe):
+        lines.append(f"generate(): not compared (the target {type(pipe.target).__name__} has none)")
+        return {"generate": None}
+    runs, kernels = [], ""
+    for text, result in zip(texts, results, strict=True):
+        run, kernels = reference_result(pipe, pipe.encode(text), new_tokens=len(result.tokens),
+                                        seed=pipe.config.seed if seed is None else seed)
+        runs.append(run)
+
+    def versus(own: list[GenerationResult], own_wall: float | None) -> float:
+        if own_wall is None:
+            return aggregate_speedup([PairedRun(len(r.tokens), r.total_ns / 1e9, len(g.tokens), g.total_ns / 1e9)
+                                      for r, g in zip(own, runs, strict=True)])
+        return aggregate_speedup([PairedRun(sum(len(r.tokens) for r in own), own_wall,
+                                            sum(len(g.tokens) for g in runs), sum(g.total_ns for g in runs) / 1e9)])
+
+    speedup, plain = versus(results, wall_s), versus(baseline, base_wall)
+    greedy = pipe.config.sampling.temperature == 0
+    same = [g.tokens == r.tokens for g, r in zip(runs, results, strict=True)] if greedy else None
+    lines.append(_summary_line("generate()", runs))
+    exact = "" if same is None else " | outputs " + ("identical to generate()" if all(same) else
+                                                      f"DIFFERENT from generate() in {same.count(False)} of "
+                                                      f"{len(same)}")
+    lines.append(f"speedup over transformers' generate(): {speedup:.2f}x | plain decoding against generate(): "
+                 f"{plain:.2f}x{exact} ({kernels})")
+    return {"generate": [g.summary() for g in runs], "generate_kernels": kernels, "speedup_vs_generate": speedup,
+            "plain_vs_generate": plain, "identical_to_generate": same}
 
 
 class _Streamer:

@@ -1,29 +1,87 @@
-"""Prepacked oneDNN linear layers for CPU inference: the verify forward's matrix multiplies, made flatter.
+"""Prepacked oneDNN linear layers for CPU inference, used for the row counts where they are faster.
 
 A tree verify multiplies ``q`` rows (root + nodes) by every weight matrix. On x86 CPUs the default BLAS path of
-``nn.Linear`` is slow for such skinny products (measured on the development machine's AMD EPYC, one thread: a
+``nn.Linear`` can be slow for such skinny products (measured on the development machine's AMD EPYC, one thread: a
 1536 x 576 layer at q = 9 takes 255 µs, the 49,152 x 576 LM head 32 ms), while oneDNN with its weights
-reordered once into its blocked layout takes 94 µs and 8.6 ms. That makes a q-token verify much closer to the
-cost of one token, which is what speculative decoding lives on; plain decoding gains too.
+reordered once into its blocked layout takes 94 µs and 8.6 ms. Which path is faster depends on the CPU and on
+the number of rows: on an Intel Xeon with AMX, MKL's default path was faster for one row (a 1-token forward
+55.5 ms against 61.7 ms prepacked) and oneDNN for sixteen (100.2 ms against 130.0 ms).
 
-`pack_linear_layers(module)` replaces every ``nn.Linear`` of a float32 CPU module, in place, by a
-`PackedLinear` that keeps the original ``weight`` (tied weights stay tied; code that reads ``.weight`` still works)
-plus the packed copy it computes with. The module's own ``forward`` and ``generate`` then use the packed kernels,
-so a pipeline on a packed target stays token-for-token equal to that model's own greedy ``generate()``. Results
-differ from the default BLAS in the last bits (a different summation order), as between any two BLAS builds.
+`pack_linear_layers(module)` replaces every ``nn.Linear`` of a float32 CPU module, in place, by a `PackedLinear`
+that keeps the original ``weight`` (tied weights stay tied; code that reads ``.weight`` still works) plus the
+packed copy. A `PackedLinear` holds both layouts, so it picks its kernel per call by the number of rows of the
+product (``x.numel() // in_features``: batch × new tokens) under a `LinearKernels` rule: oneDNN for rows in
+``[low, high)``, the default ``F.linear`` (exactly ``nn.Linear``'s computation) otherwise. `cpu_linear: auto`
+measures both on the target and sets the rule (:mod:`specframe.cost.kernel_choice`); ``onednn`` packs every row
+count. The module's own ``forward`` and ``generate`` use the same layers, so a pipeline on a packed target stays
+token-for-token equal to that model's own greedy ``generate()``. Results differ from the default BLAS in the
+last bits (a different summation order), as between any two BLAS builds.
+
+`default_kernels(module)` switches every packed layer to the default path for a block (the reference
+``generate()`` is measured that way: the unmodified model's kernels); `unpack_linear_layers` puts the original
+``nn.Linear`` modules back and frees the packed copies.
 
 Example::
 
     >>> model = tiny_causal_lm("llama")
-    >>> pack_linear_layers(model)      # -> number of layers replaced
+    >>> pack_linear_layers(model)                                   # -> number of layers replaced
+    >>> set_linear_kernels(model, LinearKernels(low=5))            # oneDNN from 5 rows, BLAS below
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from specframe.errors import ConfigError
+
+#: ``high`` of a rule without an upper bound.
+UNBOUNDED = sys.maxsize
+
+
+@dataclass(frozen=True)
+class LinearKernels:
+    """Rows ``[low, high)`` of a product run on the oneDNN-prepacked weights; every other row count on the
+    default path. ``NEVER`` (nothing packed) and ``ALWAYS`` (every row count) are the two plain choices."""
+
+    low: int = 1
+    high: int = UNBOUNDED
+
+    def packed(self, rows: int) -> bool:
+        return self.low <= rows < self.high
+
+    @property
+    def uses_onednn(self) -> bool:
+        return self.low < self.high
+
+    @property
+    def name(self) -> str:
+        """``default``, ``onednn`` or ``by_rows`` (what ``cpu_linear`` resolved to)."""
+        if not self.uses_onednn:
+            return "default"
+        return "onednn" if self.low <= 1 and self.high == UNBOUNDED else "by_rows"
+
+    def describe(self) -> str:
+        """One line for people: which kernel runs for which rows."""
+        if self.name != "by_rows":
+            return {"default": "default BLAS (nn.Linear) for every row count",
+                    "onednn": "oneDNN prepacked for every row count"}[self.name]
+        if self.high == UNBOUNDED:
+            return f"default BLAS below {self.low} rows, oneDNN prepacked from {self.low} rows"
+        return f"oneDNN prepacked below {self.high} rows, default BLAS from {self.high} rows"
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"low": self.low, "high": None if self.high == UNBOUNDED else self.high}
+
+
+NEVER = LinearKernels(low=0, high=0)
+ALWAYS = LinearKernels()
 
 
 def onednn_linear_available() -> bool:
@@ -33,38 +91,57 @@ def onednn_linear_available() -> bool:
 
 
 class PackedLinear(nn.Module):
-    """``y = x W^T + b`` with ``W`` prepacked for oneDNN; see the module docstring."""
+    """``y = x W^T + b`` with ``W`` also prepacked for oneDNN; the kernel is picked per call by the row count
+    (see the module docstring)."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, kernels: LinearKernels = ALWAYS) -> None:
         super().__init__()
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.weight = linear.weight  # the original parameter (shared with tied embeddings)
         self.bias = linear.bias
+        self.kernels = kernels
         with torch.no_grad():
             packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), None)
         self.register_buffer("packed_weight", packed, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., in] -> [..., out]
-        bias = None if self.bias is None else self.bias.detach()
-        return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, bias, "none", [], "")
+        kernels = self.kernels
+        if kernels.low <= x.numel() // self.in_features < kernels.high:
+            bias = None if self.bias is None else self.bias.detach()
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), self.packed_weight, bias, "none", [], "")
+        return F.linear(x, self.weight, self.bias)  # exactly nn.Linear.forward
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, " \
-               "oneDNN prepacked"
+               f"{self.kernels.describe()}"
+
+
+def packable(module: nn.Module) -> bool:
+    """Whether oneDNN prepacking applies: this build has it and ``module`` is float32 on a CPU."""
+    param = next(module.parameters(), None)
+    return param is not None and param.device.type == "cpu" and param.dtype == torch.float32 \
+        and onednn_linear_available()
 
 
 def resolve_cpu_linear(choice: str, module: nn.Module) -> str:
-    """``auto`` -> ``onednn`` for a float32 CPU module where oneDNN is available, else ``default``."""
+    """``auto`` stays ``auto`` (measure, :mod:`specframe.cost.kernel_choice`) where prepacking applies to
+    ``module``, else becomes ``default``; ``default`` and ``onednn`` are returned as given."""
     if choice != "auto":
         return choice
-    param = next(module.parameters(), None)
-    fits = param is not None and param.device.type == "cpu" and param.dtype == torch.float32
-    return "onednn" if fits and onednn_linear_available() else "default"
+    return "auto" if packable(module) else "default"
 
 
-def pack_linear_layers(module: nn.Module, *, what: str = "the model") -> int:
-    """Replace every ``nn.Linear`` in ``module`` by a `PackedLinear`; return how many were replaced.
+def kernels_named(choice: str) -> LinearKernels:
+    """The rule of an explicit ``cpu_linear`` setting (``default`` or ``onednn``)."""
+    if choice not in ("default", "onednn"):
+        raise ValueError(f"cpu_linear {choice!r} names no fixed kernel rule (auto is measured)")
+    return ALWAYS if choice == "onednn" else NEVER
+
+
+def pack_linear_layers(module: nn.Module, *, what: str = "the model", kernels: LinearKernels = ALWAYS) -> int:
+    """Replace every ``nn.Linear`` in ``module`` by a `PackedLinear` under ``kernels``; return how many were
+    replaced.
 
     Raises:
         ConfigError: the build has no oneDNN, or the module is not float32 on a CPU.
@@ -82,6 +159,55 @@ def pack_linear_layers(module: nn.Module, *, what: str = "the model") -> int:
                 raise ConfigError(f"cpu_linear: onednn needs float32 weights on a CPU, but {what} has "
                                   f"{str(weight.dtype).removeprefix('torch.')} weights on {weight.device}",
                                   hint="use dtype: float32 on a CPU, or cpu_linear: default")
-            setattr(parent, name, PackedLinear(child))
+            setattr(parent, name, PackedLinear(child, kernels))
             replaced += 1
     return replaced
+
+
+def packed_layers(module: nn.Module) -> list[PackedLinear]:
+    return [m for m in module.modules() if isinstance(m, PackedLinear)]
+
+
+def set_linear_kernels(module: nn.Module, kernels: LinearKernels) -> int:
+    """Put every `PackedLinear` of ``module`` under ``kernels``; return how many there are."""
+    layers = packed_layers(module)
+    for layer in layers:
+        layer.kernels = kernels
+    return len(layers)
+
+
+def linear_kernels_of(module: nn.Module) -> LinearKernels:
+    """The rule of ``module``'s packed layers (the first one's), ``NEVER`` when none is packed."""
+    layers = packed_layers(module)
+    return layers[0].kernels if layers else NEVER
+
+
+def unpack_linear_layers(module: nn.Module) -> int:
+    """Put an ``nn.Linear`` with the same weight and bias back for every `PackedLinear` (freeing the packed
+    copies); return how many were replaced."""
+    replaced = 0
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, PackedLinear):
+                linear = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                                   device="meta")
+                linear.weight = child.weight
+                linear.bias = child.bias
+                setattr(parent, name, linear)
+                replaced += 1
+    return replaced
+
+
+@contextmanager
+def default_kernels(module: nn.Module) -> Iterator[int]:
+    """Run ``module``'s packed layers on the default path (``nn.Linear``'s computation) inside the block;
+    yields how many layers were switched. Their rules are restored afterwards, also on an error."""
+    layers = packed_layers(module)
+    saved = [layer.kernels for layer in layers]
+    for layer in layers:
+        layer.kernels = NEVER
+    try:
+        yield len(layers)
+    finally:
+        for layer, kernels in zip(layers, saved, strict=True):
+            layer.kernels = kernels

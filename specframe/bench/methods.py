@@ -6,6 +6,10 @@ must name the same target.
 
 The autoregressive baseline (:func:`specframe.builtin.baseline.ar_baseline`) is the first method; it shares
 the target: the same loop, adapter and prompts, one token per round.
+
+The reference ``hf_generate`` (:mod:`specframe.reference`: transformers' own ``generate()`` on the same target
+object) follows its *partner*, the baseline (else the first pipeline), whose prompts, sampling settings and
+token count per prompt it takes; it is added when the target offers ``generate()``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from specframe.errors import ConfigError
 from specframe.interfaces import TargetModel
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
+from specframe.reference import REFERENCE_NAME, supports_reference
 
 
 @dataclass
@@ -35,6 +40,8 @@ class Method:
     source: str  # pipeline file, or "baseline"
     sweep: dict[str, Any] = field(default_factory=dict)
     baseline: bool = False
+    reference: bool = False  # transformers' generate() (specframe.reference), not a pipeline run
+    partner: str | None = None  # the reference's partner method: its prompts and token counts
 
     @property
     def target_hash(self) -> str:
@@ -63,8 +70,9 @@ def _method_name(base: str, point: SweepPoint) -> str:
 
 def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: Sequence[str] = (),
                   cli_sweep: Mapping[str, list[Any]] | None = None, target: TargetModel | None = None,
-                  baseline_name: str | None = BASELINE_NAME) -> list[Method]:
-    """Build every (file, sweep point) pipeline on one target, then the baseline (first) unless disabled."""
+                  baseline_name: str | None = BASELINE_NAME, reference: bool = True) -> list[Method]:
+    """Build every (file, sweep point) pipeline on one target, then the baseline (first) unless disabled, then
+    the ``hf_generate`` reference right after its partner when ``reference`` and the target offers it."""
     if not paths:
         raise ConfigError("no pipeline file given", hint="specframe bench PIPELINE.yaml [MORE.yaml ...]")
     methods: list[Method] = []
@@ -88,12 +96,15 @@ def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: S
                                   sweep=dict(point.values)))
     if baseline_name is not None:
         methods.insert(0, build_baseline(methods[0], baseline_name))
+    if reference and supports_reference(methods[0].pipeline):
+        methods.insert(1, build_reference(methods[0]))
     seen: dict[str, str] = {}
     for method in methods:
         if method.name in seen:
             raise ConfigError(f"two methods are named '{method.name}' ({seen[method.name]} and {method.source})",
                               hint="give each pipeline file its own `name:` (the AR baseline is "
-                                   f"'{baseline_name}'; change it with --baseline-name)")
+                                   f"'{baseline_name}', change it with --baseline-name; the generate() "
+                                   f"reference is '{REFERENCE_NAME}', leave it out with --no-reference)")
         seen[method.name] = method.source
     return methods
 
@@ -104,3 +115,9 @@ def build_baseline(first: Method, name: str) -> Method:
                        hint="install the plugins providing these components (`specframe components`), "
                             "or pass --no-baseline")
     return Method(name=name, pipeline=pipe, base_name=name, source="baseline", baseline=True)
+
+
+def build_reference(partner: Method) -> Method:
+    """The ``hf_generate`` reference on ``partner``'s pipeline (its target, prompts and sampling settings)."""
+    return Method(name=REFERENCE_NAME, pipeline=partner.pipeline, base_name=REFERENCE_NAME, source="reference",
+                  reference=True, partner=partner.name)

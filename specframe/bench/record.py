@@ -7,8 +7,9 @@ one turn, so ``choices[0].turns`` has one element.
 specframe fields:
 
 * key — ``method``, ``dataset``, ``turn`` (0-based) with ``question_id``;
-* run — ``baseline``, ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``, ``temperature``,
-  ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
+* run — ``baseline``, ``reference`` (transformers' ``generate()``, :mod:`specframe.reference`; with
+  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``,
+  ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
 * request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
   repeat whose time is the median), ``total_ns_repeats`` (all repeats), ``batch_size`` (rows in flight in the
   batch it ran in; 1 without ``--batch-size``);
@@ -54,16 +55,17 @@ class RunInfo:
     plugins: dict[str, str] = field(default_factory=dict)
     git_rev: str | None = None
     batch_size: int = 1
+    reference: bool = False
 
     def consistency_fields(self) -> dict[str, Any]:
         """Fields a resumed run must share with the records already in the file."""
         return {"config_hash": self.config_hash, "max_new_tokens": self.max_new_tokens, "seed": self.seed,
-                "baseline": self.baseline, "batch_size": self.batch_size}
+                "baseline": self.baseline, "batch_size": self.batch_size, "reference": self.reference}
 
 
 def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationResult,
-                 repeats_ns: Sequence[int], dataset_source: str,
-                 machine_load: MachineLoad | None = None) -> dict[str, Any]:
+                 repeats_ns: Sequence[int], dataset_source: str, machine_load: MachineLoad | None = None,
+                 reference_kernels: str | None = None) -> dict[str, Any]:
     """The JSON-ready record of one timed turn (``result`` is the median-time repeat)."""
     accepted = [r.accepted for r in result.rounds]
     wall = result.total_ns / 1e9
@@ -85,6 +87,8 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "dataset": sample.dataset,
         "turn": turn,
         "baseline": info.baseline,
+        "reference": info.reference,
+        **({"reference_kernels": reference_kernels} if info.reference and reference_kernels else {}),
         "base_method": info.base_method,
         "sweep": info.sweep,
         "config_hash": info.config_hash,

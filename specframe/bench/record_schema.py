@@ -40,6 +40,7 @@ class RecordSchema(_Strict):
     target_hash: str
     config_hash: str
     baseline: bool
+    reference: bool = False  # transformers' generate() (absent in files written before it existed)
     base_method: str
     sweep: dict[str, Any]
     temperature: float = Field(ge=0)

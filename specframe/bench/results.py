@@ -107,7 +107,7 @@ def read_results_checked(path: Path) -> tuple[list[dict[str, Any]], int]:
 
 
 #: Values of record fields that older result files do not hold (a file from before batched decoding ran at 1).
-FIELD_DEFAULTS: dict[str, Any] = {"batch_size": 1}
+FIELD_DEFAULTS: dict[str, Any] = {"batch_size": 1, "reference": False}
 
 
 class ResultStore:

@@ -10,14 +10,17 @@ Order of work::
                 decode `repeats` times (the machine's load sampled around them); record the median-time run;
                 append + fsync
 
-Rotating the order per question keeps a method from always running right after the same neighbour (cache
-and thermal effects). The seed of every request is the method's ``seed:`` unless ``seed`` is given, so the
-method and the baseline draw the same random streams.
+Rotating the order per question keeps a method from always running right after the same neighbour (cache and thermal
+effects). The ``hf_generate`` reference runs right after its partner (the baseline) in every rotation: it decodes
+exactly as many tokens as the partner's record of the same turn holds (:mod:`specframe.reference`), so their tokens
+per second compare work for work. The seed of every request is the method's ``seed:`` unless ``seed`` is given, so
+the method and the baseline draw the same random streams.
 
 With ``batch_size > 1`` each method decodes a dataset's pending questions turn by turn in one batched loop
 (`Pipeline.generate_batch`, up to ``batch_size`` rows in flight, waiting questions taking freed rows); methods
 then run one after the other per dataset and turn, not interleaved per question. Every turn is still its own
-record, appended as soon as its batch is done.
+record, appended as soon as its batch is done. The reference is measured one request at a time, so it is not
+run in batched mode.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from specframe.bench.methods import Method
 from specframe.bench.record import RunInfo, build_record
 from specframe.bench.results import ResultStore
 from specframe.datasets.base import LoadedDataset, Sample
+from specframe.errors import GenerationError
 from specframe.metrics.machine_load import LoadWindow
 from specframe.metrics.records import GenerationResult
+from specframe.reference import reference_result
 
 #: Called after each recorded turn with (method name, dataset name, question id, turn).
 ProgressFn = Callable[[str, str, str, int], None]
@@ -60,6 +65,8 @@ class BenchRunner:
                  warmup: int = 1, repeats: int = 1, seed: int | None = None, batch_size: int = 1) -> None:
         if repeats < 1 or warmup < 0:
             raise ValueError("repeats must be >= 1 and warmup >= 0")
+        if batch_size > 1 and any(m.reference for m in methods):
+            raise ValueError("the generate() reference is measured one request at a time, not in batches")
         self.methods = list(methods)
         self.store = store
         self.max_new_tokens = max_new_tokens
@@ -68,16 +75,28 @@ class BenchRunner:
         self.repeats = repeats
         self.seed = seed
         self.batch_size = batch_size
+        self.reference_kernels = ""  # how the last reference run ran (specframe.reference.NativeRun.kernels)
 
     # -------------------------------------------------------------------------------------- planning
+    def units(self) -> list[list[Method]]:
+        """The methods in rotation units: a reference stays right after its partner."""
+        units: list[list[Method]] = []
+        for method in self.methods:
+            if method.reference and units and units[-1][0].name == method.partner:
+                units[-1].append(method)
+            else:
+                units.append([method])
+        return units
+
     def schedule(self, datasets: Sequence[LoadedDataset]) -> list[WorkItem]:
         """Every (method, question) in run order (datasets, questions, rotated methods)."""
         items = []
+        units = self.units()
         for dataset in datasets:
             for i, sample in enumerate(dataset.samples):
-                shift = i % len(self.methods)
-                for method in self.methods[shift:] + self.methods[:shift]:
-                    items.append(WorkItem(method, dataset, sample))
+                shift = i % len(units)
+                for unit in units[shift:] + units[:shift]:
+                    items.extend(WorkItem(method, dataset, sample) for method in unit)
         return items
 
     def pending_turns(self, items: Sequence[WorkItem]) -> int:
@@ -89,8 +108,27 @@ class BenchRunner:
         return item.method.name, item.dataset.name, str(item.sample.question_id), turn
 
     # -------------------------------------------------------------------------------------- running
-    def _decode(self, method: Method, ids: torch.Tensor) -> GenerationResult:
-        return method.pipeline.generate(ids, self.max_new_tokens, seed=self.seed)
+    def _decode(self, method: Method, ids: torch.Tensor, new_tokens: int | None = None) -> GenerationResult:
+        """One decode of ``ids``; the reference decodes ``new_tokens`` (its partner's count)."""
+        pipe = method.pipeline
+        seed = pipe.config.seed if self.seed is None else self.seed
+        if method.reference:
+            result, self.reference_kernels = reference_result(pipe, ids, new_tokens=new_tokens or self.max_new_tokens,
+                                                              seed=seed)
+            return result
+        return pipe.generate(ids, self.max_new_tokens, seed=self.seed)
+
+    def _partner_tokens(self, item: WorkItem, turn: int) -> int | None:
+        """The reference's token count: its partner's for the same turn (None for a pipeline method)."""
+        if not item.method.reference:
+            return None
+        key = (str(item.method.partner), item.dataset.name, str(item.sample.question_id), turn)
+        partner = self.store.get(key)
+        if partner is None:
+            raise GenerationError(f"{item.method.name} decodes as many tokens as {item.method.partner}, which has "
+                                  f"no record of {item.dataset.name} question {item.sample.question_id} turn {turn}",
+                                  hint="run the partner method first (it precedes the reference in every rotation)")
+        return int(partner["choices"][0]["new_tokens"][0])
 
     def warm_up(self, items: Sequence[WorkItem]) -> None:
         """Decode the first pending prompt ``warmup`` times with every method (results discarded)."""
@@ -121,12 +159,14 @@ class BenchRunner:
                     answers.append(done["choices"][0]["turns"][0])
                     continue
                 ids = encode_turn(item.method.pipeline, item.sample.turns[: turn + 1], answers)
+                new_tokens = self._partner_tokens(item, turn)
                 with LoadWindow() as window:
-                    runs = sorted((self._decode(item.method, ids) for _ in range(self.repeats)),
+                    runs = sorted((self._decode(item.method, ids, new_tokens) for _ in range(self.repeats)),
                                   key=lambda r: r.total_ns)
                 median = runs[(len(runs) - 1) // 2]
                 record = build_record(self.infos[item.method.name], item.sample, turn, median,
-                                      [r.total_ns for r in runs], item.dataset.source, machine_load=window.load)
+                                      [r.total_ns for r in runs], item.dataset.source, machine_load=window.load,
+                                      reference_kernels=self.reference_kernels if item.method.reference else None)
                 self.store.append(record)
                 summary.recorded += 1
                 answers.append(record["choices"][0]["turns"][0])
@@ -197,6 +237,7 @@ def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: 
     """The per-method facts every record of ``method`` carries."""
     pipe = method.pipeline
     return RunInfo(method=method.name, base_method=method.base_name, baseline=method.baseline,
+                   reference=method.reference,
                    config_hash=pipe.config_hash, target_hash=method.target_hash,
                    temperature=pipe.config.sampling.temperature,
                    seed=pipe.config.seed if seed is None else seed, max_new_tokens=max_new_tokens,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +28,7 @@ import torch
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
 from specframe.device_sync import synchronize
 from specframe.interfaces import SharedEmbeddings, TargetModel
+from specframe.metrics.machine_info import cpu_model
 from specframe.tree import DraftTree
 
 
@@ -45,16 +45,6 @@ def _version(dist: str) -> str:
         return "absent"
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def profile_key(target: TargetModel, target_config: dict[str, Any] | None) -> dict[str, Any]:
     """What a profile's numbers depend on: the target, its device and dtype, threads and library versions."""
     shared = target if isinstance(target, SharedEmbeddings) else None  # the declared device/dtype contract
@@ -64,7 +54,7 @@ def profile_key(target: TargetModel, target_config: dict[str, Any] | None) -> di
     if torch.device(device).type == "cuda" and torch.cuda.is_available():
         device_name += f" ({torch.cuda.get_device_name(torch.device(device))})"
     elif torch.device(device).type == "cpu":
-        device_name += f" ({_cpu_model()}, {os.cpu_count()} cores)"
+        device_name += f" ({cpu_model()}, {os.cpu_count()} cores)"
     return {
         "target": {"class": type(target).__name__, "config": target_config, "vocab_size": target.vocab_size},
         "device": device_name,

@@ -30,6 +30,7 @@ from specframe.report.tables import (
     main_table,
     markdown,
     paired_table,
+    reference_table,
     stage_rows,
     stage_table,
     summary_rows,
@@ -62,6 +63,7 @@ class Report:
             f"Cells: speedup× / τ. Speedup: {SPEEDUP_TEXT[self.speedup]}; {TAU_TEXT[self.tau]}. "
             f"Baseline: {base}. Average = mean of the dataset cells.", "",
             markdown(main_table(s, self.speedup, self.tau)), "",
+            *self._reference_section(),
             *self._contention_note(),
             f"## Paired speedup ({self.confidence:.0%} bootstrap CI over prompts)", "",
             markdown(paired_table(s)), "",
@@ -74,6 +76,19 @@ class Report:
             markdown(stage_table(s, self.speedup)), "",
         ]
         return "\n".join(parts)
+
+    def _reference_section(self) -> list[str]:
+        """Speedups over transformers' ``generate()``, when the files hold its records."""
+        s = self.summary
+        if not s.reference_names:
+            return []
+        kernels = sorted({k for k in s.reference_kernels if k})
+        how = f" It ran with {'; '.join(kernels)}." if kernels else ""
+        return [f"## Speedup against transformers' generate() ({', '.join(s.reference_names)})", "",
+                f"Cells: {SPEEDUP_TEXT[self.speedup].replace('AR baseline', 'generate()')}, on the same target "
+                "object, prompts and number of new tokens; the baseline's row is the plain loop against "
+                f"generate().{how}", "",
+                markdown(reference_table(s, self.speedup)), ""]
 
     def _contention_note(self) -> list[str]:
         """The footnote of the contention mark, when any cell carries it."""

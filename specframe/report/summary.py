@@ -1,10 +1,13 @@
-"""From result records to per-(method, dataset) statistics, each method paired with its AR baseline.
+"""From result records to per-(method, dataset) statistics, each method paired with its AR baseline and with
+transformers' ``generate()`` (the ``hf_generate`` reference, :mod:`specframe.reference`).
 
 A record is paired with the baseline record of the same target (``target_hash``), dataset, question and turn;
-records without a partner count for τ but not for speedup. ``ALL`` pools every dataset of a method (used by
-the per-depth and stage tables); the main table's average column is the mean of the per-dataset cells, as in
-the papers. A cell counts the records behind it (its own and their baseline partners) that were measured under
-contention (``machine_load.contended``; records without the field count as quiet).
+records without a partner count for τ but not for speedup. The same pairing against the reference's records
+(``reference: true``) gives each cell its speedups over ``generate()`` (``CellStats.versus_reference``), beside
+those over the plain loop; files without reference records leave them empty. ``ALL`` pools every dataset of a
+method (used by the per-depth and stage tables); the main table's average column is the mean of the per-dataset
+cells, as in the papers. A cell counts the records behind it (its own and their baseline partners) that were
+measured under contention (``machine_load.contended``; records without the field count as quiet).
 """
 
 from __future__ import annotations
@@ -39,6 +42,17 @@ class SummaryOptions:
 
 
 @dataclass
+class Versus:
+    """Speedups of a cell's records over their partners in one reference method, and output equality."""
+
+    aggregate: Estimate = field(default_factory=lambda: Estimate(math.nan))
+    geomean: Estimate = field(default_factory=lambda: Estimate(math.nan))
+    tpot: float = math.nan
+    identical: tuple[int, int] | None = None  # (outputs equal to the partner's, pairs) at temperature 0
+    contended: int = 0  # partner records measured under contention
+
+
+@dataclass
 class CellStats:
     """Statistics of one method on one dataset (or ``ALL``)."""
 
@@ -58,6 +72,7 @@ class CellStats:
     speedup_tpot: float = math.nan
     identical: tuple[int, int] | None = None  # (outputs equal to the baseline's, pairs) at temperature 0
     contended: int = 0  # records behind the cell (own + baseline partners) measured under contention
+    versus_reference: Versus = field(default_factory=lambda: Versus())  # against transformers' generate()
 
     @property
     def tokens_per_s(self) -> float:
@@ -76,6 +91,7 @@ class MethodInfo:
     sweep: dict[str, Any]
     baseline: bool
     temperature: float
+    reference: bool = False
 
 
 @dataclass
@@ -84,6 +100,8 @@ class Summary:
     datasets: list[str]
     cells: dict[tuple[str, str], CellStats]
     baseline_names: list[str]
+    reference_names: list[str] = field(default_factory=list)
+    reference_kernels: list[str] = field(default_factory=list)  # how generate() ran (the records' notes)
 
     def cell(self, method: str, dataset: str) -> CellStats | None:
         return self.cells.get((method, dataset))
@@ -112,8 +130,30 @@ def _tpot(record: Record) -> float | None:
     return (record["total_ns"] - record["prefill_ns"]) / 1e9 / decoded if decoded > 0 else None
 
 
-def _cell(method: str, dataset: str, records: Sequence[Record], partners: dict[tuple[str, str, str, int], Record],
-          options: SummaryOptions, is_baseline: bool) -> CellStats:
+Partners = dict[tuple[str, str, str, int], Record]
+
+
+def _versus(records: Sequence[Record], partners: Partners, options: SummaryOptions, itself: bool) -> Versus:
+    """Speedups of ``records`` over their partners (1 by definition when they are the partners: ``itself``)."""
+    pairs = [(r, partners[_key(r)]) for r in records if _key(r) in partners]
+    if itself:
+        return Versus(Estimate(1.0, n=len(pairs)), Estimate(1.0, n=len(pairs)), 1.0) if pairs else Versus()
+    if not pairs:
+        return Versus()
+    runs = [PairedRun(_tokens(r), _seconds(r), _tokens(b), _seconds(b)) for r, b in pairs]
+    boot = {"resamples": options.resamples, "confidence": options.confidence, "seed": options.seed}
+    tpots = [(_tpot(r), _tpot(b)) for r, b in pairs]
+    tpots = [(m, b) for m, b in tpots if m is not None and b is not None]
+    identical = None
+    if all(r["temperature"] == 0 for r, _ in pairs):
+        identical = (sum(r["tokens"] == b["tokens"] for r, b in pairs), len(pairs))
+    return Versus(aggregate_estimate(runs, **boot), geomean_estimate(runs, **boot),
+                  tpot_speedup([m for m, _ in tpots], [b for _, b in tpots]), identical,
+                  sum(is_contended(b) for _, b in pairs))
+
+
+def _cell(method: str, dataset: str, records: Sequence[Record], partners: Partners, options: SummaryOptions,
+          is_baseline: bool, references: Partners, is_reference: bool) -> CellStats:
     committed = [r["choices"][0]["accept_lengths"] for r in records]
     accepted = [a for r in records for a in r["accepted"]]
     rounds = sum(len(c) for c in committed)
@@ -130,22 +170,10 @@ def _cell(method: str, dataset: str, records: Sequence[Record], partners: dict[t
     pairs = [(r, partners[_key(r)]) for r in records if _key(r) in partners]
     behind = {id(r): r for r in records} | ({} if is_baseline else {id(b): b for _, b in pairs})
     stats.contended = sum(is_contended(r) for r in behind.values())
-    if is_baseline:  # the reference itself: speedup 1 by definition
-        if pairs:
-            stats.speedup_aggregate = stats.speedup_geomean = Estimate(1.0, n=len(pairs))
-            stats.speedup_tpot = 1.0
-        return stats
-    if not pairs:
-        return stats
-    runs = [PairedRun(_tokens(r), _seconds(r), _tokens(b), _seconds(b)) for r, b in pairs]
-    boot = {"resamples": options.resamples, "confidence": options.confidence, "seed": options.seed}
-    stats.speedup_aggregate = aggregate_estimate(runs, **boot)
-    stats.speedup_geomean = geomean_estimate(runs, **boot)
-    tpots = [(_tpot(r), _tpot(b)) for r, b in pairs]
-    tpots = [(m, b) for m, b in tpots if m is not None and b is not None]
-    stats.speedup_tpot = tpot_speedup([m for m, _ in tpots], [b for _, b in tpots])
-    if all(r["temperature"] == 0 for r, _ in pairs):
-        stats.identical = (sum(r["tokens"] == b["tokens"] for r, b in pairs), len(pairs))
+    stats.versus_reference = _versus(records, references, options, is_reference)
+    versus = _versus(records, partners, options, is_baseline)  # the baseline itself: speedup 1 by definition
+    stats.speedup_aggregate, stats.speedup_geomean = versus.aggregate, versus.geomean
+    stats.speedup_tpot, stats.identical = versus.tpot, versus.identical
     return stats
 
 
@@ -159,7 +187,8 @@ def summarize(records: Sequence[Record], options: SummaryOptions | None = None) 
         name = r["method"]
         if name not in methods:
             methods[name] = MethodInfo(name, r.get("base_method", name), dict(r.get("sweep") or {}),
-                                       bool(r.get("baseline")), float(r.get("temperature", 0.0)))
+                                       bool(r.get("baseline")), float(r.get("temperature", 0.0)),
+                                       bool(r.get("reference")))
         if r["dataset"] not in datasets:
             datasets.append(r["dataset"])
         groups.setdefault((name, r["dataset"]), []).append(r)
@@ -170,19 +199,25 @@ def summarize(records: Sequence[Record], options: SummaryOptions | None = None) 
         baseline_names = [options.baseline]
     else:
         baseline_names = [m.name for m in methods.values() if m.baseline]
-    partners: dict[tuple[str, str, str, int], Record] = {}
+    reference_names = [m.name for m in methods.values() if m.reference and m.name not in baseline_names]
+    partners: Partners = {}
+    references: Partners = {}
     for r in records:
         if r["method"] in baseline_names:
             partners.setdefault(_key(r), r)
-    ordered = sorted(methods.values(), key=lambda m: m.name not in baseline_names)
+        if r["method"] in reference_names:
+            references.setdefault(_key(r), r)
+    ordered = sorted(methods.values(), key=lambda m: (m.name not in baseline_names, m.name not in reference_names))
     cells: dict[tuple[str, str], CellStats] = {}
     for m in ordered:
-        is_base = m.name in baseline_names
+        roles = (m.name in baseline_names, m.name in reference_names)
         pooled: list[Record] = []
         for ds in datasets:
             group = groups.get((m.name, ds), [])
             if group:
-                cells[(m.name, ds)] = _cell(m.name, ds, group, partners, options, is_base)
+                cells[(m.name, ds)] = _cell(m.name, ds, group, partners, options, roles[0], references, roles[1])
                 pooled.extend(group)
-        cells[(m.name, ALL)] = _cell(m.name, ALL, pooled, partners, options, is_base)
-    return Summary(methods=ordered, datasets=datasets, cells=cells, baseline_names=baseline_names)
+        cells[(m.name, ALL)] = _cell(m.name, ALL, pooled, partners, options, roles[0], references, roles[1])
+    kernels = list(dict.fromkeys(str(r.get("reference_kernels") or "") for r in references.values()))
+    return Summary(methods=ordered, datasets=datasets, cells=cells, baseline_names=baseline_names,
+                   reference_names=reference_names, reference_kernels=kernels)

@@ -2,8 +2,11 @@
 
 * main — the papers' layout: rows = methods, columns = datasets + average, cells = ``speedup× / τ``, marked
   with :data:`CONTENDED_MARK` where a record behind the cell was measured under contention;
+* reference — the same layout with speedups over transformers' ``generate()`` (``hf_generate``), the baseline's
+  row included (the plain loop against ``generate()``);
 * paired — per method and dataset: aggregate and geometric-mean speedups with bootstrap CIs, TPOT speedup,
-  and (at temperature 0) how many outputs equal the baseline's token for token;
+  and (at temperature 0) how many outputs equal the baseline's token for token; with reference records, the
+  aggregate speedup over ``generate()`` [CI] and how many outputs equal its tokens;
 * depth — unconditional u_d and conditional c_d per depth, all datasets pooled;
 * stages — mean milliseconds per round for each stage, T_round, nodes per round, and τ·T_ar/T_round next to
   the measured speedup (why τ can rise while speedup falls).
@@ -17,7 +20,7 @@ from typing import Any, Literal
 
 from specframe.metrics.records import STAGES
 from specframe.metrics.speedup import expected_speedup
-from specframe.report.summary import ALL, CellStats, Summary
+from specframe.report.summary import ALL, CellStats, Summary, Versus
 
 SpeedupKind = Literal["aggregate", "geomean", "tpot"]
 TauKind = Literal["per_response", "pooled"]
@@ -37,6 +40,14 @@ def speedup_of(cell: CellStats, kind: SpeedupKind) -> float:
     if kind == "geomean":
         return cell.speedup_geomean.value
     return cell.speedup_tpot
+
+
+def versus_of(versus: Versus, kind: SpeedupKind) -> float:
+    if kind == "aggregate":
+        return versus.aggregate.value
+    if kind == "geomean":
+        return versus.geomean.value
+    return versus.tpot
 
 
 def tau_of(cell: CellStats, kind: TauKind) -> float:
@@ -69,8 +80,38 @@ def main_table(summary: Summary, speedup: SpeedupKind = "aggregate", tau: TauKin
     return header, rows
 
 
+def reference_table(summary: Summary, speedup: SpeedupKind = "aggregate") -> Table:
+    """Speedups over transformers' ``generate()`` per method and dataset (every method but the reference)."""
+    header = ["method", *summary.datasets, "average"]
+    rows = []
+    for m in summary.methods:
+        if m.name in summary.reference_names:
+            continue
+        row, speeds, marked = [m.name], [], False
+        for ds in summary.datasets:
+            cell = summary.cell(m.name, ds)
+            if cell is None:
+                row.append("")
+                continue
+            s = versus_of(cell.versus_reference, speedup)
+            speeds.append(s)
+            mark = CONTENDED_MARK if cell.contended or cell.versus_reference.contended else ""
+            marked = marked or bool(mark)
+            row.append(f"{_num(s, suffix='×')}{mark}")
+        row.append(f"{_num(_mean(speeds), suffix='×')}{CONTENDED_MARK if marked else ''}")
+        rows.append(row)
+    return header, rows
+
+
+def _same(identical: tuple[int, int] | None) -> str:
+    return f"{identical[0]}/{identical[1]}" if identical else "—"
+
+
 def paired_table(summary: Summary) -> Table:
     header = ["method", "dataset", "pairs", "aggregate [CI]", "geo-mean of ratios [CI]", "TPOT", "identical"]
+    with_reference = bool(summary.reference_names)
+    if with_reference:
+        header += ["vs generate() [CI]", "= generate()"]
     rows = []
     for m in summary.methods:
         if m.name in summary.baseline_names:
@@ -79,9 +120,11 @@ def paired_table(summary: Summary) -> Table:
             cell = summary.cell(m.name, ds)
             if cell is None:
                 continue
-            same = f"{cell.identical[0]}/{cell.identical[1]}" if cell.identical else "—"
-            rows.append([m.name, ds, str(cell.speedup_aggregate.n), cell.speedup_aggregate.format(),
-                         cell.speedup_geomean.format(), _num(cell.speedup_tpot, suffix="×"), same])
+            row = [m.name, ds, str(cell.speedup_aggregate.n), cell.speedup_aggregate.format(),
+                   cell.speedup_geomean.format(), _num(cell.speedup_tpot, suffix="×"), _same(cell.identical)]
+            if with_reference:
+                row += [cell.versus_reference.aggregate.format(), _same(cell.versus_reference.identical)]
+            rows.append(row)
     return header, rows
 
 
@@ -92,7 +135,7 @@ def depth_table(summary: Summary, conditional: bool, max_depth: int = 16) -> Tab
     rows = []
     for m in summary.methods:
         cell = summary.cell(m.name, ALL)
-        if cell is None or m.name in summary.baseline_names:
+        if cell is None or m.name in summary.baseline_names or m.name in summary.reference_names:
             continue
         rates = cell.depth.conditional if conditional else cell.depth.unconditional
         rows.append([m.name, *[_num(rates[d - 1]) if d <= len(rates) else "" for d in depths]])
@@ -148,8 +191,18 @@ def summary_rows(summary: Summary) -> list[dict[str, Any]]:
             "speedup_tpot": c.speedup_tpot, "pairs": c.speedup_aggregate.n,
             "identical": c.identical[0] if c.identical else "", "identical_of": c.identical[1] if c.identical else "",
             "contended": c.contended,
+            **_versus_row("generate", c.versus_reference),
         })
     return rows
+
+
+def _versus_row(name: str, v: Versus) -> dict[str, Any]:
+    """``speedup_vs_<name>`` columns (NaN / empty without reference records)."""
+    return {f"speedup_vs_{name}": v.aggregate.value, f"speedup_vs_{name}_low": v.aggregate.low,
+            f"speedup_vs_{name}_high": v.aggregate.high, f"speedup_vs_{name}_geomean": v.geomean.value,
+            f"speedup_vs_{name}_tpot": v.tpot, f"pairs_vs_{name}": v.aggregate.n,
+            f"identical_{name}": v.identical[0] if v.identical else "",
+            f"identical_{name}_of": v.identical[1] if v.identical else ""}
 
 
 def depth_rows(summary: Summary) -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ from specframe.report.tables import main_table, stage_table
 
 
 def record(method: str, qid: int, accepted: list[int], seconds: float, *, dataset: str = "gsm8k",
-           baseline: bool = False, sweep: dict[str, Any] | None = None, tokens: list[int] | None = None) -> dict:
+           baseline: bool = False, sweep: dict[str, Any] | None = None, tokens: list[int] | None = None,
+           reference: bool = False) -> dict:
     """A result line with ``len(accepted) + 1`` tokens (prefill token + one bonus per round, no trimming)."""
     committed = [a + 1 for a in accepted]
     n = 1 + sum(committed)
@@ -33,6 +34,7 @@ def record(method: str, qid: int, accepted: list[int], seconds: float, *, datase
         "prefill_ns": int(seconds * 0.2e9), "total_ns": int(seconds * 1e9), "accepted": accepted,
         "tree_nodes": [4] * len(accepted) if not baseline else [0] * len(accepted),
         "stage_ns": {"draft": round_ns * len(accepted) // 2, "target": round_ns * len(accepted) // 2},
+        **({"reference": True, "reference_kernels": "default kernels"} if reference else {}),
     }
 
 
@@ -162,3 +164,30 @@ def test_cells_measured_under_contention_are_marked_with_a_footnote() -> None:
     assert "† measured under contention" in text and "m (2)" in text
     assert "measured under contention" not in Report(summarize(fixture_records(), SummaryOptions(resamples=50))
                                                      ).markdown()
+
+
+def test_speedups_against_the_generate_reference_sit_beside_those_against_the_baseline() -> None:
+    """generate() ran 9 tokens in 0.8 s and 1.6 s on gsm8k (the plain loop: 1 s and 2 s), 6 in 0.5 s on math500."""
+    records = [*fixture_records(),
+               record("gen", 1, [0] * 8, 0.8, reference=True), record("gen", 2, [0] * 8, 1.6, reference=True),
+               record("gen", 1, [0] * 5, 0.5, reference=True, dataset="math500")]
+    summary = summarize(records, SummaryOptions(resamples=200))
+    assert summary.reference_names == ["gen"] and summary.reference_kernels == ["default kernels"]
+    assert [m.name for m in summary.methods][:2] == ["ar", "gen"]
+    m = summary.cell("m", "gsm8k")
+    assert m.speedup_aggregate.value == pytest.approx(3.0)  # against the plain loop, unchanged
+    assert m.versus_reference.aggregate.value == pytest.approx((18 / 1.0) / (18 / 2.4))
+    assert m.versus_reference.geomean.value == pytest.approx(math.sqrt((0.8 / 0.5) * (1.6 / 0.5)))
+    assert m.versus_reference.identical == (1, 2) and m.versus_reference.aggregate.n == 2
+    assert summary.cell("ar", "gsm8k").versus_reference.aggregate.value == pytest.approx(0.8)  # the plain loop
+    gen = summary.cell("gen", ALL)
+    assert gen.versus_reference.aggregate.value == 1.0 and gen.speedup_aggregate.value == pytest.approx(
+        (24 / 2.9) / (24 / 4.0))
+    report = Report(summary).markdown()
+    section = report.split("## Speedup against transformers' generate() (gen)")[1].split("##")[0]
+    assert "| ar | 0.80× | 0.50× | 0.65× |" in section and "| m | 2.40× | 2.00× | 2.20× |" in section
+    assert "| gen |" not in section and "It ran with default kernels." in section
+    assert "| m | gsm8k | 2 | 3.00× [" in report and "| 2.40× [" in report
+    assert "| gen | d1" not in report
+    plain = Report(summarize(fixture_records(), SummaryOptions(resamples=200))).markdown()
+    assert "generate()" not in plain  # files without reference records: no reference columns

@@ -97,3 +97,26 @@ def test_a_mapping_for_another_vocabulary_is_a_clear_error(make_checkpoint, hf_t
     bad = DraftVocab.from_target_ids(range(3), 1000).tensors()
     with pytest.raises(CheckpointError, match=f"checkpoint {directory}.*1000 tokens"):
         _proposal(_with_mapping(directory, bad), hf_target)
+
+
+def test_cpu_linear_auto_follows_the_targets_measured_rule(make_checkpoint, tmp_path: Path) -> None:
+    from specframe_hf import HFTarget
+    from specframe_hf.testing import tiny_causal_lm
+
+    from specframe.cpu_linear import LinearKernels, PackedLinear, onednn_linear_available, pack_linear_layers
+
+    if not onednn_linear_available():
+        pytest.skip("this torch build has no oneDNN")
+    rule = LinearKernels(low=3)
+    model = tiny_causal_lm("qwen3", seed=7, num_layers=4)
+    pack_linear_layers(model, kernels=rule)
+    target = HFTarget.from_model(model)
+    mapping = save_draft_vocab(SUBSET, tmp_path / "map.safetensors")
+    drafter, _ = _proposal(make_checkpoint("dflash", block_size=5), target, draft_vocab=str(mapping))
+    packed = [m for m in drafter.backbone.modules() if isinstance(m, PackedLinear)]
+    assert packed and {m.kernels for m in packed} == {rule}
+    assert isinstance(drafter.head.sub_head, PackedLinear) and drafter.head.sub_head.kernels == rule
+    bf16 = build_block_drafter(DFlashDrafterConfig(checkpoint=str(make_checkpoint("dflash", block_size=5)),
+                                                   dtype="bfloat16"), BuildContext(pipeline=None, target=target),
+                               "dflash")  # a bf16 backbone is not packable: left as it is, no error
+    assert not any(isinstance(m, PackedLinear) for m in bf16.backbone.modules())

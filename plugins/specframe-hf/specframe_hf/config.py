@@ -33,8 +33,14 @@ class HFTargetConfig(ComponentConfig):
     )
     cpu_linear: Literal["default", "onednn", "auto"] = Field(
         "default", description="onednn: prepack every linear layer for oneDNN (float32 on x86 CPUs; skinny "
-                               "verify products run 2-3x faster than the default BLAS on AMD CPUs); auto: "
-                               "onednn where it applies, else default"
+                               "verify products run 2-3x faster than the default BLAS on AMD CPUs); auto: measure "
+                               "both on this model at the first load on a machine (cached) and use each where it "
+                               "is faster, by the product's row count (docs/pipelines.md)"
+    )
+    logits_dtype: Literal["auto", "float32"] = Field(
+        "auto", description="float32: compute the LM head in float32 on bf16/fp16 hidden states (float32 logits; "
+                            "greedy outputs then differ less often from plain decoding at the same precision, "
+                            "docs/pipelines.md); auto: the model's dtype"
     )
 
     device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(

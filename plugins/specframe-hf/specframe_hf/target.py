@@ -27,16 +27,20 @@ from typing import Any
 
 import torch
 
-from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
+from specframe.cpu_linear import linear_kernels_of
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.placement import resolve_device, resolve_dtype
 from specframe.prompts import Messages, user_message
+from specframe.reference import NativeRun
 from specframe.tree import DraftTree
-from specframe.types import TargetOutput
+from specframe.types import SamplingParams, TargetOutput
 from specframe_hf.compat import check_supported, check_tokenizer_fits
 from specframe_hf.device_map import DeviceMap
+from specframe_hf.head_precision import apply_logits_dtype
+from specframe_hf.kernel_probe import apply_cpu_linear
 from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
+from specframe_hf.reference import native_generate
 from specframe_hf.rows import HFRows
 from specframe_hf.runner import ModelRunner
 
@@ -77,7 +81,8 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self.device = self.runner.device  # where ids, the tree mask and the random keys go
         self.devices = self.runner.devices  # accelerators of a split model (the stage clocks wait for them)
         self.dtype = self.runner.dtype
-        self.cpu_linear = "default"  # "onednn" when the linear layers are prepacked (specframe.cpu_linear)
+        self.linear_kernels = linear_kernels_of(model)  # which rows run on prepacked weights (specframe.cpu_linear)
+        self.cpu_linear = self.linear_kernels.name  # "default", "onednn" or "by_rows"
         self.tensor_parallel = False  # sharded over the ranks of a torchrun launch (specframe_hf.device_map)
         self._taps: tuple[int, ...] = ()
         self._rows: HFRows | None = None
@@ -94,11 +99,14 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
-                        taps: Sequence[int] = (), cpu_linear: str = "default",
+                        taps: Sequence[int] = (), cpu_linear: str = "default", logits_dtype: str = "auto",
                         placement: DeviceMap | None = None) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
-        ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`); ``placement``
+        ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`), ``'auto'``
+        measures both kernels on this model once per machine (:mod:`specframe_hf.kernel_probe`);
+        ``logits_dtype='float32'`` computes a bf16/fp16 model's LM head in float32 (:mod:`specframe_hf.head_precision`);
+        ``placement``
         splits the model across devices and disk (:mod:`specframe_hf.device_map`; ``device`` is then unused).
         """
         directory = model_directory(path)
@@ -111,14 +119,12 @@ class HFTarget(TargetModel, SharedEmbeddings):
                            placement=placement)
         tokenizer = load_tokenizer(directory)
         check_tokenizer_matches(tokenizer, model, directory)
-        cpu_linear = "default" if split else resolve_cpu_linear(cpu_linear, model)
-        if cpu_linear == "onednn":
-            pack_linear_layers(model, what=f"the target '{directory}'")
+        apply_logits_dtype(model, logits_dtype)
+        if not split:
+            apply_cpu_linear(model, cpu_linear, what=f"the target '{directory}'")
         target = cls(model, tokenizer, taps=taps, source=f"'{directory}'")
-        target.cpu_linear = cpu_linear
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
-
 
     # ----------------------------------------------------------------------------------------- state
     @property
@@ -178,6 +184,12 @@ class HFTarget(TargetModel, SharedEmbeddings):
             raise GenerationError(f"batch rows accepted different path lengths {lengths}",
                                   hint="this API keeps one cache length; decode rows with ragged_batch()")
         self._rows.commit(tree, accepted_nodes)
+
+    # ------------------------------------------------------------------------------------- reference
+    def native_generate(self, input_ids: torch.Tensor, new_tokens: int, *, sampling: SamplingParams,
+                        seed: int) -> NativeRun:
+        """transformers' own ``generate()`` on this model, timed (:mod:`specframe_hf.reference`)."""
+        return native_generate(self.model, self.device, input_ids, new_tokens, sampling=sampling, seed=seed)
 
     # ------------------------------------------------------------------------------- shared embeddings
     def input_embeddings(self) -> torch.nn.Module:

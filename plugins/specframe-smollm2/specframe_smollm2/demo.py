@@ -1,15 +1,17 @@
 """``specframe demo``: every method on a few math, code and chat prompts with the shipped SmolLM2 drafters.
 
 Steps: make sure the target is converted (``setup-target``); load it once; run plain decoding first (the speedup
-denominator, measured in the same process), then each method's pipeline file from ``examples/smollm2`` on the same
-prompts; stream the default pipeline's text (DARTree pruned) last; print one table with τ, tokens/s, speedup over
-plain decoding, whether every greedy output equals plain decoding's, and each stage's share of round time. Each
+denominator, measured in the same process), then transformers' own ``generate()`` on the same model for the same
+prompts and token counts (:mod:`specframe.reference`: default kernels, the unmodified model), then each method's
+pipeline file from ``examples/smollm2`` on the same prompts; stream the default pipeline's text (DARTree pruned)
+last; print one table with τ, tokens/s, speedup over plain decoding and over ``generate()``, whether every greedy
+output equals plain decoding's, and each stage's share of round time. Each
 request's machine load is sampled (:mod:`specframe.metrics.machine_load`); when other processes loaded the machine
 during a method's requests, the demo says so under the table, since its speeds then mean little.
 
 Example output row::
 
-    dartree-pruned   τ 2.41   9.8 tok/s   1.12x   exact   draft 21% build 9% prune 1% target 63% verify 2% commit 4%
+    dartree-pruned   τ 2.41   9.8 tok/s   1.12x   1.10x   exact   draft 21% build 9% prune 1% target 63% verify 2% ...
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from specframe.errors import CheckpointError
 from specframe.files import write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS, LoadWindow, MachineLoad
 from specframe.metrics.records import STAGES, GenerationResult
+from specframe.reference import supports_reference
 
 #: Methods in table order: (label, pipeline file under examples/smollm2).
 METHODS: list[tuple[str, str]] = [
@@ -43,6 +46,8 @@ METHODS: list[tuple[str, str]] = [
     ("DARTree pruned", "dartree-pruned.yaml"),
 ]
 DEFAULT_METHOD = "DARTree pruned"
+#: Row label of transformers' generate() (the reference, run right after plain decoding).
+GENERATE_LABEL = "transformers generate()"
 QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned B=16", "DARTree pruned")
 
 #: Demo prompts of different kinds, written for the demo (not from any benchmark or the training templates).
@@ -84,6 +89,7 @@ class MethodRun:
     label: str
     results: list[GenerationResult] = field(default_factory=list)
     loads: list[MachineLoad] = field(default_factory=list)  # one per request
+    note: str = ""  # how it ran (the generate() reference's kernels)
 
     @property
     def machine_load(self) -> MachineLoad | None:
@@ -168,27 +174,51 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
         if not streaming:
             console.print(f"  {label:<24} τ {run.tau:5.2f}  {run.tokens_per_s:6.2f} tok/s", highlight=False)
         runs[label] = run
+        if pipe is plain and supports_reference(plain):
+            runs[GENERATE_LABEL] = run_generate(plain, prompts, run)
+            console.print(f"  {GENERATE_LABEL:<24} τ  1.00  {runs[GENERATE_LABEL].tokens_per_s:6.2f} tok/s",
+                          highlight=False)
     return runs
+
+
+def run_generate(plain: Any, prompts: list[tuple[str, str]], plain_run: MethodRun) -> MethodRun:
+    """transformers' ``generate()`` on each prompt for as many tokens as plain decoding produced."""
+    from specframe.reference import reference_result
+
+    run = MethodRun(GENERATE_LABEL)
+    for (_, text), done in zip(prompts, plain_run.results, strict=True):
+        with LoadWindow() as window:
+            result, run.note = reference_result(plain, plain.encode(text), new_tokens=len(done.tokens),
+                                                seed=plain.config.seed)
+        run.results.append(result)
+        if window.load is not None:
+            run.loads.append(window.load)
+    return run
 
 
 def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, list[dict[str, Any]]]:
     base = runs[baseline]
+    generate = runs.get(GENERATE_LABEL)
     table = Table(title="SmolLM2-135M-Instruct, greedy, same prompts and process", title_justify="left")
-    for col in ("method", "τ", "tok/s", "speedup", "greedy = plain", "verified nodes", *STAGES):
+    for col in ("method", "τ", "tok/s", "speedup", "vs generate()", "greedy = plain", "verified nodes", *STAGES):
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = []
     for label, run in runs.items():
         exact = all(a.tokens == b.tokens for a, b in zip(run.results, base.results, strict=True))
         speedup = run.tokens_per_s / base.tokens_per_s if base.tokens_per_s else 0.0
+        versus = run.tokens_per_s / generate.tokens_per_s if generate is not None and generate.tokens_per_s \
+            else None
         shares = run.stage_shares()
         rows.append({"method": label, "tau": round(run.tau, 3), "tokens_per_s": round(run.tokens_per_s, 3),
-                     "speedup": round(speedup, 3), "exact": exact,
+                     "speedup": round(speedup, 3),
+                     "speedup_vs_generate": None if versus is None else round(versus, 3), "exact": exact,
                      "verified_nodes": run.budget_summary(),
                      "stage_share": {k: round(v, 4) for k, v in shares.items()},
                      "per_prompt_tau": [round(r.tau, 3) for r in run.results],
                      "machine_load": None if run.machine_load is None else run.machine_load.to_dict()})
         table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}", f"{speedup:.2f}x",
-                      "yes" if exact else "[red]NO[/red]", run.budget_summary(),
+                      "-" if versus is None else f"{versus:.2f}x", "yes" if exact else "[red]NO[/red]",
+                      run.budget_summary(),
                       *(f"{100 * shares[s]:.0f}%" for s in STAGES))
     return table, rows
 
@@ -231,6 +261,10 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
     warning = contention_warning(runs)
     if warning:
         console.print(warning, style="bold yellow", highlight=False)
+    generate = runs.get(GENERATE_LABEL)
+    if generate is not None:
+        console.print(f"vs generate() = tokens/s over transformers' generate() on the same model, prompts and token "
+                      f"counts ({generate.note})", style="dim", highlight=False)
     console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
                   "than one decode step, so passing 1.0x needs a high τ. DARTree pruned uses budget: auto: each "
                   "round it verifies the subtree that pays on this machine's measured verify cost (verified "

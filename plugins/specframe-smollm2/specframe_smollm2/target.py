@@ -31,8 +31,13 @@ class SmolLM2TargetConfig(ComponentConfig):
     verify_checksums: bool = Field(True, description="check every file's SHA-256 against the manifest (~1 s)")
     cpu_linear: Literal["default", "onednn", "auto"] = Field(
         "default", description="onednn: prepack every linear layer for oneDNN (float32 on x86 CPUs; skinny "
-                               "verify products run 2-3x faster than the default BLAS on AMD CPUs); auto: "
-                               "onednn where it applies, else default")
+                               "verify products run 2-3x faster than the default BLAS on AMD CPUs); auto: measure "
+                               "both on this model at the first load on a machine (cached) and use each where it "
+                               "is faster, by the product's row count (docs/pipelines.md)")
+    logits_dtype: Literal["auto", "float32"] = Field(
+        "auto", description="float32: compute the LM head in float32 on bf16 hidden states (float32 logits; greedy "
+                            "outputs then differ less often from plain decoding at the same precision, "
+                            "docs/pipelines.md); auto: the model's dtype")
 
 
 def resolve_target_dir(config: SmolLM2TargetConfig) -> Path:
@@ -46,4 +51,4 @@ def build_smollm2_target(config: SmolLM2TargetConfig, ctx: BuildContext) -> HFTa
 
     directory = resolve_target_dir(config)
     return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device=config.device, attn=config.attn,
-                                    cpu_linear=config.cpu_linear)
+                                    cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype)

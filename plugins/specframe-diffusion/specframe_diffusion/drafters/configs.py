@@ -42,7 +42,8 @@ class DiffusionDrafterConfig(ComponentConfig):
                                             "auto = the target's")
     cpu_linear: Literal["auto", "default", "onednn"] = Field(
         "auto", description="onednn: prepack the draft backbone's linear layers for oneDNN (float32 CPU); "
-                            "auto = as the target (an LM head shared with the target is packed with it)")
+                            "auto = the target's measured rule where it applies (an LM head shared with the "
+                            "target is packed with it)")
 
     def output_shape(self, upstream: StageShape) -> StageShape:
         """``top_k`` candidates per depth; the depth comes from the checkpoint (unknown before loading)."""

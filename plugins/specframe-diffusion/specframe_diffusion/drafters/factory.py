@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specframe.cpu_linear import pack_linear_layers, resolve_cpu_linear
+from specframe.cpu_linear import NEVER, kernels_named, pack_linear_layers, packable
 from specframe.draft_vocab import DraftVocab, load_draft_vocab
 from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext
@@ -71,9 +71,12 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
     check_fits_target(cfg, parts, source=str(files.directory))
     dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
     backbone = files.load_backbone(dtype=dtype, device=device)
-    cpu_linear = getattr(ctx.target, "cpu_linear", "default") if config.cpu_linear == "auto" else config.cpu_linear
-    if resolve_cpu_linear(cpu_linear, backbone) == "onednn":
-        pack_linear_layers(backbone, what=f"{component}'s backbone")
+    if config.cpu_linear == "auto":  # the target's measured rule, where packing applies to the backbone
+        kernels = getattr(ctx.target, "linear_kernels", NEVER) if packable(backbone) else NEVER
+    else:
+        kernels = kernels_named(config.cpu_linear)
+    if kernels.uses_onednn:
+        pack_linear_layers(backbone, what=f"{component}'s backbone", kernels=kernels)
     if cfg.layout == "deepseek":
         embed, head = _own_embeddings(files, dtype, device)
     else:

@@ -57,8 +57,9 @@ class DraftVocabHead:
             sub.weight = nn.Parameter(weight.detach().index_select(0, ids).contiguous(), requires_grad=False)
             if bias is not None:
                 sub.bias = nn.Parameter(bias.detach().index_select(0, ids), requires_grad=False)
-            # A prepacked full head (cpu_linear: onednn) gets a prepacked subset head, so the two compare fairly.
-            self.sub_head = PackedLinear(sub) if isinstance(lm_head, PackedLinear) else sub
+            # A prepacked full head (cpu_linear) gets a prepacked subset head under the same row rule, so the two
+            # compare fairly.
+            self.sub_head = PackedLinear(sub, lm_head.kernels) if isinstance(lm_head, PackedLinear) else sub
 
     @property
     def size(self) -> int:

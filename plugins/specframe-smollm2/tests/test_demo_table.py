@@ -1,0 +1,31 @@
+"""The demo's table: speedups over plain decoding and over transformers' generate() side by side."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, results_table
+
+from specframe.metrics.records import GenerationResult, RoundRecord
+
+
+def _result(tokens: list[int], seconds: float, rounds: int) -> GenerationResult:
+    return GenerationResult(tokens=tokens, text="", prompt_len=5,
+                            rounds=[RoundRecord(nodes=0, depth=0, accepted=0, committed=1) for _ in range(rounds)],
+                            prefill_ns=1, total_ns=int(seconds * 1e9), stop_reason="length")
+
+
+def test_rows_carry_the_speedup_over_generate_beside_the_one_over_plain_decoding() -> None:
+    runs = {"plain decoding": MethodRun("plain decoding", results=[_result([1, 2, 3, 4], 2.0, 3)]),
+            GENERATE_LABEL: MethodRun(GENERATE_LABEL, results=[_result([1, 2, 3, 4], 1.6, 3)]),
+            "DARTree": MethodRun("DARTree", results=[_result([1, 2, 3, 4], 1.0, 1)])}
+    table, rows = results_table(runs, "plain decoding")
+    by = {r["method"]: r for r in rows}
+    assert by["DARTree"]["speedup"] == 2.0 and by["DARTree"]["speedup_vs_generate"] == 1.6
+    assert by["plain decoding"]["speedup_vs_generate"] == 0.8 and by[GENERATE_LABEL]["speedup_vs_generate"] == 1.0
+    assert all(r["exact"] for r in rows)
+    console = Console(width=200, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "vs generate()" in text and "1.60x" in text and "0.80x" in text
+    _, rows = results_table({k: v for k, v in runs.items() if k != GENERATE_LABEL}, "plain decoding")
+    assert rows[1]["speedup_vs_generate"] is None  # a target without generate(): no column values

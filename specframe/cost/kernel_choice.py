@@ -1,0 +1,214 @@
+"""`cpu_linear: auto`: the linear kernels chosen by measuring both on the target, and the cache of that choice.
+
+Which of the default BLAS path and oneDNN's prepacked weights multiplies faster depends on the CPU, the thread
+count, the library versions, the layer shapes and the number of rows (:mod:`specframe.cpu_linear`), so it is
+measured on the machine, once:
+
+* **measurement** (:func:`measure_kernels`): forwards of ``q`` new tokens over a short cache, ``q`` in
+  :data:`MEASURE_ROWS` (1: plain decoding; 4; 17: a verify at the shipped budget of 16), each kernel in turn
+  (interleaved, so drift hits both alike), one warm-up and the median of ``reps`` runs. On SmolLM2-135M that is
+  about a second;
+* **decision** (:func:`decide`): a kernel *wins* at ``q`` when it is faster there; oneDNN must beat the default
+  by :data:`MARGIN` (it doubles the weights' memory and changes results in the last bits, so a tie keeps
+  ``nn.Linear``). Winning everywhere takes every row count; when the winner changes once along ``q`` (the
+  Intel case: BLAS at one row, oneDNN at sixteen), the packed layers dispatch by the product's row count, with
+  the boundary where the two measured costs cross (linear between the two measured sizes around it), so plain
+  rounds and verify rounds each get their faster kernel. Winners that change more than once (noise) fall back to
+  one kernel for every row count: the one with the smaller summed time over the measured sizes, i.e. the
+  plain round (q = 1) and the verify round (q = 17) weighted equally with the middle point. Row counts beyond
+  the largest measured size (bigger budgets, batches) keep the kernel that won there;
+* **cache** (:func:`choose_linear_kernels`): ``$SPECFRAME_CACHE/profiles/cpu-linear-<hash>.json``, next to the
+  cost profiles (:mod:`specframe.cost.measure`), named by the CPU model, the model config's hash and the dtype;
+  the file records the full key (plus thread count, torch version and the measured sizes) and the timings. A
+  file measured under another key, or one that does not read as such a file, is reported with a notice and
+  measured again; the decision is re-derived from the stored timings, so a changed rule needs no new measurement.
+
+Example::
+
+    timings = KernelTimings(default_ms={1: 55.5, 4: 70.0, 17: 130.0}, onednn_ms={1: 61.7, 4: 66.0, 17: 100.2})
+    decide(timings)       # LinearKernels(low=4, high=UNBOUNDED): BLAS for 1-3 rows, oneDNN from 4
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specframe.cost.measure import cache_root
+from specframe.cpu_linear import ALWAYS, NEVER, UNBOUNDED, LinearKernels
+from specframe.errors import SpecframeError
+from specframe.files import MiB, parse_json, read_text, write_text
+from specframe.metrics.machine_info import cpu_model
+
+#: New tokens per measured forward: plain decoding, a small tree, a verify at budget 16.
+MEASURE_ROWS: tuple[int, ...] = (1, 4, 17)
+#: oneDNN must be this much faster (relative) to be chosen at a row count.
+MARGIN = 0.02
+CHOICE_FORMAT = 1
+
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class KernelTimings:
+    """Median milliseconds of a forward of ``q`` new tokens on each kernel."""
+
+    default_ms: Mapping[int, float]
+    onednn_ms: Mapping[int, float]
+
+    def rows(self) -> list[int]:
+        return sorted(set(self.default_ms) & set(self.onednn_ms))
+
+    def to_json(self) -> dict[str, dict[str, float]]:
+        return {"default_ms": {str(q): round(ms, 4) for q, ms in sorted(self.default_ms.items())},
+                "onednn_ms": {str(q): round(ms, 4) for q, ms in sorted(self.onednn_ms.items())}}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> KernelTimings:
+        """Parse :meth:`to_json` output; ``ValueError`` names the bad field."""
+        parsed = []
+        for field in ("default_ms", "onednn_ms"):
+            raw = data.get(field)
+            if not isinstance(raw, dict) or not raw:
+                raise ValueError(f"'{field}' must be a non-empty object of rows -> milliseconds")
+            points = {}
+            for q, ms in raw.items():
+                if not str(q).isdigit() or int(q) < 1 or isinstance(ms, bool) or not isinstance(ms, int | float) \
+                        or not math.isfinite(ms) or ms <= 0:
+                    raise ValueError(f"{field}[{q!r}] = {ms!r} is not a row count with a positive time in ms")
+                points[int(q)] = float(ms)
+            parsed.append(points)
+        timings = cls(default_ms=parsed[0], onednn_ms=parsed[1])
+        if not timings.rows():
+            raise ValueError("default_ms and onednn_ms share no row count")
+        return timings
+
+    def summary(self) -> str:
+        return ", ".join(f"q={q}: {self.default_ms[q]:.1f} ms default / {self.onednn_ms[q]:.1f} ms oneDNN"
+                         for q in self.rows())
+
+
+def decide(timings: KernelTimings, *, margin: float = MARGIN) -> LinearKernels:
+    """The rule the measured timings call for (see the module docstring)."""
+    rows = timings.rows()
+    gain = [(1 - margin) * timings.default_ms[q] - timings.onednn_ms[q] for q in rows]  # > 0: oneDNN wins
+    wins = [g > 0 for g in gain]
+    if all(wins):
+        return ALWAYS
+    if not any(wins):
+        return NEVER
+    switches = sum(a != b for a, b in itertools.pairwise(wins))
+    if switches > 1:
+        total_default = sum(timings.default_ms[q] for q in rows)
+        total_onednn = sum(timings.onednn_ms[q] for q in rows)
+        return ALWAYS if total_onednn < (1 - margin) * total_default else NEVER
+    i = next(k for k in range(1, len(rows)) if wins[k] != wins[0])
+    q0, q1, g0, g1 = rows[i - 1], rows[i], gain[i - 1], gain[i]
+    cross = q0 + (q1 - q0) * g0 / (g0 - g1)  # where the interpolated gain is 0
+    if wins[0]:  # oneDNN for few rows (where gain > 0, i.e. below the crossing)
+        return LinearKernels(low=1, high=min(q1, max(q0 + 1, math.ceil(cross))))
+    return LinearKernels(low=min(q1, max(q0 + 1, math.floor(cross) + 1)), high=UNBOUNDED)
+
+
+def measure_kernels(forward: Callable[[int], None], use: Callable[[LinearKernels], None], *,
+                    rows: Sequence[int] = MEASURE_ROWS, reps: int = 3) -> KernelTimings:
+    """Median milliseconds of ``forward(q)`` under the default rule and under oneDNN for every row count.
+
+    Args:
+        forward: one forward of ``q`` new tokens over the same short cache (it restores the cache itself).
+        use: puts the model's packed layers under a rule.
+        rows: the ``q`` measured.
+        reps: timed runs per kernel and size, after one warm-up each; the two kernels alternate.
+    """
+    times: dict[LinearKernels, dict[int, float]] = {NEVER: {}, ALWAYS: {}}
+    try:
+        for q in rows:
+            runs: dict[LinearKernels, list[float]] = {NEVER: [], ALWAYS: []}
+            for rep in range(reps + 1):
+                for kernels in (NEVER, ALWAYS):
+                    use(kernels)
+                    t0 = time.perf_counter_ns()
+                    forward(q)
+                    if rep:
+                        runs[kernels].append((time.perf_counter_ns() - t0) / 1e6)
+            for kernels, values in runs.items():
+                times[kernels][q] = statistics.median(values)
+    finally:
+        use(ALWAYS)
+    return KernelTimings(default_ms=times[NEVER], onednn_ms=times[ALWAYS])
+
+
+def choice_key(*, model: str, dtype: str, rows: Sequence[int] = MEASURE_ROWS) -> dict[str, Any]:
+    """What a measured choice is valid for: this CPU, thread count and torch build, a model config, a dtype."""
+    return {"format": CHOICE_FORMAT, "cpu": cpu_model(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "model": model, "dtype": dtype, "rows": list(rows)}
+
+
+def choice_path(key: Mapping[str, Any]) -> Path:
+    """The cache file of a model on a CPU model in a dtype (the other key fields are checked inside the file)."""
+    ident = json.dumps({k: key.get(k) for k in ("cpu", "model", "dtype")}, sort_keys=True, default=str)
+    return cache_root() / "profiles" / f"cpu-linear-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
+
+
+def load_choice(path: Path, key: Mapping[str, Any], notify: Notify) -> KernelTimings | None:
+    """The timings in ``path`` if it exists, reads as a choice file and was measured under ``key``; else None
+    (with a notice, except when there is no file)."""
+    if not path.is_file():
+        return None
+    try:
+        data = parse_json(read_text(path, what="cpu_linear choice", max_bytes=MiB), where=str(path))
+        if not isinstance(data, dict) or data.get("format") != CHOICE_FORMAT or not isinstance(data.get("key"), dict):
+            raise ValueError(f"not a cpu_linear choice of format {CHOICE_FORMAT}")
+        timings = KernelTimings.from_json(data)
+    except (SpecframeError, ValueError) as exc:
+        reason = exc.message if isinstance(exc, SpecframeError) else str(exc)
+        notify(f"ignoring the cpu_linear choice {path}: {reason}; measuring again")
+        return None
+    stored = data["key"]
+    if json.loads(json.dumps(stored, default=str)) != json.loads(json.dumps(dict(key), default=str)):
+        changed = sorted(k for k in set(key) | set(stored) if key.get(k) != stored.get(k))
+        notify(f"ignoring the cpu_linear choice {path}: it was measured with another {', '.join(changed)}; "
+               "measuring again")
+        return None
+    return timings
+
+
+def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> None:
+    """Write the choice through the one atomic writer; a cache that cannot be written is a notice, not an error."""
+    kernels = decide(timings)
+    text = json.dumps({"format": CHOICE_FORMAT, "key": dict(key), **timings.to_json(),
+                       "decision": kernels.to_json(), "describe": kernels.describe()}, indent=2, sort_keys=True)
+    try:
+        write_text(path, text + "\n", what="cpu_linear choice")
+    except SpecframeError as exc:
+        notify(f"could not save the cpu_linear choice: {exc.message}")
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    kernels: LinearKernels
+    timings: KernelTimings
+    measured: bool  # False: read from the cache
+    path: Path
+
+
+def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTimings], notify: Notify,
+                          *, path: Path | None = None) -> KernelChoice:
+    """The cached choice for ``key``, else ``measure()`` it, cache it and say so."""
+    path = path or choice_path(key)
+    timings = load_choice(path, key, notify)
+    measured = timings is None
+    if timings is None:
+        timings = measure()
+        save_choice(path, key, timings, notify)
+    return KernelChoice(decide(timings), timings, measured, path)
