@@ -1,6 +1,6 @@
-"""The ``specframe`` command line: a fresh click group per invocation, its commands added through the
-``specframe_register_commands`` hook of every plugin (the core's own commands come from the built-in plugin,
-:func:`register_core_commands`).
+"""The ``specframe`` command line: a fresh click group per invocation holding the core's commands
+(:data:`CORE_COMMANDS`, added by :func:`make_cli`) and those every plugin adds through its
+``specframe_register_commands`` hook.
 
 Every command that prints a report takes ``--json`` for machine-readable output. Bad input prints a
 one-screen error (what is wrong, where, how to fix it) and exits with status 2; no traceback. A component that
@@ -32,20 +32,16 @@ CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validat
                                              profile)
 
 
-def register_core_commands(cli: click.Group) -> None:
-    """Add the core's commands to ``cli`` (called by the built-in plugin's ``specframe_register_commands``)."""
-    for command in CORE_COMMANDS:
-        cli.add_command(command)
-
-
 def make_cli(host: PluginHost) -> click.Group:
-    """A new ``specframe`` group holding every plugin's commands (nothing global is changed)."""
+    """A new ``specframe`` group holding the core's commands, then every plugin's (nothing global is changed)."""
 
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(package_name="specframe")
     def cli() -> None:
         """specframe: composable speculative decoding (drafter -> corrector -> tree builder -> pruner -> verifier)."""
 
+    for command in CORE_COMMANDS:
+        cli.add_command(command)
     host.register_commands(cli)
     return cli
 

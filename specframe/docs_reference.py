@@ -21,13 +21,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from specframe.config.pipeline import (
+    STAGE_DEFAULTS,
     STAGE_FIELDS,
     AutoVerifierConfig,
     GenerationConfig,
     MetricsConfig,
     PipelineConfigBase,
     SamplingConfig,
-    stage_default,
 )
 from specframe.errors import PluginError
 from specframe.plugins import PluginHost
@@ -181,8 +181,7 @@ def render_pipeline_reference(registry: ComponentRegistry | None = None) -> str:
                "are that component's fields.\n\n")
     for field, kind in STAGE_FIELDS.items():
         components = _stage_components(registry, kind)
-        default_config = stage_default(field)
-        default = default_config.model_fields["type"].default if default_config is not None else None
+        default = STAGE_DEFAULTS.get(field)
         if field == "target":
             rule = "Optional when a target object is passed from Python; required in files run from the CLI."
         elif default is not None and default in {c[0] for c in components}:

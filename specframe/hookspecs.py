@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from specframe.registry import ComponentRegistry, ComponentSpec
 
 hookspec = pluggy.HookspecMarker("specframe")
+#: Marks a plugin's hook implementations (``specframe.hookimpl``; defined beside the specs so the built-in
+#: plugin, which :class:`specframe.plugins.PluginHost` registers, does not import the host).
+hookimpl = pluggy.HookimplMarker("specframe")
 
 
 # ------------------------------------------------------------------------------------- registration

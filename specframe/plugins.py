@@ -28,6 +28,7 @@ import pluggy
 
 from specframe import hookspecs
 from specframe.errors import PluginError, did_you_mean
+from specframe.hookspecs import hookimpl as hookimpl  # re-exported: plugins mark their hooks with it
 from specframe.registry import ComponentRegistry, ComponentSpec
 
 ENTRY_POINT_GROUP = "specframe"
@@ -44,8 +45,6 @@ REGISTRATION_HOOKS: dict[str, str] = {
 
 #: Plugin name of the core's built-in stages.
 BUILTIN_PLUGIN = "builtin"
-
-hookimpl = pluggy.HookimplMarker("specframe")
 
 
 def _core_version() -> str:

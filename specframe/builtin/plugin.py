@@ -1,36 +1,19 @@
-"""Registration of the built-in stages and the core's commands (plugin ``builtin``, always registered by
-:class:`PluginHost`).
+"""Registration of the built-in stages (plugin ``builtin``, always registered by :class:`PluginHost`).
 
-``STAGE_DEFAULTS`` are the sections a pipeline file may leave out; they name built-in components only.
+It registers stages only: the core's commands are added by :func:`specframe.cli.make_cli`, and the sections a
+pipeline file may leave out are named in :data:`specframe.config.pipeline.STAGE_DEFAULTS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-import click
-
 from specframe.builtin.chain import ChainConfig, build_chain
 from specframe.builtin.identity import IdentityConfig, build_identity
 from specframe.builtin.no_drafter import NoDraftConfig, NoDrafter
 from specframe.builtin.no_pruner import NoPruneConfig, build_no_pruner
-from specframe.config.base import ComponentConfig
-from specframe.plugins import hookimpl
+from specframe.hookspecs import hookimpl
 from specframe.registry import ComponentSpec, PrunerCapabilities, TreeBuilderCapabilities
-
-#: Stage sections used when a pipeline file leaves the stage out (the verifier default ``auto`` is core).
-STAGE_DEFAULTS: dict[str, type[ComponentConfig]] = {
-    "corrector": IdentityConfig,
-    "tree_builder": ChainConfig,
-    "pruner": NoPruneConfig,
-}
-
-
-@hookimpl
-def specframe_register_commands(cli: click.Group) -> None:
-    from specframe.cli import register_core_commands
-
-    register_core_commands(cli)
 
 
 @hookimpl

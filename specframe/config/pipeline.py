@@ -11,7 +11,6 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, create_model, field_validator, model_validator
 
-from specframe.builtin.plugin import STAGE_DEFAULTS
 from specframe.config.base import ComponentConfig, StrictConfigModel
 from specframe.config.bounds import MAX_NEW_TOKENS
 from specframe.registry import ComponentRegistry
@@ -24,6 +23,16 @@ STAGE_FIELDS: dict[str, str] = {
     "tree_builder": "tree_builder",
     "pruner": "pruner",
     "verifier": "verifier",
+}
+
+#: The component (its ``type``) a pipeline gets when its file leaves the stage out: the core's null stages,
+#: registered by the built-in plugin (:mod:`specframe.builtin`), and the core's verifier ``auto``. Stages
+#: without an entry are required.
+STAGE_DEFAULTS: dict[str, str] = {
+    "corrector": "identity",
+    "tree_builder": "chain",
+    "pruner": "none",
+    "verifier": "auto",
 }
 
 
@@ -141,9 +150,16 @@ class PipelineConfigBase(StrictModel):
         return v
 
 
-def stage_default(field: str) -> type[ComponentConfig] | None:
-    """The section a pipeline gets when it leaves ``field`` out: a built-in stage, ``auto`` for the verifier."""
-    return AutoVerifierConfig if field == "verifier" else STAGE_DEFAULTS.get(field)
+def stage_default(field: str, registry: ComponentRegistry) -> type[ComponentConfig] | None:
+    """The config class of the section a pipeline gets when it leaves ``field`` out (:data:`STAGE_DEFAULTS`),
+    or None when the stage is required or its default component is not in ``registry``."""
+    name = STAGE_DEFAULTS.get(field)
+    if name is None:
+        return None
+    if field == "verifier":
+        return AutoVerifierConfig
+    kind = STAGE_FIELDS[field]
+    return registry.get(kind, name).spec.config if (kind, name) in registry else None
 
 
 def _union(configs: list[type[ComponentConfig]]) -> Any:
@@ -169,7 +185,7 @@ def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase
             fields[field] = (None, None)
             continue
         annotation = _union(configs)
-        default = stage_default(field)
+        default = stage_default(field, registry)
         if field == "target":
             fields[field] = (Optional[annotation], None)  # noqa: UP045
         elif default in configs:

@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from specframe.plugins import PluginHost
-
-UNUSED_MARK = "specframe_conformance_unused"
+from specframe.testing.marks import UNUSED_MARK
 
 
 @pytest.fixture

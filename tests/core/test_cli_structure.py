@@ -1,6 +1,6 @@
-"""How the command line is put together: a fresh group per call, every command registered through the
-``specframe_register_commands`` hook (the core's own through the built-in plugin), ``python -m specframe``,
-and no private names imported across specframe's modules."""
+"""How the command line is put together: a fresh group per call holding the core's commands (added by
+``make_cli``) and those of every plugin's ``specframe_register_commands`` hook, ``python -m specframe``, and no
+private names imported across specframe's modules."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from specframe import PluginHost, hookimpl
 from specframe.cli import CORE_COMMANDS, make_cli, run_cli
+from specframe.plugins import BUILTIN_PLUGIN, REGISTRATION_HOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,10 +42,14 @@ def test_each_call_builds_a_fresh_group(capsys: pytest.CaptureFixture[str]) -> N
     assert "No such command" in capsys.readouterr().err
 
 
-def test_core_commands_come_from_the_builtin_plugin_alone() -> None:
-    group = make_cli(PluginHost(autoload=False))
+def test_make_cli_adds_the_core_commands_and_the_builtin_plugin_registers_stages_only() -> None:
+    host = PluginHost(autoload=False)
+    group = make_cli(host)
     assert set(group.commands) == {c.name for c in CORE_COMMANDS}
     assert {"run", "bench", "report", "datasets", "schema", "validate", "plugins", "components"} <= set(group.commands)
+    (builtin,) = [p for p in host.plugins() if p.name == BUILTIN_PLUGIN]
+    assert "specframe_register_commands" not in builtin.hooks
+    assert set(builtin.hooks) <= set(REGISTRATION_HOOKS.values())
 
 
 @pytest.mark.parametrize("module", ["specframe", "specframe.cli"])

@@ -15,7 +15,7 @@ from torch import nn
 
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import SharedEmbeddings, TargetModel
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
+from specframe_diffusion.draft_config import DraftModelConfig
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from specframe.registry import STAGE_KINDS, ComponentRegistry, StageCapabilities
 from specframe.testing.conformance import correctors, drafters, targets, trees, verifiers
 from specframe.testing.conformance.cases import BuiltCase, ConformanceCase, resolve
 from specframe.testing.conformance.common import check_config_round_trip, check_declaration
-from specframe.testing.pytest_plugin import UNUSED_MARK
+from specframe.testing.marks import UNUSED_MARK
 
 _CASES: dict[type, list[ConformanceCase]] = {}
 _BUILT: dict[tuple[type, str], BuiltCase] = {}

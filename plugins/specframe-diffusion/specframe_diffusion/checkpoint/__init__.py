@@ -1,6 +1,5 @@
 """Published drafter checkpoints: config parsing, key layouts, validation, loading and atomic saving."""
 
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig, build_target_layer_ids
 from specframe_diffusion.checkpoint.key_layout import TensorSlot, checkpoint_layout
 from specframe_diffusion.checkpoint.loader import (
     CheckpointFiles,
@@ -9,6 +8,7 @@ from specframe_diffusion.checkpoint.loader import (
     open_checkpoint,
     save_checkpoint,
 )
+from specframe_diffusion.draft_config import DraftModelConfig, build_target_layer_ids
 
 __all__ = [
     "CheckpointFiles",

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
+from specframe_diffusion.draft_config import DraftModelConfig
 
 Group = Literal["backbone", "domino_head", "markov_head", "confidence", "embeddings"]
 

@@ -19,7 +19,6 @@ import torch
 
 from specframe.draft_vocab import D2T, T2D, DraftVocab
 from specframe.errors import CheckpointError
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
 from specframe_diffusion.checkpoint.key_layout import (
     IGNORED_SUFFIXES,
     VOCAB_MAP_KEYS,
@@ -33,6 +32,7 @@ from specframe_diffusion.checkpoint.safetensors_dir import (
     SafetensorsDir,
     write_checkpoint_dir,
 )
+from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.models.backbone import DFlashBackbone
 
 _MAX_LISTED = 12

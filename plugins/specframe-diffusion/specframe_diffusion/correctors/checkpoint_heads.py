@@ -29,9 +29,9 @@ from specframe_trees.heads import DominoGRUHead, GRUHeadSizes, MarkovHead, Marko
 from specframe.config.base import ComponentConfig
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import BuildContext
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
 from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import CONFIG_FILE
+from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.drafters.configs import DtypeName
 from specframe_diffusion.drafters.factory import resolve_dtype_device
 from specframe_diffusion.target_access import check_fits_target, target_parts

@@ -28,7 +28,7 @@ from specframe.errors import GenerationError
 from specframe.interfaces import DecodeState, Drafter
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, TargetOutput, VerifyResult
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
+from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.drafters.vocab_head import DraftVocabHead
 from specframe_diffusion.models.backbone import DFlashBackbone
 from specframe_diffusion.models.draft_cache import DraftKVCache

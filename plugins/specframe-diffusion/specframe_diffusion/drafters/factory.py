@@ -16,8 +16,8 @@ from specframe.draft_vocab import DraftVocab, load_draft_vocab
 from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext
 from specframe.placement import resolve_device, resolve_dtype
-from specframe_diffusion.checkpoint.draft_config import DraftFamily
 from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
+from specframe_diffusion.draft_config import DraftFamily
 from specframe_diffusion.drafters.block_drafter import BlockDiffusionDrafter
 from specframe_diffusion.drafters.configs import DiffusionDrafterConfig
 from specframe_diffusion.target_access import TargetParts, check_fits_target, target_parts

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
+from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.models.draft_cache import DraftKVCache
 from specframe_diffusion.models.layers import RMSNorm, RotaryEmbedding, SwiGLUMLP, apply_rotary
 

@@ -23,7 +23,7 @@ from specframe.distributed import DistContext
 from specframe.errors import ConfigError
 from specframe_smollm2.training.dataset import Batch
 
-if TYPE_CHECKING:  # objectives imports the diffusion models, whose import order the trainer sets
+if TYPE_CHECKING:  # only for the annotation: the trainer builds the objective
     from specframe_smollm2.training.objectives import Objective
 
 LossFn = Callable[[Batch, torch.Generator], torch.Tensor]

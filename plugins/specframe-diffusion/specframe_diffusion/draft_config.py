@@ -19,6 +19,9 @@ Where a field lives (worked example, z-lab Qwen3-4B-DFlash-b16)::
 
 ``block_size`` is read at the top level or inside ``dflash_config``; ``target_layer_ids`` missing -> the default
 taps of :func:`build_target_layer_ids`.
+
+The model (:mod:`specframe_diffusion.models`), the checkpoint files (:mod:`specframe_diffusion.checkpoint`, which
+re-exports both names), the drafters and the correctors all read it, so it sits below them and imports none.
 """
 
 from __future__ import annotations
