@@ -1,8 +1,8 @@
-"""τ, tokens/s and speedup of every SmolLM2 method on GSM8K- and HumanEval-style prompts, and τ versus budget.
+"""τ, tokens/s and speedup of every SmolLM2 method on math, code and chat prompts, and τ versus budget.
 
-Reads the benchmark copies in ``../shared/data`` (or ``--data DIR``): the first ``--n`` GSM8K test questions and
-HumanEval prompts, formatted as in the papers' protocol (docs/concepts/benchmark-protocol.md). Every method runs on the
-same prompts
+Reads the benchmark copies in ``../shared/data`` (or ``--data DIR``): the first ``--n`` held-out (``report`` split,
+:mod:`specframe.bench.splits`) GSM8K test questions, HumanEval prompts and MT-Bench first turns, formatted as in the
+papers' protocol (docs/concepts/benchmark-protocol.md; :mod:`prompt_sets`). Every method runs on the same prompts
 with one shared target in one process; plain decoding is the speedup denominator. Then the tree methods are swept
 over budgets. Results go to ``--out`` (JSON) and a markdown summary is printed.
 
@@ -14,27 +14,26 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import time
 from pathlib import Path
 
+from prompt_sets import load_prompt_sets
 from rich.console import Console
 from specframe_smollm2.demo import METHODS, repo_root, results_table, run_methods
 
+from specframe.bench.splits import REPORT
 from specframe.files import write_text
 
-GSM_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
-HE_PREFIX = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n"
+#: The sets of the end-to-end evaluation (held-out τ per set, checkpoints/smollm2-135m/eval.json).
+EVAL_SETS = ("gsm8k", "humaneval", "mt_bench")
 
 
-def load_prompts(data: Path, n: int) -> dict[str, list[tuple[str, str]]]:
-    gsm = [json.loads(line)["question"] for line in (data / "gsm8k/test.jsonl").read_text().splitlines()[:n]]
-    with gzip.open(data / "humaneval/HumanEval.jsonl.gz", "rt") as f:
-        he = [json.loads(line)["prompt"] for line in f if line.strip()][:n]
-    return {"gsm8k": [("gsm8k", q + GSM_SUFFIX) for q in gsm],
-            "humaneval": [("humaneval", HE_PREFIX + p + "\n```") for p in he]}
+def load_prompts(data: Path, n: int, names: tuple[str, ...] = EVAL_SETS) -> dict[str, list[tuple[str, str]]]:
+    """The first ``n`` held-out prompts of each set, as ``(set, text)`` pairs."""
+    sets = load_prompt_sets([data], n=n, split=REPORT, names=names)
+    return {name: [(name, item.text) for item in ps.prompts] for name, ps in sets.items()}
 
 
 def budget_sweep(prompts: list[tuple[str, str]], budgets: list[int], max_new_tokens: int,

@@ -19,26 +19,13 @@ from specframe.cost.measure import profile_path, save_profile
 from specframe.cost.profile import CostProfile
 from specframe.cost.setup import target_profile_key
 from specframe.pipeline import Pipeline
+from specframe.testing.clock import TickClock
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples" / "smollm2").glob("*.yaml"))
 HAVE_TARGET = (target_dir() / "manifest.json").is_file()
 CURVE = {1: 40.0, 2: 46.0, 5: 55.0, 9: 70.0, 17: 95.0, 33: 150.0}
 PROMPT = "Tom has 3 boxes of 12 pencils and gives away 7. How many pencils are left?"
-
-
-class TickClock:
-    """A stage clock that advances 1 ms per reading and times every round."""
-
-    def __init__(self, devices: Any, *, sync: bool) -> None:
-        self.now = 0
-
-    def start_round(self) -> bool:
-        return True
-
-    def __call__(self) -> int:
-        self.now += 1_000_000
-        return self.now
 
 
 @pytest.fixture(scope="module")

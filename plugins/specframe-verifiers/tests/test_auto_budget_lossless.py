@@ -20,6 +20,7 @@ import pytest
 import torch
 from verifier_scenarios import PROMPT, make_corrector, make_drafter, make_target
 
+import specframe.decode.loop as loop_module
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.cost.acceptance import AcceptanceEstimator
 from specframe.cost.measure import profile_path, save_profile
@@ -28,6 +29,7 @@ from specframe.cost.setup import target_profile_key
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
 from specframe.sampling import probs
+from specframe.testing.clock import TickClock
 from specframe.testing.stats import g_test
 from specframe.testing.toy import ToyTarget
 from specframe.types import SamplingParams
@@ -118,6 +120,7 @@ def conditional_g_test(target: ToyTarget, counts: torch.Tensor) -> Any:
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    monkeypatch.setattr(loop_module, "StageClock", TickClock)  # the controller's decisions do not depend on load
 
 
 def test_auto_trimmed_rejection_rounds_stay_lossless() -> None:
