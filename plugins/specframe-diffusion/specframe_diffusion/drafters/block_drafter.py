@@ -2,14 +2,14 @@
 
 Round structure (docs/concepts/block-drafters.md), per request::
 
-    begin:    pending = prefill taps of the prompt             # [P, n_taps*H], not yet in the draft cache
-    propose:  start = committed tokens (= position of the root / bonus)
+    begin:    cache = context K/V of the prompt's taps         # [P, n_taps*H] -> positions [0, P)
+    propose:  start = committed tokens (= position of the root / bonus) = the cache's length
               block = [root, MASK x (bs-1)] at positions start .. start+bs-1
-              z = backbone(pending, embed(block), cache)        # cache now covers [0, start); pending = []
+              z = backbone block pass over the cache            # the cache is unchanged
               slots = z[1:] (non-shift: output j predicts start+j)  or  z (shift: output j predicts start+1+j)
               logits = lm_head(slots); candidates = top-K of log_softmax(logits) per slot
               (with a reduced draft vocabulary: over the subset's rows only, see ``vocab_head``)
-    commit:   pending = target taps at the accepted tree nodes (root first)
+    commit:   cache += context K/V of the target's taps at the accepted tree nodes (root first)
 
 The state of the requests lives in a `BlockRows` (``block_rows.py``): the decode loop's :meth:`rows` drafts every
 drafting row in one backbone forward and one head call, and the one-request methods (``begin`` / ``propose`` /

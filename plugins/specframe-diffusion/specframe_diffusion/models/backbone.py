@@ -13,11 +13,14 @@ of ``bs`` token embeddings ``[bonus, MASK, ..., MASK]``::
         h = h + mlp(post_attention_layernorm(h))
     return norm(h)                                            # [R, bs, H]
 
-A row's RoPE positions run over ``length .. length + C + bs - 1`` (its cached length): context keys first, then the
-block. Rows of one forward may differ in cached length and in new context positions (padded to the most, with a
-key mask; the `DraftKVCache` plans where each row's entries go), so the rows of a batch draft in ONE forward and
-each row's block equals what it would be alone. The module owns no embedding and no LM head (the target's are used,
-or the DeepSeek checkpoint's copies). Parameter names equal the published keys (``fc.weight``,
+The context never goes through a layer's norm, attention or MLP, so its keys and values depend on its taps alone:
+:meth:`DFlashBackbone.extend` writes them into the cache as soon as the taps are known (the prompt's when a row
+joins, the accepted nodes' after each verification), and a round's forward is the block alone over the cache.
+A row's RoPE positions run over ``length .. length + C + bs - 1`` (its cached length): context keys first, then
+the block. Rows of one call may differ in cached length and in new context positions (padded to the most; the
+`DraftKVCache` plans where each row's entries go and masks what each row's block sees), so the rows of a batch draft
+in ONE forward and each row's block equals what it would be alone. The module owns no embedding and no LM head (the
+target's are used, or the DeepSeek checkpoint's copies). Parameter names equal the published keys (``fc.weight``,
 ``layers.0.self_attn.q_proj.weight``, ...).
 """
 
@@ -29,7 +32,7 @@ import torch
 from torch import nn
 
 from specframe_diffusion.checkpoint.draft_config import DraftModelConfig
-from specframe_diffusion.models.draft_cache import DraftKVCache, RoundPlan
+from specframe_diffusion.models.draft_cache import DraftKVCache, SlotPlan
 from specframe_diffusion.models.layers import RMSNorm, RotaryEmbedding, SwiGLUMLP, apply_rotary
 
 
@@ -49,27 +52,33 @@ class InjectedKVAttention(nn.Module):
         self.q_norm = RMSNorm(hd, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(hd, cfg.rms_norm_eps)
 
+    def key_values(
+        self,
+        inputs: torch.Tensor,  # [R, T, H] fused context features or the normalised block stream
+        cos: torch.Tensor,  # [T, D] rotary tables of the entries' positions, or per row [R, 1, T, D]
+        sin: torch.Tensor,  # like cos
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # ([R, kv_heads, T, D] rotated keys, values)
+        b, t, _ = inputs.shape
+        k = self.k_norm(self.k_proj(inputs).view(b, t, self.num_kv_heads, self.head_dim)).transpose(1, 2)
+        v = self.v_proj(inputs).view(b, t, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        return apply_rotary(k, cos, sin), v
+
     def forward(
         self,
         x: torch.Tensor,  # [R, S, H] normalised block stream
-        ctx: torch.Tensor,  # [R, C, H] fused context features
-        cos: torch.Tensor,  # [C + S, D] rotary tables of the new positions, or per row [R, 1, C + S, D]
+        cos: torch.Tensor,  # [S, D] rotary tables of the block's positions, or per row [R, 1, S, D]
         sin: torch.Tensor,  # like cos
         cache: DraftKVCache,
         layer: int,
-        plan: RoundPlan,
+        plan: SlotPlan,  # where the block's entries go (scratch: never committed)
     ) -> torch.Tensor:  # [R, S, H]
-        """Return the attention output; the new context and block keys/values are written into ``cache``."""
+        """Attention of the block over its row's cached context and the whole block (non-causal)."""
         b, s, _ = x.shape
-        c = ctx.shape[1]
         d = self.head_dim
         q = self.q_norm(self.q_proj(x).view(b, s, self.num_heads, d)).transpose(1, 2)  # [R, nh, S, D]
-        kv_in = torch.cat([ctx, x], dim=1)  # [R, C + S, H]
-        k = self.k_norm(self.k_proj(kv_in).view(b, c + s, self.num_kv_heads, d)).transpose(1, 2)
-        v = self.v_proj(kv_in).view(b, c + s, self.num_kv_heads, d).transpose(1, 2)  # [R, kvh, C + S, D]
-        q = apply_rotary(q, cos[..., c:, :], sin[..., c:, :])
-        k = apply_rotary(k, cos, sin)
-        keys, values = cache.store(layer, plan, k, v)  # [R, kvh, W, D]: cached context, new context, block
+        q = apply_rotary(q, cos, sin)
+        cache.write(layer, plan, *self.key_values(x, cos, sin))
+        keys, values = cache.read(layer, plan)  # [R, kvh, W, D]: cached context, then the block
         groups = self.num_heads // self.num_kv_heads
         if groups > 1:
             keys = keys.repeat_interleave(groups, dim=1)
@@ -92,14 +101,13 @@ class DraftDecoderLayer(nn.Module):
     def forward(
         self,
         h: torch.Tensor,  # [R, S, H]
-        ctx: torch.Tensor,  # [R, C, H]
-        cos: torch.Tensor,  # [C + S, D] or [R, 1, C + S, D]
+        cos: torch.Tensor,  # [S, D] or [R, 1, S, D]
         sin: torch.Tensor,
         cache: DraftKVCache,
         layer: int,
-        plan: RoundPlan,
+        plan: SlotPlan,
     ) -> torch.Tensor:  # [R, S, H]
-        h = h + self.self_attn(self.input_layernorm(h), ctx, cos, sin, cache, layer, plan)
+        h = h + self.self_attn(self.input_layernorm(h), cos, sin, cache, layer, plan)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -120,25 +128,53 @@ class DFlashBackbone(nn.Module):
         """An empty cache of ``rows`` rows."""
         return DraftKVCache(len(self.layers), rows)
 
+    def extend(
+        self,
+        taps: torch.Tensor,  # [R, C, n_taps * H] target hidden states of new context positions
+        cache: DraftKVCache,
+        rows: Sequence[int] | None = None,  # the cache rows extended (None: every row, in order)
+        counts: Sequence[int] | None = None,  # valid positions per row (None: C each); padding after them
+    ) -> None:
+        """Append each row's ``counts[r]`` new context positions to its cache (their keys and values only)."""
+        plan = cache.plan(rows, taps.shape[1], counts, taps.device)
+        dtype = next(self.parameters()).dtype
+        cos, sin = self._rope(plan, dtype)
+        ctx = self.hidden_norm(self.fc(taps.to(dtype)))  # [R, C, H]
+        for i, layer in enumerate(self.layers):
+            cache.write(i, plan, *layer.self_attn.key_values(ctx, cos, sin))
+        cache.advance(plan)
+
     def forward(
         self,
-        taps: torch.Tensor,  # [R, C, n_taps * H] target hidden states of the new context positions (C >= 0)
+        taps: torch.Tensor,  # [R, C, n_taps * H] new context positions (C >= 0), as for ``extend``
         block_embeds: torch.Tensor,  # [R, S, H] embeddings of [bonus, MASK, ...]
         cache: DraftKVCache,
         rows: Sequence[int] | None = None,  # the cache rows that draft (None: every row, in order)
-        counts: Sequence[int] | None = None,  # valid new context positions per row (None: C each); padding after
+        counts: Sequence[int] | None = None,  # valid new context positions per row (None: C each)
     ) -> torch.Tensor:  # [R, S, H] normalised block outputs
-        """Run one block per row over its cache; afterwards row ``r``'s cache also holds its ``counts[r]`` new
-        context positions."""
-        c, s = taps.shape[1], block_embeds.shape[1]
-        dtype = block_embeds.dtype
-        plan = cache.plan(rows, counts, c, s, block_embeds.device)
-        cos, sin = self.rotary(plan.positions, dtype)  # [C + S, D] or [R, C + S, D]
-        if cos.dim() == 3:
-            cos, sin = cos[:, None], sin[:, None]  # [R, 1, C + S, D]
-        ctx = self.hidden_norm(self.fc(taps.to(dtype)))
+        """Extend the rows' caches by their new context (if any), then run one block per row over its cache."""
+        if taps.shape[1]:
+            self.extend(taps, cache, rows, counts)
+        return self.run_block(block_embeds, cache, rows)
+
+    def run_block(
+        self,
+        block_embeds: torch.Tensor,  # [R, S, H] embeddings of [bonus, MASK, ...]
+        cache: DraftKVCache,
+        rows: Sequence[int] | None = None,  # the cache rows that draft (None: every row, in order)
+    ) -> torch.Tensor:  # [R, S, H] normalised block outputs
+        """One block per row at the positions after its cached context, over that context and the whole block;
+        the cache's committed context is unchanged."""
+        plan = cache.plan(rows, block_embeds.shape[1], None, block_embeds.device)
+        cos, sin = self._rope(plan, block_embeds.dtype)
         h = block_embeds
         for i, layer in enumerate(self.layers):
-            h = layer(h, ctx, cos, sin, cache, i, plan)
-        cache.advance(plan)
+            h = layer(h, cos, sin, cache, i, plan)
         return self.norm(h)
+
+    def _rope(self, plan: SlotPlan, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary tables of the plan's positions: ``[T, D]`` shared, or ``[R, 1, T, D]`` per row."""
+        cos, sin = self.rotary(plan.positions, dtype)
+        if cos.dim() == 3:
+            return cos[:, None], sin[:, None]
+        return cos, sin

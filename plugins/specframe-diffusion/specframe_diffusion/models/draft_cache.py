@@ -2,30 +2,26 @@
 
 Layout: per layer, rotated keys and values ``[B, kv_heads, capacity, head_dim]``. Row ``b`` holds its committed
 context positions ``0 .. lengths[b] - 1`` in the slots of the same index (slot = position); the slots after them
-are scratch. The capacity grows geometrically (zero-filled, so scratch is always finite), so a round writes its new
-entries in place instead of concatenating the cache.
+are scratch. The capacity grows geometrically (zero-filled, so scratch is always finite), so new entries are
+written in place instead of concatenating the cache.
 
-Each round the backbone computes K/V for the new context positions and for the block; attention reads the cached
-context, the new context and the block, and then only the new *context* entries are kept. This is DFlash's
-"append context + block, then ``crop(start)``" (docs/concepts/block-drafters.md). One round (a `RoundPlan`, made by
-:meth:`DraftKVCache.plan`) of R drafting rows, row ``r`` with ``counts[r]`` new context positions (padded to C) and
-a block of S positions::
+The backbone writes two kinds of entries (``models/backbone.py``), each a `SlotPlan` made by :meth:`plan` for the
+rows concerned, ``T`` new entries per row, the first ``counts[r]`` of them valid::
 
-    row r's C + S new entries go to the slots
-        context i < counts[r]:    lengths[r] + i                   (= its position)
-        block j:                  lengths[r] + counts[r] + j       (= its position)
-        padding i >= counts[r]:   lengths[r] + S + i               (after the block: never seen)
-    row r's block attends to its slots [0, lengths[r] + counts[r] + S) (a key mask when the rows differ)
-    afterwards lengths[r] += counts[r]; the block's entries are scratch that the next round overwrites
+    row r's T new entries go to the slots [lengths[r], lengths[r] + T)  (slot = position)
+    context (kept):    counts[r] <= T valid entries; lengths[r] += counts[r]; the rest stays scratch
+    block (dropped):   read back by the block's attention: row r sees its slots [0, lengths[r] + T) (a key mask
+                       when the rows' lengths differ); lengths unchanged, so the next write overwrites the block
 
-Worked example: rows with lengths ``[5, 2]`` and counts ``[3, 1]``, S = 4, C = 3::
+This is DFlash's "append context + block, then ``crop(start)``" (docs/concepts/block-drafters.md) without
+materialising anything but the committed context. Worked example: rows with lengths ``[5, 2]``; a block of 4::
 
-    row 0: context -> slots 5, 6, 7; block -> 8..11;                     sees slots [0, 12)
-    row 1: context -> slot 2;        block -> 3..6; padding -> 7, 8;     sees slots [0, 7)
-    lengths become [8, 3]
+    row 0: block -> slots 5..8, sees slots [0, 9);   row 1: block -> slots 2..5, sees slots [0, 6) (mask)
+    then 3 and 1 committed context positions (T = 3, counts [3, 1]):
+    row 0: slots 5, 6, 7;   row 1: slot 2 (slots 3, 4 scratch);   lengths become [8, 3]
 
-When every row of the cache drafts with one length and C new positions each (always for a single request), the new
-entries are the one slice ``[length, length + C + S)`` of every row: no index, no mask and no copy of the cache.
+When every row of the cache writes at one length (always for a single request), the new entries are the one
+slice ``[length, length + T)`` of every row: no index, no mask and no copy of the cache.
 """
 
 from __future__ import annotations
@@ -40,18 +36,17 @@ MIN_CAPACITY = 64
 
 
 @dataclass(frozen=True)
-class RoundPlan:
-    """Where one round's new entries go and which slots each drafting row sees (see the module docstring)."""
+class SlotPlan:
+    """Where ``T`` new entries per row go and which slots a row's queries see (see the module docstring)."""
 
-    rows: tuple[int, ...]  # [R] the drafting rows of the cache
+    rows: tuple[int, ...]  # [R] the cache rows written
     index: torch.Tensor | None  # [R] int64 the same rows on the cache's device; None: every row, in order
-    counts: tuple[int, ...]  # [R] valid new context positions per row
-    start: int | None  # every row writes the slots [start, start + C + S); None: per-row ``slots``
-    slots: torch.Tensor | None  # [R, C + S] int64 destination slot of each new entry (ragged rows)
-    positions: torch.Tensor  # [C + S] (shared) or [R, C + S] (per row) int64 RoPE positions of the new entries
+    counts: tuple[int, ...]  # [R] valid new entries per row (the committed ones, for context entries)
+    start: int | None  # every row writes the slots [start, start + T); None: per-row ``slots``
+    slots: torch.Tensor | None  # [R, T] int64 destination slot of each new entry (rows of different lengths)
+    positions: torch.Tensor  # [T] (shared) or [R, T] (per row) int64 RoPE positions of the new entries
     mask: torch.Tensor | None  # [R, 1, 1, W] bool: the keys each row sees; None when every row sees [0, W)
-    width: int  # W: the slots the block attends over
-    capacity: int  # slots the cache must have for this round's writes
+    width: int  # W: the slots a query of the new entries attends over (the longest row's end)
 
 
 class DraftKVCache:
@@ -92,46 +87,36 @@ class DraftKVCache:
                 else:
                     store[i] = kv.index_select(0, torch.tensor(rows, dtype=torch.long, device=kv.device))
 
-    # ------------------------------------------------------------------------------------------ rounds
-    def plan(self, rows: Sequence[int] | None, counts: Sequence[int] | None, context: int, block: int,
-             device: torch.device) -> RoundPlan:
-        """The plan of a round for ``rows`` (None: every row) with ``counts`` valid new context positions each
-        (None: ``context`` each) padded to ``context``, and a block of ``block`` positions."""
+    # ------------------------------------------------------------------------------------------ writes
+    def plan(self, rows: Sequence[int] | None, new: int, counts: Sequence[int] | None,
+             device: torch.device) -> SlotPlan:
+        """The plan of ``new`` entries for each of ``rows`` (None: every row), ``counts`` of them valid per row
+        (None: all)."""
         every = rows is None or list(rows) == list(range(self.batch_size))
         chosen = tuple(range(self.batch_size)) if rows is None else tuple(rows)
-        counts = (context,) * len(chosen) if counts is None else tuple(counts)
-        if not chosen or len(counts) != len(chosen) or any(c < 0 or c > context for c in counts):
-            raise ValueError(f"a draft round needs rows and new-context counts in [0, {context}] for each, got rows "
-                             f"{list(chosen)} and counts {list(counts)}")
+        counts = (new,) * len(chosen) if counts is None else tuple(counts)
+        if not chosen or len(counts) != len(chosen) or any(not 0 <= c <= new for c in counts) \
+                or any(not 0 <= r < self.batch_size for r in chosen):
+            raise ValueError(f"a draft cache write needs rows of the cache's {self.batch_size} and counts in "
+                             f"[0, {new}] for each, got rows {list(chosen)} and counts {list(counts)}")
         lengths = [self.lengths[r] for r in chosen]
-        total = context + block
-        capacity = max(lengths) + total
-        if every and len(set(lengths)) == 1 and all(c == context for c in counts):
+        width = max(lengths) + new
+        if every and len(set(lengths)) == 1:
             start = lengths[0]
-            return RoundPlan(chosen, None, counts, start, None, torch.arange(start, start + total, device=device),
-                             None, start + total, capacity)
+            return SlotPlan(chosen, None, counts, start, None, torch.arange(start, start + new, device=device),
+                            None, width)
         length = torch.tensor(lengths, dtype=torch.long, device=device)[:, None]  # [R, 1]
-        count = torch.tensor(counts, dtype=torch.long, device=device)[:, None]  # [R, 1]
-        i = torch.arange(context, device=device)[None, :]  # [1, C]
-        context_slots = torch.where(i < count, length + i, length + block + i)  # [R, C]
-        block_slots = length + count + torch.arange(block, device=device)[None, :]  # [R, S]
-        slots = torch.cat([context_slots, block_slots], dim=1)  # [R, C + S]
-        ends = [n + c + block for n, c in zip(lengths, counts, strict=True)]
-        width = max(ends)
+        slots = length + torch.arange(new, device=device)[None, :]  # [R, T]
         mask = None
-        if len(set(ends)) > 1:
-            end = torch.tensor(ends, dtype=torch.long, device=device)[:, None]  # [R, 1]
-            mask = (torch.arange(width, device=device)[None, :] < end)[:, None, None]  # [R, 1, 1, W]
+        if len(set(lengths)) > 1:
+            mask = (torch.arange(width, device=device)[None, :] < length + new)[:, None, None]  # [R, 1, 1, W]
         index = None if every else torch.tensor(chosen, dtype=torch.long, device=device)
-        return RoundPlan(chosen, index, counts, None, slots, slots, mask, width, capacity)
+        return SlotPlan(chosen, index, counts, None, slots, slots, mask, width)
 
-    def store(self, layer: int, plan: RoundPlan, keys: torch.Tensor,
-              values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write one layer's new entries ``[R, kv_heads, C + S, D]`` and return the keys and values the block
-        attends to, ``[R, kv_heads, W, D]`` (a view of the cache when every row drafts)."""
-        out = []
+    def write(self, layer: int, plan: SlotPlan, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Write one layer's new entries ``[R, kv_heads, T, D]`` into the plan's slots."""
         for store, new in ((self.keys, keys), (self.values, values)):
-            kv = self._reserve(store, layer, new, plan.capacity)
+            kv = self._reserve(store, layer, new, plan.width)
             if plan.start is not None:
                 kv[:, :, plan.start : plan.start + new.shape[2]] = new
             elif plan.index is None:
@@ -139,13 +124,21 @@ class DraftKVCache:
                 kv.scatter_(2, plan.slots[:, None, :, None].expand_as(new), new)
             else:
                 assert plan.slots is not None
-                kv[plan.index[:, None], :, plan.slots] = new.transpose(1, 2)  # [R, C + S, kv_heads, D]
+                kv[plan.index[:, None], :, plan.slots] = new.transpose(1, 2)  # [R, T, kv_heads, D]
+
+    def read(self, layer: int, plan: SlotPlan) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values ``[R, kv_heads, W, D]`` the plan's rows see (a view of the cache when every row
+        is written; padding slots of shorter rows are hidden by ``plan.mask``)."""
+        out = []
+        for store in (self.keys, self.values):
+            kv = store[layer]
+            assert kv is not None, "read after write"
             seen = kv[:, :, : plan.width]
             out.append(seen if plan.index is None else seen.index_select(0, plan.index))
         return out[0], out[1]
 
-    def advance(self, plan: RoundPlan) -> None:
-        """Record that every layer received the plan's new context positions."""
+    def advance(self, plan: SlotPlan) -> None:
+        """Record that every layer received the plan's valid entries as committed context."""
         for r, c in zip(plan.rows, plan.counts, strict=True):
             self.lengths[r] += c
 
