@@ -250,3 +250,12 @@ def test_cache_single_row_is_one_slice_and_grows_in_place() -> None:
     assert cache.keys[0].shape[2] == 128 and seen.data_ptr() == cache.keys[0].data_ptr()  # a view of the cache
     assert torch.equal(seen, torch.cat([first, more], dim=2))
     assert cache.lengths == [40]
+
+
+def test_backbone_refuses_inputs_that_do_not_match_the_cache_rows(make_checkpoint, hf_target: Any) -> None:
+    backbone = _drafter(make_checkpoint("dflash", block_size=4), "dflash", hf_target).backbone
+    cache = backbone.new_cache(rows=2)
+    with pytest.raises(ValueError, match=r"3 input row\(s\) for 2 cache row\(s\)"):
+        backbone(torch.zeros(3, 1, WIDTH), torch.zeros(3, 4, HIDDEN), cache)
+    with pytest.raises(ValueError, match=r"2 input row\(s\) for 1 cache row\(s\) \(rows \[1\]"):
+        backbone.run_block(torch.zeros(2, 4, HIDDEN), cache, rows=[1])

@@ -136,6 +136,7 @@ class DFlashBackbone(nn.Module):
         counts: Sequence[int] | None = None,  # valid positions per row (None: C each); padding after them
     ) -> None:
         """Append each row's ``counts[r]`` new context positions to its cache (their keys and values only)."""
+        _check_rows(taps, cache, rows)
         plan = cache.plan(rows, taps.shape[1], counts, taps.device)
         dtype = next(self.parameters()).dtype
         cos, sin = self._rope(plan, dtype)
@@ -165,6 +166,7 @@ class DFlashBackbone(nn.Module):
     ) -> torch.Tensor:  # [R, S, H] normalised block outputs
         """One block per row at the positions after its cached context, over that context and the whole block;
         the cache's committed context is unchanged."""
+        _check_rows(block_embeds, cache, rows)
         plan = cache.plan(rows, block_embeds.shape[1], None, block_embeds.device)
         cos, sin = self._rope(plan, block_embeds.dtype)
         h = block_embeds
@@ -178,3 +180,11 @@ class DFlashBackbone(nn.Module):
         if cos.dim() == 3:
             return cos[:, None], sin[:, None]
         return cos, sin
+
+
+def _check_rows(inputs: torch.Tensor, cache: DraftKVCache, rows: Sequence[int] | None) -> None:
+    """One input row per cache row written."""
+    want = cache.batch_size if rows is None else len(rows)
+    if inputs.shape[0] != want:
+        raise ValueError(f"the draft backbone got {inputs.shape[0]} input row(s) for {want} cache row(s) "
+                         f"(rows {'all' if rows is None else list(rows)} of a cache of {cache.batch_size})")
