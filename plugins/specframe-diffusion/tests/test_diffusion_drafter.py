@@ -113,7 +113,7 @@ def test_block_logits_match_the_reference_across_rounds(tmp_path: Path, tiny_qwe
         state.tokens = torch.cat([state.tokens, torch.tensor([emitted])], dim=1)
         drafter.commit(state, tree, result, TargetOutput(logits=torch.zeros(1, 1, 1), hidden=node_taps))
         ref.context = torch.cat([ref.context, node_taps[0, accepted]])
-    assert drafter._caches[0].length == ref.context.shape[0]
+    assert drafter._rows.cache.lengths == [ref.context.shape[0]]
 
 
 def test_rows_are_drafted_independently(tmp_path: Path, tiny_qwen3: Any, hf_target: Any) -> None:

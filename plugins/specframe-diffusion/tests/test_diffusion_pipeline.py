@@ -142,29 +142,85 @@ BATCH_PROMPTS = [torch.tensor([[5, 6, 7, 8, 9, 10]]), torch.tensor([[11, 3]]),
 BATCH_LIMITS = [NEW_TOKENS, 5, 11]
 
 
+def batch_config(checkpoint: Path, layout: str, builder: str, budget: int | str = 10) -> dict[str, Any]:
+    _, _, drafter, corrector = LAYOUTS[layout]
+    tree_builder, pruner = BUILDERS[builder]
+    return {"budget": budget, "drafter": {"type": drafter, "checkpoint": str(checkpoint), "top_k": 4},
+            "corrector": {"type": "identity"} if builder == "heap" else corrector, "tree_builder": tree_builder,
+            "pruner": pruner or {"type": "none"}, "verifier": {"type": "auto"},
+            "generation": {"stop_at_eos": False}, "metrics": {"check_trees": True}}
+
+
+@pytest.fixture
+def drafted_rows(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(rows drafting, rows in the batch) of every native batched propose while the test runs."""
+    from specframe_diffusion.drafters.block_rows import BlockRows
+
+    calls: list[tuple[int, int]] = []
+    propose = BlockRows.propose
+
+    def spy(self: BlockRows, rows: Any, states: Any) -> Any:
+        calls.append((len(rows), self.batch_size))
+        return propose(self, rows, states)
+
+    monkeypatch.setattr(BlockRows, "propose", spy)
+    return calls
+
+
+@pytest.mark.parametrize("batch_size", [2, 3])
 @pytest.mark.parametrize("builder", ["heap", "dartree_pruned"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_batched_rows_keep_their_own_draft_state(host, targets, checkpoints, layout: str, builder: str) -> None:
-    """Each row's drafter fork keeps its own context taps and draft cache: rows equal their plain decoding."""
+def test_batched_rows_keep_their_own_draft_state(host, targets, checkpoints, drafted_rows, layout: str,
+                                                 builder: str, batch_size: int) -> None:
+    """The drafter's native rows draft all rows in one forward, each from its own context taps and cache: rows
+    equal their plain decoding and the rounds of the request decoded alone."""
     from specframe_hf import HFTarget
 
     from specframe.decode.request import Request
 
     model, _ = targets["two_way"]
-    _, _, drafter, corrector = LAYOUTS[layout]
-    tree_builder, pruner = BUILDERS[builder]
-    config = {"budget": 10, "drafter": {"type": drafter, "checkpoint": str(checkpoints[("two_way", layout)]),
-                                        "top_k": 4},
-              "corrector": {"type": "identity"} if builder == "heap" else corrector, "tree_builder": tree_builder,
-              "pruner": pruner or {"type": "none"}, "verifier": {"type": "auto"},
-              "generation": {"stop_at_eos": False}, "metrics": {"check_trees": True}}
+    config = batch_config(checkpoints[("two_way", layout)], layout, builder)
     pipe = Pipeline.from_dict(config, target=HFTarget.from_model(model), host=host)
     requests = [Request(p, n) for p, n in zip(BATCH_PROMPTS, BATCH_LIMITS, strict=True)]
-    results = pipe.generate_batch(requests, batch_size=2)
+    results = pipe.generate_batch(requests, batch_size=batch_size)
+    assert max(size for _, size in drafted_rows) == batch_size  # the rows were drafted together
     for prompt, n, result in zip(BATCH_PROMPTS, BATCH_LIMITS, results, strict=True):
         assert result.tokens == plain_greedy(model, prompt, n)
-        # Drafts depend on the row's own state only: the same rounds as the request decoded alone (a fork
-        # sharing another row's taps or cache would draft differently, though still losslessly).
+        # Drafts depend on the row's own state only: the same rounds as the request decoded alone (rows sharing
+        # another row's taps, cache or positions would draft differently, though still losslessly).
         alone = pipe.generate(prompt, n)
         assert [(r.nodes, r.accepted) for r in result.rounds] == [(r.nodes, r.accepted) for r in alone.rounds]
     assert any(r.accepted >= 1 for res in results for r in res.rounds)
+
+
+#: A verify-time curve (ms by tokens per forward) that makes wide trees costly, so `budget: auto` drafts some rounds
+#: of some rows and decodes others plainly.
+STEEP = {1: 45.0, 2: 60.0, 3: 66.0, 5: 75.0, 9: 99.0, 17: 106.0, 33: 141.0}
+
+
+@pytest.mark.parametrize("layout", ["dflash", "domino"])
+def test_budget_auto_batches_draft_subsets_of_rows(host, targets, checkpoints, drafted_rows, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """Under `budget: auto` rows that decode a round plainly skip the draft forward; every row stays greedy-exact."""
+    from specframe_hf import HFTarget
+
+    from specframe.cost.measure import profile_path, save_profile
+    from specframe.cost.profile import CostProfile
+    from specframe.cost.setup import target_profile_key
+    from specframe.decode.request import Request
+
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    model, _ = targets["random"]  # drafts rarely hit: the controller turns plain for some rows and probes again
+    config = batch_config(checkpoints[("random", layout)], layout, "dartree_pruned", budget="auto")
+    config["auto_budget"] = {"max_budget": 10, "min_probe_interval": 2}
+    pipe = Pipeline.from_dict(config, target=HFTarget.from_model(model), host=host)
+    key = target_profile_key(pipe.target, pipe.config)
+    save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
+    pipe.prepare_auto_budget(torch.tensor([[1, 2, 3]]))
+    pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
+    limits = [32, 5, 32]  # the third request joins when the second ends, out of step with the first
+    requests = [Request(p, n) for p, n in zip(BATCH_PROMPTS, limits, strict=True)]
+    results = pipe.generate_batch(requests, batch_size=2)
+    for prompt, n, result in zip(BATCH_PROMPTS, limits, results, strict=True):
+        assert result.tokens == plain_greedy(model, prompt, n)
+    assert any(drafting < size for drafting, size in drafted_rows), drafted_rows  # a subset of the rows drafted

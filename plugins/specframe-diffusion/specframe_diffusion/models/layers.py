@@ -51,11 +51,12 @@ class RotaryEmbedding(nn.Module):
         self.theta = theta
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``positions`` ``[T]`` int64 -> ``(cos, sin)`` each ``[T, head_dim]`` in ``dtype``."""
+        """``positions`` ``[T]`` (or per row ``[B, T]``) int64 -> ``(cos, sin)`` each ``[T, head_dim]`` (or
+        ``[B, T, head_dim]``) in ``dtype``; every position's table is the same whatever the shape."""
         exponents = torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim
         inv_freq = 1.0 / (self.theta**exponents)  # [D/2]
-        freqs = positions.float()[:, None] * inv_freq[None, :]  # [T, D/2]
-        emb = torch.cat([freqs, freqs], dim=-1)  # [T, D]
+        freqs = positions.float()[..., None] * inv_freq  # [..., T, D/2]
+        emb = torch.cat([freqs, freqs], dim=-1)  # [..., T, D]
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 
@@ -65,5 +66,6 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:  # [..., D]
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` ``[B, heads, T, D]`` by per-position tables ``[T, D]``."""
+    """Rotate ``x`` ``[B, heads, T, D]`` by per-position tables ``[T, D]`` shared by the rows, or per row
+    ``[B, 1, T, D]``."""
     return x * cos + rotate_half(x) * sin
