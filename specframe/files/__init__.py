@@ -5,6 +5,7 @@ from specframe.files.read import MiB, decode_text, json_lines, parse_json, read_
 from specframe.files.write import (
     OutputError,
     check_output_file,
+    check_writable_dir,
     ensure_dir,
     umask_mode,
     write_bytes,
@@ -17,6 +18,7 @@ __all__ = [
     "MiB",
     "OutputError",
     "check_output_file",
+    "check_writable_dir",
     "decode_text",
     "ensure_dir",
     "json_lines",

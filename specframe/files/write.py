@@ -2,7 +2,8 @@
 
 :func:`write_text` / :func:`write_bytes` write a temporary file next to the destination, ``fsync`` it and
 ``os.replace`` it over the destination, so a reader (or a crash) sees the old file or the new one, never half
-of one. :func:`ensure_dir` creates an output directory. :func:`check_output_file` vets a path that will be
+of one. :func:`ensure_dir` creates an output directory; :func:`check_writable_dir` also proves it accepts files
+(for commands that check their outputs before long work). :func:`check_output_file` vets a path that will be
 opened for appending (a result file). All three refuse, with an :class:`OutputError` that names the path:
 
 * a parent that is a regular file (``--out-dir report.md/sub``), or a directory given as a file;
@@ -95,6 +96,20 @@ def check_output_file(path: str | Path, *, what: str) -> Path:
             raise OutputError(f"{what} {path} is not a regular file (a device, pipe or socket)",
                               hint="write to a regular file, then copy or redirect it")
     ensure_dir(path.parent, what=what, for_file=path)
+    return path
+
+
+def check_writable_dir(path: str | Path, *, what: str) -> Path:
+    """Create directory ``path`` and prove that it accepts new files (a temporary file is created and removed),
+    so a command can refuse an output directory before the work whose results go there."""
+    path = ensure_dir(path, what=what)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".specframe-probe.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"cannot write into {what} {path}: {_reason(exc)}",
+                          hint="choose a writable location") from None
+    os.close(fd)
+    _remove(tmp)
     return path
 
 
