@@ -5,13 +5,17 @@ With ``--compare-ar`` the same target decodes the same prompts with the autoregr
 the summary then gives the speedup and whether the greedy outputs are identical.
 
 With ``--batch-size N`` (N > 1) the prompts decode in one batched loop, up to N at a time
-(`specframe.batch_decode`); texts are printed as each request ends. A prompt that does not fit the target's
-context is refused on its own (named, exit status 2 after the others are decoded).
+(`specframe.batch_decode`); texts are printed as each request ends. With either batch size, a prompt that
+cannot be decoded (longer than the target's context, empty) is refused on its own: the others are decoded,
+the JSON report lists every result and every refusal, and the command then exits with status 2 naming the
+refused prompts. Every result and refusal carries its request index (the position among all prompts given)
+and its source: ``--prompt #k`` or ``FILE:LINE``, the line of the prompts file (blank lines count).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +26,7 @@ from specframe.builtin.baseline import ar_baseline
 from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.config.bounds import check_max_new_tokens
 from specframe.errors import GenerationError
-from specframe.files.prompts import read_prompts_file
+from specframe.files.prompts import read_numbered_prompts
 from specframe.files.read import check_strings
 from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
@@ -33,14 +37,27 @@ if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
 
 
-def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[str]:
-    out = list(prompts)
-    check_strings(out, where="--prompt", error=GenerationError)
+def _read_prompts(prompts: tuple[str, ...], prompts_file: Path | None) -> list[tuple[str, str]]:
+    """``(source, prompt)`` pairs: ``--prompt #k`` for the options, ``FILE:LINE`` for the prompts file."""
+    check_strings(list(prompts), where="--prompt", error=GenerationError)
+    out = [(f"--prompt #{k}", text) for k, text in enumerate(prompts, start=1)]
     if prompts_file is not None:
-        out += read_prompts_file(prompts_file)
+        out += [(f"{prompts_file}:{line}", text) for line, text in read_numbered_prompts(prompts_file)]
     if not out:
         raise GenerationError("no prompt given", hint='use --prompt "..." or --prompts-file FILE')
     return out
+
+
+@dataclass(frozen=True)
+class _Refusal:
+    """A prompt refused on its own (the others are decoded)."""
+
+    index: int
+    source: str
+    error: GenerationError
+
+    def __str__(self) -> str:
+        return f"request {self.index}: {self.source}: {self.error.message}"
 
 
 def _summary_line(name: str, results: list[GenerationResult], wall_s: float | None = None) -> str:
@@ -72,56 +89,65 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     from specframe.batch_decode import check_batch_support
     from specframe.pipeline import Pipeline
 
-    texts = _read_prompts(prompts, prompts_file)
+    sourced = _read_prompts(prompts, prompts_file)
+    texts = [text for _, text in sourced]
     if max_new_tokens is not None:
         check_max_new_tokens(max_new_tokens, where="--max-new-tokens")
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     stream = None if (no_stream or as_json) else (lambda piece: console.print(piece, end="", markup=False,
                                                                              highlight=False))
-    refused: list[RefusedRequest] = []
+    refused: list[_Refusal] = []
     if batch_size > 1:
         check_batch_support(pipe, batch_size)
-        results, refused, wall_s = _decode_batch(pipe, texts, max_new_tokens, seed, batch_size)
+        decoded, batch_refused, wall_s = _decode_batch(pipe, texts, max_new_tokens, seed, batch_size)
+        refused = [_Refusal(r.index, sourced[r.index][0], r.error) for r in batch_refused]
         if stream is not None:
-            for result in results:
+            for _, result in decoded:
                 console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
                 console.print(result.text or "", markup=False, highlight=False)
     else:
-        results, wall_s = [], None
-        for text in texts:
+        decoded, wall_s = [], None
+        for index, (source, text) in enumerate(sourced):
+            try:  # a prompt the target cannot take is refused alone; the others are still decoded
+                pipe.request_inputs(text, max_new_tokens, None, chat=None)
+            except GenerationError as exc:
+                refused.append(_Refusal(index, source, exc))
+                continue
             if stream is not None:
                 console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
-            results.append(pipe.generate(text, max_new_tokens, seed=seed, stream=stream))
+            decoded.append((index, pipe.generate(text, max_new_tokens, seed=seed, stream=stream)))
             if stream is not None:
                 console.print()
+    results = [result for _, result in decoded]
     report: dict = {"pipeline": pipe.config.name, "config_hash": pipe.config_hash,
-                    "results": [r.as_dict() for r in results]}
-    lines = [_summary_line(pipe.config.name, results, wall_s)]
-    if compare_ar:
+                    "results": [{"request": i, "source": sourced[i][0], **r.as_dict()} for i, r in decoded]}
+    lines = [_summary_line(pipe.config.name, results, wall_s)] if results else []
+    if compare_ar and results:
         ar = ar_baseline(pipe, "plain decoding", source=str(pipeline))
+        kept = [texts[i] for i, _ in decoded]
         if batch_size > 1:
-            kept = [t for i, t in enumerate(texts) if i not in {r.index for r in refused}]
             baseline, _, base_wall = _decode_batch(ar, kept, max_new_tokens, seed, batch_size)
+            baseline_results = [b for _, b in baseline]
         else:
-            baseline, base_wall = [ar.generate(text, max_new_tokens, seed=seed) for text in texts], None
-        same = [b.tokens == r.tokens for b, r in zip(baseline, results, strict=True)]
+            baseline_results, base_wall = [ar.generate(text, max_new_tokens, seed=seed) for text in kept], None
+        same = [b.tokens == r.tokens for b, r in zip(baseline_results, results, strict=True)]
         if wall_s is None or base_wall is None:
             speedup = aggregate_speedup([PairedRun(tokens=len(r.tokens), seconds=r.total_ns / 1e9,
                                                    base_tokens=len(b.tokens), base_seconds=b.total_ns / 1e9)
-                                         for r, b in zip(results, baseline, strict=True)])
+                                         for r, b in zip(results, baseline_results, strict=True)])
         else:  # a batch's requests overlap in time: compare the batches' wall times
             speedup = aggregate_speedup([PairedRun(tokens=sum(len(r.tokens) for r in results), seconds=wall_s,
-                                                   base_tokens=sum(len(b.tokens) for b in baseline),
+                                                   base_tokens=sum(len(b.tokens) for b in baseline_results),
                                                    base_seconds=base_wall)])
-        report["baseline"] = [b.summary() for b in baseline]
+        report["baseline"] = [b.summary() for b in baseline_results]
         report["speedup"] = speedup
         report["identical_to_ar"] = same
-        lines.append(_summary_line("plain decoding", baseline, base_wall))
+        lines.append(_summary_line("plain decoding", baseline_results, base_wall))
         exact = "identical" if all(same) else f"DIFFERENT in {same.count(False)} of {len(same)}"
         lines.append(f"speedup over plain decoding: {speedup:.2f}x | outputs {exact}"
                      + (" (expected at temperature 0)" if pipe.config.sampling.temperature == 0 else ""))
     if refused:
-        report["refused"] = [{"request": r.index, "error": r.error.message} for r in refused]
+        report["refused"] = [{"request": r.index, "source": r.source, "error": r.error.message} for r in refused]
     if as_json:
         emit_json(report)
     else:
@@ -134,12 +160,16 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
 
 
 def _decode_batch(pipe: Pipeline, texts: list[str], max_new_tokens: int | None, seed: int | None,
-                  batch_size: int) -> tuple[list[GenerationResult], list[RefusedRequest], float]:
-    """Decoded results (in prompt order), the requests refused on their own, and the wall time in seconds."""
+                  batch_size: int) -> tuple[list[tuple[int, GenerationResult]], list[RefusedRequest], float]:
+    """(request index, result) of the decoded requests in prompt order, the requests refused on their own, and
+    the wall time in seconds."""
     from specframe.batch_decode import RefusedRequest
 
     start = time.perf_counter()
     outcomes = pipe.generate_batch(texts, max_new_tokens, seed=seed, batch_size=batch_size)
     wall_s = time.perf_counter() - start
+    refused = [o for o in outcomes if isinstance(o, RefusedRequest)]
+    gone = {r.index for r in refused}
+    indices = [i for i in range(len(texts)) if i not in gone]
     results = [o for o in outcomes if isinstance(o, GenerationResult)]
-    return results, [o for o in outcomes if isinstance(o, RefusedRequest)], wall_s
+    return list(zip(indices, results, strict=True)), refused, wall_s

@@ -25,10 +25,17 @@ _HINT = "give a text file with one prompt per line, or a .jsonl file of objects 
 
 def read_prompts_file(path: str | Path) -> list[str]:
     """The prompts of ``path`` in file order (blank lines skipped); see the module docstring."""
+    return [prompt for _, prompt in read_numbered_prompts(path)]
+
+
+def read_numbered_prompts(path: str | Path) -> list[tuple[int, str]]:
+    """``(line number, prompt)`` for every prompt of ``path`` (1-based lines of the file, blank ones skipped), so
+    a message about a prompt names the line the user sees."""
     path = Path(path)
     text = read_text(path, what="prompts file", max_bytes=MAX_PROMPTS_FILE_BYTES, error=GenerationError, hint=_HINT)
     if not path.name.endswith(".jsonl"):
-        return [line.rstrip("\r") for line in text.split("\n") if line.strip()]
+        return [(lineno, line.rstrip("\r")) for lineno, line in enumerate(text.split("\n"), start=1)
+                if line.strip()]
     prompts = []
     for lineno, record in json_lines(text, source=str(path), error=GenerationError, hint=_HINT):
         where = f"{path}:{lineno}"
@@ -42,5 +49,5 @@ def read_prompts_file(path: str | Path) -> list[str]:
         if not isinstance(prompt, str):
             raise GenerationError(f"'prompt' is a JSON {type(prompt).__name__}, not a string", where=where,
                                   hint=_HINT)
-        prompts.append(prompt)
+        prompts.append((lineno, prompt))
     return prompts
