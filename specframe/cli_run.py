@@ -108,14 +108,14 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     else:
         decoded, wall_s = [], None
         for index, (source, text) in enumerate(sourced):
-            try:  # a prompt the target cannot take is refused alone; the others are still decoded
+            try:  # a request the target cannot take is refused alone; the others are still decoded
                 pipe.request_inputs(text, max_new_tokens, None, chat=None)
+                if stream is not None:
+                    console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
+                decoded.append((index, pipe.generate(text, max_new_tokens, seed=seed, stream=stream)))
             except GenerationError as exc:
                 refused.append(_Refusal(index, source, exc))
                 continue
-            if stream is not None:
-                console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
-            decoded.append((index, pipe.generate(text, max_new_tokens, seed=seed, stream=stream)))
             if stream is not None:
                 console.print()
     results = [result for _, result in decoded]
