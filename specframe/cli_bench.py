@@ -70,8 +70,9 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     from specframe.bench.provenance import git_revision, plugin_versions
     from specframe.bench.shards import check_merged_output, expected_keys, merge_shards, prepare_shard, shard_dir
     from specframe.datasets import DATASETS, load_dataset, parse_dataset_arg
-    from specframe.distributed import from_env
+    from specframe.distributed import check_launch, from_env
 
+    check_launch()  # a launch torchrun did not make is refused before any model is loaded
     if not dataset_args:
         raise ConfigError("no dataset chosen", hint=f"add --dataset NAME[:N]; available: {', '.join(DATASETS)}")
     if max_new_tokens is not None:
