@@ -22,6 +22,7 @@ from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.config.bounds import MAX_DRAFT_DEPTH, check_max_new_tokens
 from specframe.errors import ConfigError, GenerationError
 from specframe.files import check_output_file
+from specframe.seeds import MAX_SEED
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
 
@@ -53,7 +54,8 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
               help="Untimed runs of the first prompt per method.")
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
-@click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
+              help="Seed of every request, 0 to 2**63 - 1 (default: each pipeline's `seed:`).")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Decode up to N questions at once per method (continuous batching; records say the size).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")

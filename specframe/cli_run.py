@@ -31,6 +31,7 @@ from specframe.files.read import check_strings
 from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
+from specframe.seeds import MAX_SEED
 
 if TYPE_CHECKING:
     from specframe.batch_decode import RefusedRequest
@@ -75,7 +76,8 @@ def _summary_line(name: str, results: list[GenerationResult], wall_s: float | No
 @click.option("--prompts-file", type=click.Path(path_type=Path), help="One prompt per line (or JSONL 'prompt').")
 @click.option("--max-new-tokens", type=int, default=None, help="Defaults to generation.max_new_tokens.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
-@click.option("--seed", type=int, default=None, help="Seed of the request's random streams.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
+              help="Seed of the request's random streams (0 to 2**63 - 1).")
 @click.option("--compare-ar", is_flag=True, help="Also decode plainly in the same process; report speedup.")
 @click.option("--no-stream", is_flag=True, help="Do not stream text while decoding.")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,

@@ -21,6 +21,8 @@ from typing import Literal
 
 import torch
 
+from specframe.seeds import stream_seed
+
 DraftRegime = Literal["deterministic", "sampled"]
 
 
@@ -55,10 +57,12 @@ class RngStreams:
 
     @classmethod
     def from_seed(cls, seed: int, device: str | torch.device = "cpu") -> RngStreams:
+        """Four independent streams of ``seed`` (``0 <= seed < 2**63``, else a GenerationError): see
+        :mod:`specframe.seeds`."""
         gens = []
-        for offset in range(4):
+        for stream in range(4):
             g = torch.Generator(device=device)
-            g.manual_seed((int(seed) * 4 + offset) % (2**63 - 1))
+            g.manual_seed(stream_seed(seed, stream))
             gens.append(g)
         return cls(*gens)
 
