@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from specframe.errors import CheckpointError, ConfigError
-from specframe.files import write_bytes
+from specframe.files import path_problem, write_bytes
 
 D2T, T2D = "d2t", "t2d"
 
@@ -116,8 +116,9 @@ def load_draft_vocab(path: str | Path) -> DraftVocab:
     from safetensors import safe_open
 
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"draft-vocabulary file {path} does not exist",
+    problem = path_problem(path)
+    if problem is not None:
+        raise CheckpointError(f"draft-vocabulary file {path} {problem}",
                               hint="build one with `specframe vocab-subset`, or remove drafter.draft_vocab")
     try:
         with safe_open(str(path), framework="pt") as f:

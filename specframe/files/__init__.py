@@ -1,7 +1,7 @@
 """User files: one reader for text (:mod:`specframe.files.read`, YAML in :mod:`specframe.files.yaml_input`) and one
 writer for outputs (:mod:`specframe.files.write`)."""
 
-from specframe.files.read import MiB, decode_text, json_lines, parse_json, read_bytes, read_text
+from specframe.files.read import MiB, decode_text, json_lines, parse_json, path_problem, read_bytes, read_text
 from specframe.files.write import (
     OutputError,
     check_output_file,
@@ -25,6 +25,7 @@ __all__ = [
     "json_lines",
     "parse_json",
     "parse_yaml",
+    "path_problem",
     "read_bytes",
     "read_text",
     "umask_mode",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import json
 import math
+import os
 import re
 import stat
 import zlib
@@ -41,6 +42,26 @@ SURROGATE = re.compile("[\ud800-\udfff]")
 def describe_os_error(exc: OSError) -> str:
     """A readable reason for an OSError (``strerror`` can be None)."""
     return exc.strerror or str(exc) or type(exc).__name__
+
+
+def path_problem(path: str | Path, *, directory: bool = False) -> str | None:
+    """Why ``path`` is not the file (or, with ``directory``, the directory) a caller needs, as the end of a
+    sentence naming it ("does not exist", "is a directory, not a file", ...); None when it is one. Every
+    "not found" message uses it, so a directory is never reported as missing."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return "is a symbolic link to a missing file" if os.path.islink(path) else "does not exist"
+    except NotADirectoryError:
+        return "does not exist (a parent of it is a file, not a directory)"
+    except OSError as exc:
+        return f"cannot be read ({describe_os_error(exc)})"
+    if directory:
+        return None if stat.S_ISDIR(info.st_mode) else "is a file, not a directory"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    return None if stat.S_ISREG(info.st_mode) else "is a device or socket, not a file"
 
 
 def read_bytes(path: str | Path, *, what: str, max_bytes: int, error: ErrorClass = ConfigError,

@@ -196,3 +196,16 @@ def test_building_and_drafting_leave_the_global_rng_alone(make_checkpoint, hf_ta
     drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=torch.zeros(1, 2, WIDTH)))
     drafter.propose(state)
     assert torch.equal(before, torch.get_rng_state())
+
+
+def test_onednn_inherited_from_the_target_names_both_settings(make_checkpoint, hf_target: Any) -> None:
+    directory = make_checkpoint("dflash")
+    hf_target.cpu_linear = "onednn"  # as `target.cpu_linear: onednn` leaves it
+    with pytest.raises(ConfigError) as info:
+        _build("dflash", directory, hf_target, dtype="bfloat16")  # cpu_linear: auto follows the target
+    shown = info.value.render()
+    assert shown.startswith("drafter.cpu_linear (auto: as target.cpu_linear, which is onednn): onednn")
+    assert "drafter.cpu_linear: default" in info.value.hint and "target.cpu_linear: default" in info.value.hint
+    with pytest.raises(ConfigError, match=r"^drafter\.cpu_linear: onednn") as info:
+        _build("dflash", directory, hf_target, dtype="bfloat16", cpu_linear="onednn")
+    assert "target.cpu_linear" not in info.value.hint

@@ -71,9 +71,14 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
     check_fits_target(cfg, parts, source=str(files.directory))
     dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
     backbone = files.load_backbone(dtype=dtype, device=device)
-    cpu_linear = getattr(ctx.target, "cpu_linear", "default") if config.cpu_linear == "auto" else config.cpu_linear
+    inherited = config.cpu_linear == "auto"
+    cpu_linear = getattr(ctx.target, "cpu_linear", "default") if inherited else config.cpu_linear
     if resolve_cpu_linear(cpu_linear, backbone) == "onednn":
-        pack_linear_layers(backbone, what=f"{component}'s backbone")
+        field = "drafter.cpu_linear (auto: as target.cpu_linear, which is onednn)" if inherited \
+            else "drafter.cpu_linear"
+        pack_linear_layers(backbone, what=f"{component}'s backbone", field=field,
+                           hint="set drafter.cpu_linear: default (or drafter.dtype: float32 on a CPU)"
+                                + (", or target.cpu_linear: default" if inherited else ""))
     if cfg.layout == "deepseek":
         embed, head = _own_embeddings(files, dtype, device)
     else:
