@@ -23,6 +23,7 @@ from specframe.cli_output import console, emit_json, err_console, host_of
 from specframe.config.bounds import MAX_DRAFT_DEPTH, check_max_new_tokens
 from specframe.errors import ConfigError, GenerationError
 from specframe.files import check_output_file
+from specframe.seeds import MAX_SEED
 
 DATA_OPTIONS_HELP = "Directory holding benchmark files as in ../shared/data (repeatable; also SPECFRAME_DATA_DIR)."
 
@@ -54,7 +55,8 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
               help="Untimed runs of the first prompt per method.")
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
-@click.option("--seed", type=int, default=None, help="Seed of every request (default: each pipeline's `seed:`).")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
+              help="Seed of every request, 0 to 2**63 - 1 (default: each pipeline's `seed:`).")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Decode up to N questions at once per method (continuous batching; records say the size).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
@@ -74,8 +76,9 @@ def bench(ctx: click.Context, pipelines: tuple[Path, ...], dataset_args: tuple[s
     from specframe.bench.provenance import git_revision, plugin_versions
     from specframe.bench.shards import check_merged_output, expected_keys, merge_shards, prepare_shard, shard_dir
     from specframe.datasets import DATASETS, load_dataset, parse_dataset_arg
-    from specframe.distributed import from_env
+    from specframe.distributed import check_launch, from_env
 
+    check_launch()  # a launch torchrun did not make is refused before any model is loaded
     if not dataset_args:
         raise ConfigError("no dataset chosen", hint=f"add --dataset NAME[:N]; available: {', '.join(DATASETS)}")
     if max_new_tokens is not None:

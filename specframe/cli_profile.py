@@ -1,4 +1,11 @@
-"""``specframe profile``: the measured cost of a round on this device (the numbers `budget: auto` decides with)."""
+"""``specframe profile``: the measured cost of a round on this device (the numbers `budget: auto` decides with).
+
+Everything that can be checked is checked before the measurement (which takes a while) and before the cache is
+touched: the prompt must fit the target's context, ``--out-dir`` must be a writable directory whose
+``profile.json`` and ``profile.png`` can be files, and the cache directory must accept files. The measured
+profile then replaces the cached one only when it is plausible and covers it
+(:func:`specframe.cost.measure.cache_profile`); otherwise the notice says why and the cached one is kept.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import click
 from rich.table import Table
 
 from specframe.cli_output import console, err_console, host_of
-from specframe.files import ensure_dir, write_text
+from specframe.files import check_output_file, check_writable_dir, write_text
 
 
 @click.command()
@@ -25,20 +32,28 @@ from specframe.files import ensure_dir, write_text
 def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prompt: str, reps: int,
             out_dir: Path | None, as_json: bool) -> None:
     """Measure PIPELINE's verify curve and stage costs, cache them for `budget: auto`, print a table."""
+    from specframe.cost.measure import profile_path
     from specframe.cost.report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
+    from specframe.cost.setup import target_profile_key
     from specframe.pipeline import Pipeline
 
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
+    if out_dir is not None:  # refused now, not after the measurement
+        check_writable_dir(out_dir, what="profile directory")
+        for name in ("profile.json", "profile.png"):
+            check_output_file(out_dir / name, what="profile output")
+    cache_dir = profile_path(target_profile_key(pipe.target, pipe.config)).parent
+    check_writable_dir(cache_dir, what="cost-profile cache directory")
     measured = measure_pipeline_profile(pipe, prompt, reps=reps)
-    cached = save_to_cache(measured)
     rows = profile_rows(measured)
     if out_dir is not None:
-        ensure_dir(out_dir, what="profile directory")
         write_text(out_dir / "profile.json", json.dumps({**measured.to_json(), "rows": rows}, indent=2) + "\n",
                    what="profile")
         write_plot(measured, out_dir / "profile.png")
+    cached = save_to_cache(measured)
     if as_json:
-        click.echo(json.dumps({**measured.to_json(), "rows": rows, "cache": str(cached)}, indent=2))
+        click.echo(json.dumps({**measured.to_json(), "rows": rows, "cache": None if cached is None else str(cached)},
+                              indent=2))
         return
     table = Table(title=f"{pipe.config.name}: {measured.key['device']}, {measured.key['dtype']}, "
                         f"{measured.key['threads']} threads")
@@ -50,4 +65,5 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
     console.print(table)
     stages = ", ".join(f"{k} {v:.1f} ms" for k, v in measured.overhead_ms.items())
     err_console.print(f"per-round stages (median): {stages}", markup=False, highlight=False)
-    err_console.print(f"cached for budget: auto in {cached}", markup=False, highlight=False)
+    if cached is not None:
+        err_console.print(f"cached for budget: auto in {cached}", markup=False, highlight=False)

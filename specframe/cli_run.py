@@ -7,8 +7,11 @@ offers it, with transformers' own ``generate()`` for exactly as many tokens as t
 the summary then gives the speedups over both and whether the greedy outputs are identical.
 
 With ``--batch-size N`` (N > 1) the prompts decode in one batched loop, up to N at a time
-(`specframe.decode`); texts are printed as each request ends. A prompt that does not fit the target's
-context is refused on its own (named, exit status 2 after the others are decoded).
+(`specframe.decode`); texts are printed as each request ends. With either batch size, a prompt that cannot be
+decoded (longer than the target's context, empty) is refused on its own: the others are decoded, the JSON report
+lists every result and every refusal, and the command then exits with status 2 naming the refused prompts. Every
+result and refusal carries its request index (the position among all prompts given) and its source:
+``--prompt #k`` or ``FILE:LINE``, the line of the prompts file (blank lines count).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from specframe.metrics.acceptance import tau_pooled
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import PairedRun, aggregate_speedup
 from specframe.reference import reference_result, supports_reference
+from specframe.seeds import MAX_SEED
 
 #: Verifiers whose tokens equal plain decoding's for the same seed at any temperature (specframe.decode.noise).
 TOKEN_EXACT_VERIFIERS = ("greedy", "walk")
@@ -65,7 +69,8 @@ def _summary_line(name: str, results: list[GenerationResult], wall_s: float | No
 @click.option("--prompts-file", type=click.Path(path_type=Path), help="One prompt per line (or JSONL 'prompt').")
 @click.option("--max-new-tokens", type=int, default=None, help="Defaults to generation.max_new_tokens.")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
-@click.option("--seed", type=int, default=None, help="Seed of the request's random streams.")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
+              help="Seed of the request's random streams (0 to 2**63 - 1).")
 @click.option("--compare-ar", is_flag=True, help="Also decode plainly in the same process; report speedup.")
 @click.option("--no-stream", is_flag=True, help="Do not stream text while decoding.")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
@@ -129,7 +134,8 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
             err_console.print(line, highlight=False, markup=False)
     if refused:
         raise GenerationError(f"{len(refused)} of {len(texts)} requests refused:\n  "
-                              + "\n  ".join(f"{sources[r.index][0]}: {r.error.message}" for r in refused),
+                              + "\n  ".join(f"request {r.index}: {sources[r.index][0]}: {r.error.message}"
+                                            for r in refused),
                               hint="the other requests were decoded; shorten the refused prompts")
 
 

@@ -139,16 +139,20 @@ def kernels_named(choice: str) -> LinearKernels:
     return ALWAYS if choice == "onednn" else NEVER
 
 
-def pack_linear_layers(module: nn.Module, *, what: str = "the model", kernels: LinearKernels = ALWAYS) -> int:
+def pack_linear_layers(module: nn.Module, *, what: str = "the model", kernels: LinearKernels = ALWAYS,
+                       field: str = "cpu_linear", hint: str = "") -> int:
     """Replace every ``nn.Linear`` in ``module`` by a `PackedLinear` under ``kernels``; return how many were
     replaced.
+
+    ``field`` is how the pipeline names the setting that asked for oneDNN (``target.cpu_linear``, or
+    ``drafter.cpu_linear (auto: as target.cpu_linear)``) and ``hint`` how to change it; errors name both.
 
     Raises:
         ConfigError: the build has no oneDNN, or the module is not float32 on a CPU.
     """
     if not onednn_linear_available():
-        raise ConfigError(f"cpu_linear: onednn is not available for {what}: this torch build has no oneDNN "
-                          "packed linear operators", hint="use cpu_linear: default")
+        raise ConfigError(f"{field}: onednn is not available for {what}: this torch build has no oneDNN "
+                          "packed linear operators", hint=hint or f"use {field.split()[0]}: default")
     replaced = 0
     for parent in list(module.modules()):
         for name, child in list(parent.named_children()):
@@ -156,9 +160,9 @@ def pack_linear_layers(module: nn.Module, *, what: str = "the model", kernels: L
                 continue
             weight = child.weight
             if weight.device.type != "cpu" or weight.dtype != torch.float32:
-                raise ConfigError(f"cpu_linear: onednn needs float32 weights on a CPU, but {what} has "
+                raise ConfigError(f"{field}: onednn needs float32 weights on a CPU, but {what} has "
                                   f"{str(weight.dtype).removeprefix('torch.')} weights on {weight.device}",
-                                  hint="use dtype: float32 on a CPU, or cpu_linear: default")
+                                  hint=hint or f"use dtype: float32 on a CPU, or {field.split()[0]}: default")
             setattr(parent, name, PackedLinear(child, kernels))
             replaced += 1
     return replaced

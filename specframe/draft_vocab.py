@@ -20,8 +20,6 @@ the more common token of the tokenizer's own training text.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from pathlib import Path
 import torch
 
 from specframe.errors import CheckpointError, ConfigError
+from specframe.files import path_problem, write_bytes
 
 D2T, T2D = "d2t", "t2d"
 
@@ -117,8 +116,9 @@ def load_draft_vocab(path: str | Path) -> DraftVocab:
     from safetensors import safe_open
 
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"draft-vocabulary file {path} does not exist",
+    problem = path_problem(path)
+    if problem is not None:
+        raise CheckpointError(f"draft-vocabulary file {path} {problem}",
                               hint="build one with `specframe vocab-subset`, or remove drafter.draft_vocab")
     try:
         with safe_open(str(path), framework="pt") as f:
@@ -136,21 +136,16 @@ def load_draft_vocab(path: str | Path) -> DraftVocab:
     return DraftVocab.from_mapping(d2t, t2d, source=str(path))
 
 
-def save_draft_vocab(vocab: DraftVocab, path: str | Path, *, metadata: dict[str, str] | None = None) -> Path:
-    """Write ``vocab`` as an EAGLE-3 mapping file, atomically (temporary file + ``os.replace``)."""
-    from safetensors.torch import save_file
+def draft_vocab_bytes(vocab: DraftVocab, *, metadata: dict[str, str] | None = None) -> bytes:
+    """``vocab`` as the bytes of an EAGLE-3 mapping file (safetensors)."""
+    from safetensors.torch import save
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file(vocab.tensors(), tmp, metadata={"format": "pt", **(metadata or {})})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return save(vocab.tensors(), metadata={"format": "pt", **(metadata or {})})
+
+
+def save_draft_vocab(vocab: DraftVocab, path: str | Path, *, metadata: dict[str, str] | None = None) -> Path:
+    """Write ``vocab`` as an EAGLE-3 mapping file through the one atomic writer (:func:`write_bytes`)."""
+    return write_bytes(path, draft_vocab_bytes(vocab, metadata=metadata), what="draft-vocabulary file")
 
 
 def frequency_ranked(counts: torch.Tensor, size: int, *, always: Iterable[int] = (),

@@ -36,6 +36,7 @@ from specframe.metrics.records import GenerationResult
 from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
 from specframe.sampling import validate_sampling
+from specframe.seeds import check_seed
 from specframe.types import SamplingParams
 
 __all__ = ["Pipeline", "Prompt", "RefusedRequest", "Request", "Stages"]
@@ -217,8 +218,8 @@ class Pipeline:
         limit = self.target.max_length
         check_prompt_ids(ids, self.target.vocab_size, limit)
         cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
-        seed = self.config.seed if request.seed is None else request.seed
-        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=int(seed))
+        seed = self.config.seed if request.seed is None else check_seed(request.seed)
+        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=seed)
 
     def check_batch_size(self, batch_size: int) -> None:
         """Refuse a batch size this pipeline cannot decode (below 1, or above 1 with a drafter that keeps no

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specframe.errors import CheckpointError
-from specframe.files import MiB, parse_json, read_text, write_with
+from specframe.files import MiB, parse_json, path_problem, read_text, write_with
 
 INDEX_FILE = "model.safetensors.index.json"
 CONFIG_FILE = "config.json"
@@ -46,6 +46,9 @@ def load_tensor_file(path: str | Path, *, what: str = "tensor file", hint: str =
 
     path = Path(path)
     hint = hint or f"delete {path} and run again to rebuild it"
+    problem = path_problem(path)
+    if problem is not None:
+        raise CheckpointError(f"{what} {path} {problem}", hint=hint)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:

@@ -80,10 +80,13 @@ def build_methods(paths: Sequence[str | Path], *, host: PluginHost, overrides: S
         data, provenance = load_file(path)
         sweep = parse_sweep(data.get("sweep"), where=provenance.get(("sweep",), str(path)))
         sweep.update(cli_sweep or {})
+        file_sweep = provenance.get(("sweep",), str(path))
         for point in expand_sweep(sweep):
             shared = methods[0].pipeline.target if methods else target
-            config, _ = load_pipeline_config(str(path), (*overrides, *point.overrides()), host=host,
-                                             has_target_object=shared is not None)
+            origins = [f"--sweep {label}" if key in (cli_sweep or {}) else f"{file_sweep} (sweep: {label})"
+                       for key, label in point.labels()]
+            config, _ = load_pipeline_config(str(path), overrides, host=host, has_target_object=shared is not None,
+                                             sweep=list(zip(point.overrides(), origins, strict=True)))
             reuse = _reusable(methods[-1].pipeline, config) if methods else None
             pipe = Pipeline.from_config(config, target=shared, host=host, reuse=reuse)
             name = _method_name(config.name, point)

@@ -34,6 +34,8 @@ from specframe.distributed import DistContext
 from specframe.files import MiB, ensure_dir, parse_json, read_text, write_text
 
 MANIFEST = "manifest.json"
+#: Most ranks a manifest may name (a sanity bound: far above any launch).
+MAX_WORLD_SIZE = 1 << 20
 
 
 def shard_dir(output: Path) -> Path:
@@ -78,9 +80,20 @@ class ShardManifest:
         return {"world_size": self.world_size, "selection": [list(q) for q in self.selection]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ShardManifest:
-        return cls(world_size=int(data["world_size"]),
-                   selection=tuple((str(d), str(q)) for d, q in data["selection"]))
+    def from_json(cls, data: Any) -> ShardManifest:
+        """Parse :meth:`to_json` output; a ``ValueError`` names the field that is not what rank 0 writes."""
+        if not isinstance(data, dict):
+            raise ValueError(f"it holds a JSON {type(data).__name__}, not an object")
+        world = data.get("world_size")
+        if isinstance(world, bool) or not isinstance(world, int) or not 1 <= world <= MAX_WORLD_SIZE:
+            raise ValueError(f"world_size is {world!r}, not a whole number of ranks from 1 to {MAX_WORLD_SIZE}")
+        selection = data.get("selection")
+        if not isinstance(selection, list):
+            raise ValueError(f"selection is {type(selection).__name__}, not a list of [dataset, question id] pairs")
+        for i, item in enumerate(selection):
+            if not (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+                raise ValueError(f"selection[{i}] is {item!r}, not a [dataset, question id] pair of strings")
+        return cls(world_size=world, selection=tuple((d, q) for d, q in selection))
 
     def mismatch(self, other: ShardManifest) -> str | None:
         """Why shards written under ``other`` cannot be continued under ``self`` (None: they can)."""
@@ -110,8 +123,8 @@ def check_manifest(directory: Path, manifest: ShardManifest, *, write: bool) -> 
         try:
             text = read_text(path, what="shard manifest", max_bytes=MiB, error=ResultsFileError, hint=hint)
             existing = ShardManifest.from_json(parse_json(text, where=str(path), error=ResultsFileError, hint=hint))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ResultsFileError(f"{path} is not a shard manifest ({exc})", hint=hint) from None
+        except ValueError as exc:
+            raise ResultsFileError(f"{path} is not a shard manifest: {exc}", hint=hint) from None
         reason = manifest.mismatch(existing)
         if reason is not None:
             raise ResultsFileError(f"the shards in {directory} were written with {reason}", hint=hint)

@@ -40,7 +40,11 @@ class SweepPoint:
 
     @property
     def label(self) -> str:
-        return ",".join(f"{key}={_show(value)}" for key, value in self.values.items())
+        return ",".join(label for _, label in self.labels())
+
+    def labels(self) -> list[tuple[str, str]]:
+        """``(key, "key=value")`` per key, in the order of :meth:`overrides`."""
+        return [(key, f"{key}={_show(value)}") for key, value in self.values.items()]
 
 
 def _show(value: Any) -> str:

@@ -119,9 +119,14 @@ def load_file(path: str | Path, _stack: tuple[Path, ...] = (),
     return _merge(merged, data), provenance
 
 
-def apply_override(data: dict[str, Any], override: str, provenance: Provenance) -> dict[str, Any]:
-    """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, booleans)."""
-    check_strings(override, where=f"--set {override!r}")
+def apply_override(data: dict[str, Any], override: str, provenance: Provenance, *,
+                   origin: str | None = None) -> dict[str, Any]:
+    """Apply one ``a.b.c=value`` override; the value is parsed as YAML (numbers, lists, booleans).
+
+    ``origin`` names where the override comes from in messages and provenance (default ``--set a.b.c=value``;
+    a sweep point says ``--sweep ...`` or the file's ``sweep:`` line)."""
+    check_strings(override, where=origin or f"--set {override!r}")  # repr: the override may not print as is
+    label = origin or f"--set {override}"
     if "=" not in override:
         raise ConfigError(f"override '{override}' is not of the form key.path=value",
                           hint="example: --set tree_builder.width=8")
@@ -130,7 +135,7 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
     if not keys:
         raise ConfigError(f"override '{override}' has an empty key path")
     try:
-        value = parse_yaml(raw, source=f"--set {override}")[0] if raw.strip() else ""
+        value = parse_yaml(raw, source=label)[0] if raw.strip() else ""
     except ConfigError as exc:
         if not is_yaml_syntax_error(exc):
             raise
@@ -143,14 +148,14 @@ def apply_override(data: dict[str, Any], override: str, provenance: Provenance) 
             child = node[key] = {}
         if not isinstance(child, dict):
             prefix = ".".join(keys[: i + 1])
-            raise ConfigError(f"--set {override}: '{prefix}' is a value ({child!r}), not a section",
+            raise ConfigError(f"{label}: '{prefix}' is a value ({child!r}), not a section",
                               hint=f"set '{prefix}' itself, e.g. --set {prefix}=...")
         node = child
     leaf = keys[-1]
     if len(keys) == 2 and keys[0] in STAGE_FIELDS and leaf == "type" and node.get("type") != value:
         node.clear()
     node[leaf] = value
-    provenance[tuple(keys)] = f"--set {override}"
+    provenance[tuple(keys)] = label
     return out
 
 

@@ -14,6 +14,7 @@ from pydantic import Field, create_model, field_validator, model_validator
 from specframe.config.base import ComponentConfig, StrictConfigModel
 from specframe.config.bounds import MAX_NEW_TOKENS
 from specframe.registry import ComponentRegistry
+from specframe.seeds import MAX_SEED
 
 #: Stage fields of a pipeline, in round order, with the registry kind each one draws from.
 STAGE_FIELDS: dict[str, str] = {
@@ -113,8 +114,8 @@ class PipelineConfigBase(StrictModel):
 
     name: str = "pipeline"
     """Label used in reports and result files."""
-    seed: int = 0
-    """Seed of the per-request random streams (draft, accept, residual, target)."""
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+    """Seed of the per-request random streams (draft, accept, residual, target), from 0 to 2**63 - 1."""
     sampling: SamplingConfig = SamplingConfig()
     budget: Union[int, Literal["auto"]] = Field(64)  # noqa: UP007
     """Verification budget B: draft-tree nodes per round, root excluded; `auto` chooses per round from the

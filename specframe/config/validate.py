@@ -9,6 +9,8 @@ not fail on the file's values (missing model files are still found only when the
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -31,6 +33,23 @@ def _where(provenance: Provenance, path: tuple[str, ...], default: str) -> str:
         if path[:cut] in provenance:
             return provenance[path[:cut]]
     return default
+
+
+def _error_sources(provenance: Provenance, path: tuple[str, ...], data: dict[str, Any], message: str,
+                   default: str) -> str:
+    """Where an error at ``path`` comes from. An error raised for a whole section (a check across its fields)
+    names the sources of the fields its message mentions (``--set drafter.min_ngram=5, p.yaml:9``), not the
+    line that opened the section."""
+    section: Any = data
+    for key in path:
+        section = section.get(key) if isinstance(section, dict) else None
+    if isinstance(section, dict):
+        named = [provenance[(*path, key)] for key in section
+                 if isinstance(key, str) and (*path, key) in provenance
+                 and re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)", message)]
+        if named:
+            return ", ".join(dict.fromkeys(named))
+    return _where(provenance, path, default)
 
 
 def _check_stage_types(data: dict[str, Any], registry: ComponentRegistry, provenance: Provenance,
@@ -77,7 +96,7 @@ def _translate(exc: ValidationError, data: dict[str, Any], model: type[PipelineC
             loc.pop(1)
         path = tuple(loc)
         dotted = ".".join(loc)
-        where = _where(provenance, path, source)
+        where = _error_sources(provenance, path, data, str(err["msg"]), source)
         if i == 0:
             first_where = where
         kind = err["type"]
@@ -92,7 +111,7 @@ def _translate(exc: ValidationError, data: dict[str, Any], model: type[PipelineC
                 msg = f"missing required stage '{dotted}'"
         else:
             value = err.get("input")
-            shown = f" (got {value!r})" if not isinstance(value, dict) else ""
+            shown = "" if isinstance(value, dict) or "got " in str(err["msg"]) else f" (got {value!r})"
             msg = f"{dotted}: {err['msg']}{shown}"
         lines.append(msg if where == first_where or i == 0 else f"{msg}  [{where}]")
     return ConfigError("; ".join(lines) if len(lines) == 1 else "invalid pipeline:\n  " + "\n  ".join(lines),
@@ -257,14 +276,20 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
 
 
 def load_pipeline_config(path: str, overrides: tuple[str, ...] | list[str] = (), *, host: PluginHost,
-                         has_target_object: bool = False) -> tuple[PipelineConfigBase, Provenance]:
-    """Read, merge, override, expand and validate a pipeline file."""
+                         has_target_object: bool = False,
+                         sweep: Sequence[tuple[str, str]] = ()) -> tuple[PipelineConfigBase, Provenance]:
+    """Read, merge, override, expand and validate a pipeline file.
+
+    ``sweep``: a sweep point's overrides, applied after ``overrides``, each with the origin its messages name
+    (``(override, "--sweep budget=0")``)."""
     from specframe.config.loader import apply_override, expand_env, load_file
 
     data, provenance = load_file(path)
     data.pop("sweep", None)
     for override in overrides:
         data = apply_override(data, override, provenance)
+    for override, origin in sweep:
+        data = apply_override(data, override, provenance, origin=origin)
     data = expand_env(data)
     config = validate_pipeline(data, host, provenance=provenance, source=str(path),
                                has_target_object=has_target_object)

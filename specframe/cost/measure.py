@@ -3,12 +3,17 @@
 `measure_verify_curve` times ``target.forward_tree`` over chains of ``n - 1`` nodes on top of a real prompt's
 cache (a forward's cost depends on the number of new tokens and the cache length, not on the tokens), taking
 the median of ``reps`` runs after one warm-up per size. Each measured tree is committed with its root only, so
-the cache grows by one token per forward; the target is reset afterwards.
+the cache grows by one token per forward; the target is reset afterwards. A prompt too long to leave room for
+every size is cut to its longest prefix that does (the cost of a forward grows slowly with the cache length,
+and the loop refines the curve online), so a long prompt never yields a curve of one point.
 
 Profiles are cached as JSON in ``$SPECFRAME_CACHE/profiles/`` (default ``~/.cache/specframe/profiles``), one
 file per target and device; the file records the full key (target, device, dtype, threads, library
 versions). A file whose key differs (another dtype, thread count or library version) is reported with a
-notice and measured again.
+notice and measured again. Profile files are read through the one guarded reader (size limit, UTF-8, strict
+JSON without stack-exhausting nesting) and must be plausible (:meth:`CostProfile.problem`); they are written
+through the one atomic writer. :func:`cache_profile` is the only way into the cache: it refuses an implausible
+profile and keeps a cached one that the new one does not cover (:meth:`CostProfile.covers`), with a notice.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import torch
 
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
 from specframe.device_sync import synchronize
+from specframe.errors import SpecframeError
+from specframe.files import MiB, OutputError, parse_json, read_text, write_text
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.metrics.machine_info import cpu_model
 from specframe.tree import DraftTree
@@ -70,30 +77,78 @@ def profile_path(key: dict[str, Any]) -> Path:
     return cache_root() / "profiles" / f"{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
 
 
+#: Largest profile file read (real ones are a few kilobytes).
+MAX_PROFILE_BYTES = MiB
+
+
+class ProfileError(SpecframeError):
+    """A cost-profile file cannot be read or holds implausible numbers."""
+
+
+class ProfileKeyError(ProfileError):
+    """A readable cost profile measured under another key (device, dtype, threads, versions)."""
+
+
+def read_profile(path: Path, key: dict[str, Any] | None = None) -> CostProfile:
+    """The plausible profile in ``path``; a :class:`ProfileError` naming the file and field otherwise.
+
+    With ``key``, a profile measured under another key raises a :class:`ProfileKeyError` naming the fields that differ
+    (checked before the numbers, which another machine's profile may hold in another range).
+    """
+    hint = "delete it, or write a new one with `specframe profile PIPELINE -o DIR`"
+    text = read_text(path, what="cost profile", max_bytes=MAX_PROFILE_BYTES, error=ProfileError, hint=hint)
+    data = parse_json(text, where=str(path), error=ProfileError, hint=hint)
+    found = data.get("key") if isinstance(data, dict) else None
+    if key is not None and isinstance(found, dict) and _canonical(found) != _canonical(key):
+        changed = sorted(k for k in set(key) | set(found) if _canonical(key.get(k)) != _canonical(found.get(k)))
+        raise ProfileKeyError(f"it was measured with another {', '.join(changed)}", where=str(path),
+                              hint="it is valid only where it was measured")
+    try:
+        return CostProfile.from_json(data)
+    except ValueError as exc:
+        raise ProfileError(f"not a usable cost profile: {exc}", where=str(path), hint=hint) from None
+
+
+def _canonical(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
 def load_profile(path: Path, key: dict[str, Any] | None, notify: Callable[[str], None]) -> CostProfile | None:
-    """The profile in ``path`` if it exists, parses and was measured under ``key``; else None (with a notice)."""
-    if not path.is_file():
+    """The profile in ``path`` if it exists, is plausible and was measured under ``key``; else None (with a
+    notice)."""
+    if not os.path.lexists(path):
         return None
     try:
-        profile = CostProfile.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        notify(f"ignoring the cost profile {path}: {exc}; measuring again")
+        return read_profile(path, key)
+    except ProfileError as exc:
+        notify(f"ignoring the cost profile {path}: {exc.message}; measuring again")
         return None
-    if key is not None and json.loads(json.dumps(profile.key, default=str)) != json.loads(
-            json.dumps(key, default=str)):
-        changed = sorted(k for k in set(key) | set(profile.key) if key.get(k) != profile.key.get(k))
-        notify(f"ignoring the cost profile {path}: it was measured with another {', '.join(changed)}; "
-               "measuring again")
-        return None
-    return profile
 
 
 def save_profile(profile: CostProfile, path: Path) -> None:
-    """Write atomically (a temporary file renamed over the old one)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(profile.dumps(), encoding="utf-8")
-    os.replace(tmp, path)
+    """Write ``profile`` to ``path`` through the one atomic writer (an :class:`OutputError` when it cannot)."""
+    write_text(path, profile.dumps(), what="cost profile")
+
+
+def cache_profile(profile: CostProfile, notify: Callable[[str], None]) -> Path | None:
+    """Store ``profile`` in the cache unless it is implausible or the cached profile of its key measures more
+    (:meth:`CostProfile.covers`); each refusal is a notice. Returns the cache file written, or None."""
+    path = profile_path(profile.key)
+    reason = profile.problem()
+    if reason is not None:
+        notify(f"not caching the cost profile: {reason}")
+        return None
+    cached = load_profile(path, profile.key, lambda _: None) if path.is_file() else None
+    if cached is not None and not profile.covers(cached):
+        notify(f"kept the cached cost profile {path} ({cached.coverage()}); this one has only "
+               f"{profile.coverage()} (delete the file to replace it)")
+        return None
+    try:
+        save_profile(profile, path)
+    except OutputError as exc:
+        notify(f"could not cache the cost profile: {exc.message}")
+        return None
+    return path
 
 
 def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid: Sequence[int] = DEFAULT_GRID,
@@ -107,10 +162,17 @@ def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid:
         reps: timed runs per size (after one warm-up).
     """
     limit = target.max_length
-    room = None if limit is None else limit - int(prompt_ids.shape[1]) - 1
-    sizes = [n for n in grid if room is None or n + (reps + 1) * len(grid) <= room]
-    if not sizes:
-        raise ValueError("the prompt leaves no room in the target's context to measure forwards")
+    sizes = list(grid)
+    if limit is not None:
+        # Each forward leaves one token in the cache: the largest size needs room after all earlier ones.
+        def need(ns: list[int]) -> int:
+            return max(ns) + (reps + 1) * len(ns) + 1
+
+        while len(sizes) > 1 and need(sizes) >= limit:
+            sizes.pop()  # the context is too short for the whole grid: measure the sizes that fit
+        if need(sizes) >= limit:
+            raise ValueError(f"the target's context ({limit} tokens) is too short to measure forwards")
+        prompt_ids = prompt_ids[:, :limit - need(sizes)]  # the longest prefix that leaves room for every size
     times: dict[int, float] = {}
     device = target.device if isinstance(target, SharedEmbeddings) else torch.device("cpu")
     fill = prompt_ids[0].tolist()

@@ -12,6 +12,13 @@ The decode loop's cost has two parts:
 Both are exponential moving averages updated from every round the loop times, so a profile measured
 elsewhere, or none at all, converges to the truth of this run.
 
+A profile read from a file or about to be cached is untrusted until :meth:`CostProfile.problem` finds nothing:
+at least :data:`MIN_POINTS` verify points, token counts from 1 to :data:`MAX_PROFILE_TOKENS`, verify times
+from :data:`MIN_FORWARD_MS` to :data:`MAX_STAGE_MS` (a forward takes some time, and not hours), overheads
+from 0 to :data:`MAX_STAGE_MS`, and a curve that is monotone enough to decide with (no point below
+:data:`MONOTONE_SLACK` times the time of a smaller forward). :meth:`CostProfile.covers` says which of two
+profiles of one key is kept in the cache.
+
 Example::
 
     >>> p = CostProfile(key={}, verify_ms={1: 50.0, 9: 120.0, 17: 130.0})
@@ -34,6 +41,17 @@ DEFAULT_GRID: tuple[int, ...] = (1, 2, 3, 5, 9, 17, 33, 65)
 OVERHEADS: tuple[str, ...] = ("draft", "build", "prune", "verify", "commit", "plain")
 
 PROFILE_FORMAT = 1
+
+#: Fewest verify points a usable curve has (one point has no slope: every size would cost the same).
+MIN_POINTS = 2
+#: Most tokens one forward can verify: a batch of 4096 rows of 4096 draft nodes plus their roots.
+MAX_PROFILE_TOKENS = 4096 * 4097
+#: Shortest plausible target forward in milliseconds (a microsecond; real ones take 0.1 ms and more).
+MIN_FORWARD_MS = 1e-3
+#: Longest plausible stage or forward in milliseconds (ten minutes).
+MAX_STAGE_MS = 600_000.0
+#: A bigger forward measured below this share of a smaller one's time is noise or a broken measurement.
+MONOTONE_SLACK = 0.5
 
 
 @dataclass
@@ -82,6 +100,41 @@ class CostProfile:
 
     def overhead(self, stage: str) -> float:
         return self.overhead_ms.get(stage, 0.0)
+
+    # ------------------------------------------------------------------------------------ plausibility
+    def problem(self) -> str | None:
+        """Why this profile cannot be trusted to decide with (see the module docstring); None when it can."""
+        if len(self.verify_ms) < MIN_POINTS:
+            return (f"its verify curve has {len(self.verify_ms)} point(s); at least {MIN_POINTS} are needed "
+                    "to tell a small forward from a large one")
+        for n, ms in self.verify_ms.items():
+            if not 1 <= n <= MAX_PROFILE_TOKENS:
+                return f"verify_ms has a point at {n} tokens; forwards verify 1 to {MAX_PROFILE_TOKENS} tokens"
+            if not MIN_FORWARD_MS <= ms <= MAX_STAGE_MS:
+                return (f"verify_ms[{n}] = {ms!r} ms is not a plausible forward time ({MIN_FORWARD_MS} to "
+                        f"{MAX_STAGE_MS:.0f} ms)")
+        slowest, slowest_at = 0.0, 0
+        for n, ms in self.verify_ms.items():
+            if ms < MONOTONE_SLACK * slowest:
+                return (f"verify_ms[{n}] = {ms:g} ms is less than half of verify_ms[{slowest_at}] = {slowest:g} ms; "
+                        "a forward over more tokens does not cost less")
+            if ms > slowest:
+                slowest, slowest_at = ms, n
+        for stage, ms in self.overhead_ms.items():
+            if stage not in OVERHEADS:
+                return f"overhead_ms has an unknown stage {stage!r} (known: {', '.join(OVERHEADS)})"
+            if not 0 <= ms <= MAX_STAGE_MS:
+                return f"overhead_ms[{stage!r}] = {ms!r} ms is not a plausible stage time (0 to {MAX_STAGE_MS:.0f} ms)"
+        return None
+
+    def covers(self, other: CostProfile) -> bool:
+        """Whether this profile measures at least what ``other`` does: its curve reaches at least as many tokens
+        per forward with at least as many points. A cached profile is only replaced by one that covers it."""
+        return max(self.verify_ms) >= max(other.verify_ms) and len(self.verify_ms) >= len(other.verify_ms)
+
+    def coverage(self) -> str:
+        """``"8 points up to 65 tokens"``, for notices."""
+        return f"{len(self.verify_ms)} point(s) up to {max(self.verify_ms)} tokens"
 
     # ------------------------------------------------------------------------------------- online update
     def observe_verify(self, tokens: int, ms: float) -> None:
@@ -134,7 +187,8 @@ class CostProfile:
 
     @classmethod
     def from_json(cls, data: Any) -> CostProfile:
-        """Parse :meth:`to_json` output; raises ``ValueError`` naming the bad field."""
+        """Parse :meth:`to_json` output into a plausible profile (:meth:`problem`); raises ``ValueError`` naming
+        the bad field."""
         if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
             raise ValueError(f"not a cost profile of format {PROFILE_FORMAT}")
         key, verify, overhead = data.get("key"), data.get("verify_ms"), data.get("overhead_ms", {})
@@ -142,13 +196,23 @@ class CostProfile:
             raise ValueError("key, verify_ms and overhead_ms must be objects")
         points: dict[int, float] = {}
         for n, ms in verify.items():
-            if not str(n).isdigit() or int(n) < 1 or not _finite_non_negative(ms):
+            digits = str(n)
+            if not digits.isascii() or not digits.isdigit() or int(digits[:12]) < 1 or not _finite_non_negative(ms):
                 raise ValueError(f"verify_ms[{n!r}] = {ms!r} is not a positive token count with a time in ms")
-            points[int(n)] = float(ms)
+            if len(digits) > 9 or int(digits) > MAX_PROFILE_TOKENS:
+                raise ValueError(f"verify_ms has a point at {digits[:12]}{'...' if len(digits) > 12 else ''} "
+                                 f"tokens; forwards verify 1 to {MAX_PROFILE_TOKENS} tokens")
+            points[int(digits)] = float(ms)
         for stage, ms in overhead.items():
             if stage not in OVERHEADS or not _finite_non_negative(ms):
                 raise ValueError(f"overhead_ms[{stage!r}] = {ms!r} is not a known stage with a time in ms")
-        return cls(key=key, verify_ms=points, overhead_ms={k: float(v) for k, v in overhead.items()})
+        if not points:
+            raise ValueError("verify_ms has no points")
+        profile = cls(key=key, verify_ms=points, overhead_ms={k: float(v) for k, v in overhead.items()})
+        reason = profile.problem()
+        if reason is not None:
+            raise ValueError(reason)
+        return profile
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"

@@ -1,8 +1,10 @@
 """`specframe profile`: measure a pipeline's round costs where it runs, print them, write JSON and a plot.
 
-Steps: build the pipeline; measure the target's verify curve on the prompt (`measure_verify_curve`); decode
-the prompt once with the pipeline at its (maximum) budget to time the draft, build, prune, verify and commit
-stages (medians over rounds); store the profile in the cache that `budget: auto` reads; print a table with,
+Steps: build the pipeline; check the prompt fits the target's context; measure the target's verify curve on
+the prompt (`measure_verify_curve`); decode the prompt once with the pipeline at its (maximum) budget to time
+the draft, build, prune, verify and commit stages (medians over rounds); offer the profile to the cache that
+`budget: auto` reads (:func:`specframe.cost.measure.cache_profile`: only a plausible profile that covers the
+cached one replaces it); print a table with,
 for every verify size, the acceptance length τ a drafted round needs just to break even with plain decoding:
 
     τ_even(n) = (draft + build + prune + T(n) + verify + commit) / T(1)
@@ -16,9 +18,12 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specframe.cost.measure import measure_verify_curve, profile_path, save_profile
+from specframe.cost.measure import cache_profile, measure_verify_curve
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
-from specframe.cost.setup import target_profile_key
+from specframe.cost.setup import notify, target_profile_key
+from specframe.decode.request import Request
+from specframe.errors import GenerationError
+from specframe.files import write_with
 
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
@@ -28,10 +33,14 @@ ROUND_STAGES = ("draft", "build", "prune", "verify", "commit")
 
 def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48) -> CostProfile:
     """The verify curve up to the pipeline's maximum budget and the median per-round stage overheads."""
-    ids = pipe.encode(prompt)
+    ids = pipe.request_inputs(Request(prompt, new_tokens), chat=None).ids  # a prompt the context cannot hold
     top = pipe.config.max_budget + 1
     grid = sorted({n for n in DEFAULT_GRID if n <= top} | {top})
-    curve = measure_verify_curve(pipe.target, ids, grid=grid, reps=reps)
+    try:
+        curve = measure_verify_curve(pipe.target, ids, grid=grid, reps=reps)
+    except ValueError as exc:
+        raise GenerationError(f"cannot measure the verify curve: {exc}",
+                              hint="use a target with a longer context, or fewer --reps") from None
     fixed = pipe if not pipe.config.auto else pipe.with_stage("budget", None, budget=pipe.config.max_budget)
     result = fixed.generate(prompt, new_tokens)
     overhead: dict[str, float] = {}
@@ -76,10 +85,9 @@ def write_plot(profile: CostProfile, path: Path) -> None:
                  f"{profile.key.get('threads', '?')} threads", fontsize=9)
     fig.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_with(path, lambda handle: fig.savefig(handle, format="png", dpi=110), what="profile plot")
 
 
-def save_to_cache(profile: CostProfile) -> Path:
-    path = profile_path(profile.key)
-    save_profile(profile, path)
-    return path
+def save_to_cache(profile: CostProfile) -> Path | None:
+    """Offer ``profile`` to the cache (:func:`cache_profile`); the file written, or None (with a notice why)."""
+    return cache_profile(profile, notify)

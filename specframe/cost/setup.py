@@ -3,14 +3,17 @@
 Takes what it measures (the target) and the configuration, never a whole pipeline. Order of sources for the
 profile: the file named by ``auto_budget.profile``, else the cache (:func:`specframe.cost.measure.profile_path`);
 a profile measured under another key (device, dtype, threads, library versions) is ignored with a notice; with
-none usable, the verify curve is measured on the first request's prompt before its clock starts (about a second
-on a CPU for a 135M target). The controller's memory of earlier requests (`specframe.cost.memory`) is read from
-beside the profile. After every request the learnt profile and memory are written back to the cache, so the next
-run starts where this one ended.
+none usable, the verify curve is measured on the first request's prompt (its longest prefix that leaves room for
+every size) before its clock starts (about a second on a CPU for a 135M target). A named profile that is not a
+readable, plausible profile file is a :class:`~specframe.errors.ConfigError` naming ``auto_budget.profile``. The
+controller's memory of earlier requests (`specframe.cost.memory`) is read from beside the profile. After every
+request the learnt profile goes back to the cache through :func:`specframe.cost.measure.cache_profile` (unless it
+became implausible or the cache holds one that measures more), and the memory beside it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,19 +22,32 @@ import torch
 
 from specframe.config.loader import config_hash
 from specframe.cost.auto_budget import AutoBudget, AutoBudgetSettings
-from specframe.cost.measure import load_profile, measure_verify_curve, profile_key, profile_path, save_profile
+from specframe.cost.measure import (
+    ProfileError,
+    ProfileKeyError,
+    cache_profile,
+    load_profile,
+    measure_verify_curve,
+    profile_key,
+    profile_path,
+    read_profile,
+)
 from specframe.cost.memory import load_memory, memory_path, save_memory
 from specframe.cost.profile import CostProfile
-from specframe.errors import GenerationError, SpecframeError
+from specframe.errors import ConfigError, GenerationError, SpecframeError
 from specframe.interfaces import TargetModel
 
 #: Pipeline sections whose change makes earlier acceptance meaningless (the target's belongs to the profile).
 MEMORY_SECTIONS = ("drafter", "corrector", "tree_builder", "pruner", "verifier", "sampling")
 
+_NOTIFIED: set[str] = set()
+
 
 def notify(message: str) -> None:
-    """A notice for the person running the pipeline (stderr; results are unaffected)."""
-    print(f"specframe: {message}", file=sys.stderr)
+    """A notice for the person running the pipeline (stderr, once per process; results are unaffected)."""
+    if message not in _NOTIFIED:
+        _NOTIFIED.add(message)
+        print(f"specframe: {message}", file=sys.stderr)
 
 
 def target_profile_key(target: TargetModel, config: Any) -> dict:
@@ -47,6 +63,23 @@ def pipeline_memory_key(config: Any) -> str:
     return config_hash({k: data.get(k) for k in MEMORY_SECTIONS})[:12]
 
 
+def given_profile(path_text: str, key: dict) -> CostProfile | None:
+    """The profile named by ``auto_budget.profile``: None (with a notice) when the file does not exist or was
+    measured under another key; a ConfigError when it is not a readable, plausible profile."""
+    path = Path(path_text).expanduser()
+    if not os.path.lexists(path):
+        notify(f"auto_budget.profile {path} does not exist; measuring the verify curve")
+        return None
+    try:
+        return read_profile(path, key)
+    except ProfileKeyError as exc:
+        notify(f"ignoring auto_budget.profile {path}: {exc.message}; measuring again")
+        return None
+    except ProfileError as exc:
+        message = f"{exc.where}: {exc.message}" if exc.where else exc.message  # the file is named either way
+        raise ConfigError(message, where="auto_budget.profile", hint=exc.hint) from None
+
+
 def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor, *,
                       sibling_prefix: bool) -> AutoBudget:
     """The controller for a pipeline configuration ``config`` on ``target``, with a cached, given or freshly
@@ -57,11 +90,7 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
     """
     cfg = config.auto_budget
     key = target_profile_key(target, config)
-    profile = None
-    if cfg.profile:
-        profile = load_profile(Path(cfg.profile).expanduser(), key, notify)
-        if profile is None and not Path(cfg.profile).expanduser().is_file():
-            notify(f"auto_budget.profile {cfg.profile} does not exist; measuring the verify curve")
+    profile = given_profile(cfg.profile, key) if cfg.profile else None
     if profile is None:
         profile = load_profile(profile_path(key), key, notify)
     if profile is None:
@@ -69,10 +98,15 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
             curve = measure_verify_curve(target, prompt_ids)
         except ValueError as exc:
             raise GenerationError(f"budget: auto has no cost profile and cannot measure one: {exc}",
-                                  hint="start with a shorter prompt, or give auto_budget.profile (a JSON "
-                                       "written by `specframe profile`)") from None
+                                  hint="give auto_budget.profile (a JSON written by `specframe profile`), or use "
+                                       "a fixed budget") from None
         profile = CostProfile(key=key, verify_ms=curve)
-        _save_quietly(lambda: save_profile(profile, profile_path(key)))
+        reason = profile.problem()
+        if reason is not None:
+            raise GenerationError(f"budget: auto measured an unusable cost profile: {reason}",
+                                  hint="give auto_budget.profile (a JSON written by `specframe profile` on this "
+                                       "machine), or use a fixed budget")
+        cache_profile(profile, notify)
     settings = AutoBudgetSettings(max_budget=cfg.max_budget, min_probe_interval=cfg.min_probe_interval,
                                   max_probe_interval=cfg.max_probe_interval)
     memory_file = memory_path(profile_path(key), pipeline_memory_key(config))
@@ -81,14 +115,11 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
 
 
 def save_learned(auto: AutoBudget) -> None:
-    """Write the controller's profile and memory back to the cache (best effort: a read-only cache is skipped)."""
-    _save_quietly(lambda: save_profile(auto.profile, profile_path(auto.profile.key)))
+    """Offer the controller's profile to the cache (:func:`cache_profile`: kept only when plausible and at least
+    as complete as the cached one) and write its memory beside it (best effort: a read-only cache is a notice)."""
+    cache_profile(auto.profile, notify)
     if auto.memory_file is not None:
-        _save_quietly(lambda: save_memory(auto.remember(), auto.memory_file))  # type: ignore[arg-type]
-
-
-def _save_quietly(save: Any) -> None:
-    try:
-        save()
-    except (OSError, SpecframeError) as exc:
-        notify(f"could not save what budget: auto learnt: {getattr(exc, 'message', exc)}")
+        try:
+            save_memory(auto.remember(), auto.memory_file)
+        except (OSError, SpecframeError) as exc:
+            notify(f"could not save what budget: auto learnt: {getattr(exc, 'message', exc)}")

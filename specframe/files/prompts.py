@@ -29,11 +29,13 @@ def read_prompts_file(path: str | Path) -> list[str]:
 
 
 def read_numbered_prompts(path: str | Path) -> list[tuple[int, str]]:
-    """``(line number, prompt)`` of every prompt of ``path`` in file order (blank lines skipped)."""
+    """``(line number, prompt)`` for every prompt of ``path`` (1-based lines of the file, blank ones skipped), so
+    a message about a prompt names the line the user sees."""
     path = Path(path)
     text = read_text(path, what="prompts file", max_bytes=MAX_PROMPTS_FILE_BYTES, error=GenerationError, hint=_HINT)
     if not path.name.endswith(".jsonl"):
-        return [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+        return [(lineno, line.rstrip("\r")) for lineno, line in enumerate(text.split("\n"), start=1)
+                if line.strip()]
     prompts = []
     for lineno, record in json_lines(text, source=str(path), error=GenerationError, hint=_HINT):
         where = f"{path}:{lineno}"

@@ -4,8 +4,9 @@
 including endless devices such as ``/dev/zero``) and transparently decompresses ``*.gz`` files within the same
 limit. :func:`decode_text` accepts UTF-8 only (a UTF-8 byte-order mark is dropped); UTF-16/32 files, bytes that
 are not UTF-8 and NUL bytes are errors naming the file and line. :func:`parse_json` and
-:func:`json_lines` parse JSON strictly: no ``NaN``/``Infinity``, no lone surrogates such as ``"\\ud800"``
-(they cannot be written back as UTF-8), no nesting deep enough to exhaust the stack.
+:func:`json_lines` parse JSON strictly: no ``NaN``/``Infinity`` (nor ``1e400``, which overflows to it), no lone
+surrogates such as ``"\\ud800"`` (they cannot be written back as UTF-8), no nesting deep enough to exhaust the
+stack.
 
 Every error is a :class:`~specframe.errors.SpecframeError` of the class the caller names (``error=``), so a
 pipeline file fails with a ``ConfigError`` and a result file with a ``ResultsFileError``.
@@ -20,6 +21,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
+import os
 import re
 import stat
 import zlib
@@ -39,6 +42,26 @@ SURROGATE = re.compile("[\ud800-\udfff]")
 def describe_os_error(exc: OSError) -> str:
     """A readable reason for an OSError (``strerror`` can be None)."""
     return exc.strerror or str(exc) or type(exc).__name__
+
+
+def path_problem(path: str | Path, *, directory: bool = False) -> str | None:
+    """Why ``path`` is not the file (or, with ``directory``, the directory) a caller needs, as the end of a
+    sentence naming it ("does not exist", "is a directory, not a file", ...); None when it is one. Every
+    "not found" message uses it, so a directory is never reported as missing."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return "is a symbolic link to a missing file" if os.path.islink(path) else "does not exist"
+    except NotADirectoryError:
+        return "does not exist (a parent of it is a file, not a directory)"
+    except OSError as exc:
+        return f"cannot be read ({describe_os_error(exc)})"
+    if directory:
+        return None if stat.S_ISDIR(info.st_mode) else "is a file, not a directory"
+    if stat.S_ISDIR(info.st_mode):
+        return "is a directory, not a file"
+    return None if stat.S_ISREG(info.st_mode) else "is a device or socket, not a file"
 
 
 def read_bytes(path: str | Path, *, what: str, max_bytes: int, error: ErrorClass = ConfigError,
@@ -156,10 +179,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 overflows to infinity, which JSON cannot hold
+        raise ValueError(f"the number {text[:40]} is too large for a double")
+    return value
+
+
 def parse_json(text: str, *, where: str, error: ErrorClass = ConfigError, hint: str = "") -> Any:
-    """Strict JSON: no NaN/Infinity, no lone surrogates, no nesting deep enough to exhaust the stack."""
+    """Strict JSON: no NaN/Infinity (nor numbers such as 1e400 that overflow to it), no lone surrogates, no nesting
+    deep enough to exhaust the stack."""
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         raise error(f"malformed JSON: {exc.msg} (column {exc.colno})", where=where,
                     hint=hint or "each line must be one complete JSON value") from None

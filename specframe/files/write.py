@@ -2,8 +2,11 @@
 
 :func:`write_text` / :func:`write_bytes` write a temporary file next to the destination, ``fsync`` it and
 ``os.replace`` it over the destination, so a reader (or a crash) sees the old file or the new one, never half
-of one. :func:`ensure_dir` creates an output directory. :func:`check_output_file` vets a path that will be
-opened for appending (a result file). All three refuse, with an :class:`OutputError` that names the path:
+of one; :func:`write_all` does the same for several files that form one output (all are written before any
+is renamed into place). :func:`ensure_dir` creates an output directory; :func:`check_writable_dir` also
+proves it accepts files (for commands that check their outputs before long work). :func:`check_output_file`
+vets a path that will be opened for appending (a result file). All of them refuse, with an
+:class:`OutputError` that names the path:
 
 * a parent that is a regular file (``--out-dir report.md/sub``), or a directory given as a file;
 * an existing destination that is not a regular file (``/dev/full``, a named pipe, a socket): it would be
@@ -21,7 +24,7 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -98,6 +101,20 @@ def check_output_file(path: str | Path, *, what: str) -> Path:
     return path
 
 
+def check_writable_dir(path: str | Path, *, what: str) -> Path:
+    """Create directory ``path`` and prove that it accepts new files (a temporary file is created and removed),
+    so a command can refuse an output directory before the work whose results go there."""
+    path = ensure_dir(path, what=what)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".specframe-probe.", suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"cannot write into {what} {path}: {_reason(exc)}",
+                          hint="choose a writable location") from None
+    os.close(fd)
+    _remove(tmp)
+    return path
+
+
 def write_bytes(path: str | Path, data: bytes, *, what: str) -> Path:
     """Write ``data`` to ``path`` atomically (temporary file + rename); see the module docstring."""
     return write_with(path, lambda handle: handle.write(data), what=what)
@@ -107,6 +124,33 @@ def write_with(path: str | Path, write: Callable[[IO[bytes]], object], *, what: 
     """Write ``path`` atomically through ``write(handle)`` (``torch.save``, a serializer): a unique temporary
     file in the same directory, ``fsync``, the old file's mode (or an ordinary one), then ``os.replace``.
     Readers see the old file or the new one, never a part; a failure is an :class:`OutputError`."""
+    return write_all([(Path(path), write)], what=what)[0]
+
+
+def write_all(files: Sequence[tuple[Path, Callable[[IO[bytes]], object]]], *, what: str) -> list[Path]:
+    """Write several files as one output: every file is written to its temporary file (as :func:`write_with`
+    does) before the first is renamed into place, so a failure while writing (a full disk, a serializer that
+    raises) leaves every old file as it was and no temporary file behind. Only the renames, which do not fail
+    on a healthy file system, come after the point of no return."""
+    staged: list[tuple[Path, Path, str]] = []  # (as given, rename target, temporary file)
+    try:
+        for path, write in files:
+            staged.append(_stage(Path(path), write, what=what))
+        for given, target, tmp in staged:
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise OutputError(f"cannot write {what} {given}: {_reason(exc)}",
+                                  hint="free space or choose another location") from None
+    except BaseException:
+        for _, _, tmp in staged:
+            _remove(tmp)
+        raise
+    return [given for given, _, _ in staged]
+
+
+def _stage(path: Path, write: Callable[[IO[bytes]], object], *, what: str) -> tuple[Path, Path, str]:
+    """Write ``path``'s new content to a synced temporary file next to it; ``(path, target, temporary)``."""
     path = check_output_file(path, what=what)
     target = path.resolve() if path.is_symlink() else path
     mode = _mode_for(target)
@@ -121,7 +165,6 @@ def write_with(path: str | Path, write: Callable[[IO[bytes]], object], *, what: 
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
     except OSError as exc:
         _remove(tmp)
         raise OutputError(f"cannot write {what} {path}: {_reason(exc)}",
@@ -129,7 +172,7 @@ def write_with(path: str | Path, write: Callable[[IO[bytes]], object], *, what: 
     except BaseException:
         _remove(tmp)
         raise
-    return path
+    return path, target, tmp
 
 
 def write_text(path: str | Path, text: str, *, what: str) -> Path:

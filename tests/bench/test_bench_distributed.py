@@ -127,3 +127,62 @@ def test_batched_bench_under_two_ranks_equals_one_process(tmp_path: Path) -> Non
     run = torchrun(bench_args(tmp_path, merged, "--batch-size", "2"))
     assert run.returncode == 0, run.stderr[-8000:]
     assert outcome(read_results(merged)) == outcome(read_results(single))  # same records, same order
+
+
+LAUNCH = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SPECFRAME_RENDEZVOUS_TIMEOUT")
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"WORLD_SIZE": "2", "RANK": "1"}, "WORLD_SIZE=2 is set but LOCAL_RANK, MASTER_ADDR, MASTER_PORT are not"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "MASTER_ADDR": "127.0.0.1"}, "LOCAL_RANK, MASTER_PORT are not"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "99999"},
+     "MASTER_PORT=99999 is not a TCP port"),
+    ({"WORLD_SIZE": "2.9"}, "WORLD_SIZE='2.9' is not a whole number"),
+    ({"WORLD_SIZE": "1", "RANK": "3"}, "RANK=3 does not fit WORLD_SIZE=1"),
+    ({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "2950",
+      "SPECFRAME_RENDEZVOUS_TIMEOUT": "soon"}, "SPECFRAME_RENDEZVOUS_TIMEOUT='soon' is not a number of seconds"),
+])
+def test_a_launch_environment_torchrun_did_not_set_is_a_one_screen_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, env: dict,
+        message: str) -> None:
+    for name in LAUNCH:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert run_cli(bench_args(tmp_path, tmp_path / "out.jsonl"), host=toy_host()) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert message in err and "hint:" in err and "Traceback" not in err and "gsm8k" not in err  # before loading
+
+
+def test_a_rank_waiting_for_missing_peers_gives_up_with_a_message(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH}
+    env.update(WORLD_SIZE="2", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               SPECFRAME_RENDEZVOUS_TIMEOUT="4", PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    script = ("import sys, specframe.distributed as d\n"
+              "d.WAIT_NOTICE_S = 0.5\n"
+              "try:\n    d.from_env(backend='gloo')\n"
+              "except d.DistributedError as exc:\n    print(exc.render(), file=sys.stderr); sys.exit(2)\n")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    err = " ".join(done.stderr.split())
+    assert done.returncode == 2 and "Traceback" not in err
+    assert "rank 0 of 2 is waiting for the other 1 rank(s) at 127.0.0.1:" in err  # said while waiting
+    assert "could not join the other ranks" in err and "within 4 s" in err and "SPECFRAME_RENDEZVOUS_TIMEOUT" in err
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"world_size": 1e400, "selection": []}', "the number 1e400 is too large"),
+    ('{"world_size": 2.9, "selection": []}', "world_size is 2.9, not a whole number of ranks"),
+    ('{"world_size": true, "selection": []}', "world_size is True"),
+    ('{"world_size": "2", "selection": []}', "world_size is '2'"),
+    ('{"world_size": 100000000000000000000, "selection": []}', "world_size is 100000000000000000000"),
+    ('{"world_size": 2, "selection": [["gsm8k", 1]]}', "selection[0] is ['gsm8k', 1]"),
+    ('{"world_size": 2, "selection": {"a": 1}}', "selection is dict"),
+    ('[2]', "it holds a JSON list"),
+])
+def test_a_manifest_with_numbers_that_are_not_rank_counts_is_named(tmp_path: Path, text: str, message: str) -> None:
+    directory = tmp_path / "out.jsonl.shards"
+    directory.mkdir()
+    (directory / "manifest.json").write_text(text)
+    with pytest.raises(ResultsFileError) as info:
+        check_manifest(directory, ShardManifest(2, ()), write=False)
+    assert message in info.value.render() and "manifest.json" in info.value.render()

@@ -101,3 +101,38 @@ def test_streamed_pieces_of_each_request_add_up_to_its_text(tmp_path: Path) -> N
     results = pipe.generate_batch(PROMPTS, 9, batch_size=2,
                                   stream=lambda i, text: pieces.__setitem__(i, pieces.get(i, "") + text))
     assert pieces == {i: r.text for i, r in enumerate(results)} and all(pieces.values())
+
+
+@pytest.mark.parametrize("batch_size", ["1", "2"])
+def test_a_refused_prompt_keeps_the_others_results_and_names_its_file_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], batch_size: str) -> None:
+    pipeline = tmp_path / "toy.yaml"
+    pipeline.write_text(write_pipeline(pipeline).read_text().replace("seed: 3}", "seed: 3, max_length: 40}"))
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hi\n\n" + "x" * 60 + "\n\nwhat\n")  # prompts on lines 1, 3 (too long) and 5
+    code = run_cli(["run", str(pipeline), "--json", "--max-new-tokens", "5", "--prompts-file", str(prompts),
+                    "--batch-size", batch_size], host=toy_host())
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert code == 2 and "Traceback" not in captured.err
+    assert [(r["request"], r["source"]) for r in report["results"]] == [(0, f"{prompts}:1"), (2, f"{prompts}:5")]
+    assert all(r["text"] for r in report["results"])
+    assert [(r["request"], r["source"]) for r in report["refused"]] == [(1, f"{prompts}:3")]
+    err = " ".join(captured.err.split())
+    assert "1 of 3 requests refused" in err and f"request 1: {prompts}:3: the prompt has" in err
+
+
+@pytest.mark.parametrize("batch_size", ["1", "2"])
+def test_budget_auto_with_an_empty_cache_measures_under_a_long_first_prompt(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        batch_size: str) -> None:
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
+    pipeline = tmp_path / "toy.yaml"
+    pipeline.write_text(write_pipeline(pipeline).read_text().replace("seed: 3}", "seed: 3, max_length: 140}")
+                        .replace("budget: 8", "budget: auto"))
+    code = run_cli(["run", str(pipeline), "--json", "--max-new-tokens", "4", "--prompt", "y" * 110,
+                    "--prompt", "hi", "--batch-size", batch_size], host=toy_host())
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert [r["request"] for r in json.loads(captured.out)["results"]] == [0, 1]
+    assert list((tmp_path / "cache" / "profiles").glob("*.json"))  # the measured curve was cached

@@ -97,3 +97,15 @@ def test_stages_are_shared_only_between_methods_with_the_same_drafter(tmp_path: 
     assert d1_b8.pipeline.stages.drafter is d1_b2.pipeline.stages.drafter  # budget sweep: drafter built once
     assert d2_b2.pipeline.stages.drafter is not d1_b8.pipeline.stages.drafter
     assert d2_b2.pipeline.stages.corrector is not d1_b8.pipeline.stages.corrector  # may depend on the drafter
+
+
+def test_a_bad_sweep_value_is_named_as_the_sweep_point_it_is(tmp_path: Path) -> None:
+    path = write_pipeline(tmp_path / "toy.yaml", extra="sweep: {budget: [4, 0]}\n")
+    with pytest.raises(ConfigError) as info:
+        build_methods([path], host=toy_host(), cli_sweep=parse_cli_sweep(["drafter.depth=[2]"]))
+    shown = info.value.render()
+    assert shown.startswith(f"{path}:7 (sweep: budget=0): budget:") and "--set" not in shown
+    assert shown.count("got 0") == 1  # the validator's own "got 0", not repeated
+    with pytest.raises(ConfigError) as info:
+        build_methods([path], host=toy_host(), cli_sweep=parse_cli_sweep(["budget=[0]"]))
+    assert info.value.render().startswith("--sweep budget=0: budget:")

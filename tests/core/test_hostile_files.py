@@ -134,3 +134,21 @@ def test_whole_file_writes_are_atomic(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.undo()
     write_text(path, "new\n", what="schema file")
     assert path.read_text() == "new\n" and (path.stat().st_mode & 0o777) == 0o640
+
+
+def test_a_directory_or_file_in_the_wrong_place_is_named_as_such(tmp_path: Path) -> None:
+    from specframe.draft_vocab import load_draft_vocab
+    from specframe.errors import CheckpointError
+    from specframe.files import path_problem
+    from specframe.tensor_files import load_tensor_file
+
+    (tmp_path / "file").write_text("x")
+    assert path_problem(tmp_path) == "is a directory, not a file"
+    assert path_problem(tmp_path / "file", directory=True) == "is a file, not a directory"
+    assert path_problem(tmp_path / "none") == "does not exist"
+    assert "a parent of it is a file" in str(path_problem(tmp_path / "file" / "x"))
+    assert path_problem(tmp_path / "file") is None and path_problem(tmp_path, directory=True) is None
+    with pytest.raises(CheckpointError, match="is a directory, not a file"):
+        load_draft_vocab(tmp_path)
+    with pytest.raises(CheckpointError, match="is a directory, not a file"):
+        load_tensor_file(tmp_path, what="data shard")

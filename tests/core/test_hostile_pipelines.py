@@ -245,3 +245,15 @@ def test_plugin_text_in_tables_is_shown_literally(capsys: pytest.CaptureFixture[
     host.register(mod, "odd")
     assert run_cli(["components", "--kind", "drafter"], host=host) == 0
     assert "[bold]tags[/bold] :-1:" in capsys.readouterr().out
+
+
+def test_an_error_between_two_overrides_names_them_not_the_file(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = validate(tmp_path, GOOD, capsys, "--set", "drafter.min_ngram=5", "--set", "drafter.max_ngram=2")
+    assert code == 2 and "error: --set drafter.min_ngram=5, --set drafter.max_ngram=2: drafter:" in err
+    assert "p.yaml" not in err
+    with_max = GOOD.replace("num_speculative_tokens: 8}", "num_speculative_tokens: 8, max_ngram: 3}")
+    code, err = validate(tmp_path, with_max, capsys, "--set", "drafter.min_ngram=9")  # an override and a file line
+    assert code == 2 and "p.yaml:5, --set drafter.min_ngram=9: drafter:" in err
+    code, err = validate(tmp_path, GOOD, capsys, "--set", "budget=0")
+    assert code == 2 and err.count("got 0") == 1

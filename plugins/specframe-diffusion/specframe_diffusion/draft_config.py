@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from specframe.errors import CheckpointError
+from specframe.files import path_problem
 from specframe.tensor_files import read_json_object
 
 DraftFamily = Literal["dflash", "domino", "dspark"]
@@ -108,9 +109,10 @@ class DraftModelConfig:
     @classmethod
     def from_file(cls, path: str | Path) -> DraftModelConfig:
         path = Path(path)
-        if not path.is_file():
+        problem = path_problem(path)
+        if problem is not None:
             raise CheckpointError(
-                f"checkpoint config file {path} does not exist",
+                f"checkpoint config file {path} {problem}",
                 hint="point `checkpoint:` at the directory holding the drafter's config.json and *.safetensors",
             )
         return cls.from_dict(read_json_object(path, what="checkpoint config"), source=str(path))

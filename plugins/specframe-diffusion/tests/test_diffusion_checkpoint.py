@@ -142,12 +142,18 @@ def test_save_with_dtype_records_it(make_checkpoint, tmp_path: Path) -> None:
 def test_missing_directory_config_and_weights_are_named(make_checkpoint, tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="does not exist"):
         open_checkpoint(tmp_path / "nowhere")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CheckpointError, match=r"checkpoint directory .*file is a file, not a directory"):
+        open_checkpoint(tmp_path / "file")
     src = make_checkpoint("dflash")
     (src / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match=r"model\.safetensors is missing"):
         open_checkpoint(src)
     (src / "config.json").unlink()
     with pytest.raises(CheckpointError, match=r"config\.json does not exist"):
+        open_checkpoint(src)
+    (src / "config.json").mkdir()
+    with pytest.raises(CheckpointError, match=r"config\.json is a directory, not a file"):
         open_checkpoint(src)
 
 

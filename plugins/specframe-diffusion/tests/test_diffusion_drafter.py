@@ -197,3 +197,18 @@ def test_building_and_drafting_leave_the_global_rng_alone(make_checkpoint, hf_ta
     drafter.begin(state, TargetOutput(logits=torch.zeros(1, 1, 512), hidden=torch.zeros(1, 2, WIDTH)))
     drafter.propose(state)
     assert torch.equal(before, torch.get_rng_state())
+
+
+def test_a_bf16_drafter_following_a_onednn_target_is_not_packed_and_onednn_asked_names_the_drafter(
+        make_checkpoint, hf_target: Any) -> None:
+    """`cpu_linear: auto` follows the target's measured rule only where packing applies, so a bf16 backbone under a
+    oneDNN target builds unpacked; asking for onednn on it is an error naming drafter.cpu_linear."""
+    from specframe.cpu_linear import ALWAYS, packed_layers
+
+    directory = make_checkpoint("dflash")
+    hf_target.linear_kernels = ALWAYS  # as `target.cpu_linear: onednn` leaves it
+    drafter = _build("dflash", directory, hf_target, dtype="bfloat16")  # cpu_linear: auto follows the target
+    assert not packed_layers(drafter.backbone)
+    with pytest.raises(ConfigError, match=r"^drafter\.cpu_linear: onednn") as info:
+        _build("dflash", directory, hf_target, dtype="bfloat16", cpu_linear="onednn")
+    assert "drafter.cpu_linear: default" in info.value.hint and "target.cpu_linear" not in info.value.hint

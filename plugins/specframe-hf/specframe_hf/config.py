@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, StageShape
+from specframe_hf.device_map import memory_bytes
 
 
 class HFTargetConfig(ComponentConfig):
@@ -60,6 +61,16 @@ class HFTargetConfig(ComponentConfig):
     def _model_not_empty(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("model must be a local directory path, got an empty string")
+        return v
+
+    @field_validator("max_memory")
+    @classmethod
+    def _memory_sizes(cls, v: dict[int | str, int | str] | None) -> dict[int | str, int | str] | None:
+        for device, size in (v or {}).items():
+            try:
+                memory_bytes(size)
+            except ValueError as exc:
+                raise ValueError(f"max_memory[{device!r}]: {exc}") from None
         return v
 
     @field_validator("taps")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from specframe.errors import CheckpointError
+from specframe.errors import CheckpointError, ConfigError
 from specframe.tensor_files import check_loading_info, check_model_directory
 from specframe_hf.device_map import DeviceMap
 
@@ -72,6 +72,7 @@ def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, att
     check_model_directory(directory, role=role)
     if placement is not None:
         placement.check()
+        placement.check_model(directory, dtype)
     split = placement is not None and placement.active
     kwargs: dict[str, Any] = {} if attn is None else {"attn_implementation": attn}
     if split:
@@ -83,6 +84,12 @@ def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, att
                 **kwargs)
     except Exception as exc:  # transformers raises many types for a directory it cannot use
         first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        if split:  # the directory passed its checks: the placement is what the loader refused
+            raise ConfigError(
+                f"could not place {role} '{directory}' as target.device_map / max_memory / offload_folder ask: "
+                f"{type(exc).__name__}: {first}",
+                hint="check target.device_map, target.max_memory and target.offload_folder (docs/scale-out.md)",
+            ) from None
         raise CheckpointError(
             f"could not load a causal LM from {role} '{directory}': {type(exc).__name__}: {first}",
             hint="the directory needs the config.json and safetensors weights that save_pretrained wrote",

@@ -36,7 +36,7 @@ def load(path: Path, placement: DeviceMap | None = None, taps: tuple[int, ...] =
 @pytest.mark.parametrize("placement", ["explicit", "auto"])
 def test_offloaded_target_equals_the_single_device_target(saved: Path, tmp_path: Path, placement: str) -> None:
     spec = DeviceMap(SPLIT, offload_folder=str(tmp_path)) if placement == "explicit" else \
-        DeviceMap("auto", max_memory={"cpu": "120KB"}, offload_folder=str(tmp_path))
+        DeviceMap("auto", max_memory={"cpu": "300KB"}, offload_folder=str(tmp_path))
     whole, split = load(saved, taps=(0, 2)), load(saved, spec, taps=(0, 2))
     assert "disk" in split.model.hf_device_map.values()  # part of the model really is on disk
     assert split.device == torch.device("cpu") and split.devices == ()
@@ -90,3 +90,60 @@ def test_a_device_map_naming_a_missing_device_is_a_clear_error(saved: Path, plac
         pytest.skip("this machine has the devices the test names as missing")
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load(saved, placement)
+
+
+def _escaped(message: str) -> str:
+    return message.replace("[", r"\[").replace("]", r"\]").replace("(", r"\(").replace(")", r"\)")
+
+
+@pytest.mark.parametrize(("placement", "message"), [
+    (DeviceMap("auto", max_memory={"cpu": 1000}), "target.max_memory['cpu'] is 1000 (1000 bytes), less than the "
+                                                  "model's largest block (model.layers.0"),
+    (DeviceMap("auto", max_memory={"cpu": "2KiB"}), "less than the model's largest block"),
+    (DeviceMap("auto", max_memory={"cpu": -1}), "target.max_memory['cpu']: -1 is not a memory limit"),
+    (DeviceMap("auto", max_memory={"cpu": 0}), "0 is not a memory limit"),
+    (DeviceMap("auto", max_memory={"cpu": "lots"}), "'lots' is not a size"),
+    (DeviceMap("auto", max_memory={"cpu": "2XB"}), "'2XB' is not a size"),
+    (DeviceMap("auto", max_memory={"cpu": True}), "True is not a size"),
+    (DeviceMap({**SPLIT, "model.layer.1": "cpu"}), "target.device_map names 'model.layer.1', which is not a module"),
+    (DeviceMap({k: v for k, v in SPLIT.items() if k != "lm_head"}), "target.device_map places no device for 1 "
+                                                                     "weights, in lm_head"),
+])
+def test_device_map_values_are_checked_and_blamed_on_their_field(saved: Path, tmp_path: Path,
+                                                                 placement: DeviceMap, message: str) -> None:
+    placement = DeviceMap(placement.device_map, placement.max_memory, offload_folder=str(tmp_path))
+    with pytest.raises(ConfigError, match=_escaped(message)) as info:
+        load(saved, placement)
+    assert "config.json" not in info.value.render() and len(info.value.render()) < 800
+
+
+def test_an_unknown_module_lists_the_valid_names(saved: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(saved, DeviceMap({**SPLIT, "decoder": "cpu"}, offload_folder=str(tmp_path)))
+    assert "lm_head" in info.value.hint and "model.layers.N" in info.value.hint and "N = 0 .. 2" in info.value.hint
+
+
+def test_a_max_memory_value_is_refused_when_the_pipeline_is_validated(saved: Path) -> None:
+    target = {"type": "hf", "model": str(saved), "device_map": "auto", "max_memory": {"cpu": "-1GiB"}}
+    with pytest.raises(ConfigError, match=_escaped("target.max_memory: Value error, max_memory['cpu']: '-1GiB'")):
+        Pipeline.from_dict({**NGRAM, "target": target})
+
+
+def test_a_bad_offload_folder_is_named(saved: Path, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(ConfigError, match=r"target\.offload_folder") as info:
+        load(saved, DeviceMap(SPLIT, offload_folder=str(tmp_path / "file" / "sub")))
+    assert "is a file" in info.value.render() and (tmp_path / "file").read_text() == "mine"
+
+
+def test_a_placement_the_loader_refuses_names_the_placement_fields(saved: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import AutoModelForCausalLM
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise ValueError("offload_index does not match the weights")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", refuse)
+    with pytest.raises(ConfigError, match=r"target\.device_map / max_memory / offload_folder") as info:
+        load(saved, DeviceMap(SPLIT, offload_folder=str(tmp_path)))
+    assert "needs the config.json" not in info.value.render()

@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 
 from specframe.errors import CheckpointError
+from specframe.files import path_problem
+from specframe.tensor_files import read_json_object
 
 MODEL_NAME = "smollm2-135m-instruct"
 MANIFEST = "manifest.json"
@@ -61,17 +63,18 @@ def write_manifest(directory: Path, source: dict[str, str]) -> dict:
 def read_manifest(directory: Path) -> dict:
     """The parsed manifest of ``directory``; a missing or unreadable one is a CheckpointError."""
     path = directory / MANIFEST
-    if not directory.is_dir():
-        raise CheckpointError(f"the SmolLM2 target cache {directory} does not exist", hint=SETUP_HINT)
-    if not path.is_file():
+    problem = path_problem(directory, directory=True)
+    if problem is not None:
+        raise CheckpointError(f"the SmolLM2 target cache {directory} {problem}", hint=SETUP_HINT)
+    if not os.path.lexists(path):
         raise CheckpointError(
             f"the SmolLM2 target cache {directory} has no {MANIFEST}: the conversion did not finish",
             hint="run `specframe setup-target --force` to convert it again",
         )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"cannot read {path}: {exc}",
+    try:  # the one guarded JSON reader (size, UTF-8, strict JSON, nesting)
+        manifest = read_json_object(path, what="target manifest")
+    except CheckpointError as exc:
+        raise CheckpointError(f"cannot read {path}: {exc.message}", where=exc.where,
                               hint="run `specframe setup-target --force` to convert it again") from None
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT or \
             not isinstance(manifest.get("files"), dict):

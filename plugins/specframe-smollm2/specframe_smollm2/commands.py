@@ -58,8 +58,10 @@ def register(cli: click.Group) -> None:
         """Frequency-ranked draft vocabularies (EAGLE-3 d2t/t2d) from the response tokens of training data."""
         from specframe_smollm2.cache import target_dir, verify_manifest
         from specframe_smollm2.vocab_subset import (
+            check_sizes,
             count_response_tokens,
             heldout_coverage,
+            output_paths,
             special_token_ids,
             target_vocab_size,
             write_subsets,
@@ -69,11 +71,18 @@ def register(cli: click.Group) -> None:
         if target is None:
             verify_manifest(model_dir, checksums=False)
         vocab_size = target_vocab_size(model_dir)
+        wanted = sorted(set(sizes))
+        check_sizes(wanted, vocab_size, ())  # every argument is checked before the shards are read
+        if heldout < 0:
+            raise ConfigError(f"--heldout {heldout} is negative", hint="give the number of shards to hold out, "
+                                                                       "or 0 for none")
+        output_paths(wanted, output)
         per_shard = count_response_tokens(sources, vocab_size)  # [S, V]
         counts = per_shard.sum(0)
         _log(f"{int(counts.sum())} response tokens from {per_shard.shape[0]} shards; "
              f"{int((counts > 0).sum())} distinct")
-        wanted, always = sorted(set(sizes)), special_token_ids(model_dir)
+        always = special_token_ids(model_dir)
+        check_sizes(wanted, vocab_size, always)
         held = heldout_coverage(per_shard, wanted, always, heldout) if heldout else None
         summary = write_subsets(counts, wanted, always, output, sources=[str(s) for s in sources], heldout=held)
         for size, row in summary.items():

@@ -15,6 +15,12 @@ Example::
 
 ``--heldout N`` also reports how well subsets ranked from all but the last ``N`` shards cover those shards'
 responses (the mappings themselves always use every shard).
+
+Shards are untrusted: every sequence's ``ids`` must be a 1-D integer tensor of ids in ``[0, vocab)`` and its
+``prompt_len`` a plain integer from 1 to its length (:func:`response_ids`), or the shard is named with the
+sequence and field at fault. Every argument (each ``--size``, ``--heldout``, the output path) is checked and
+every mapping built before anything is written; the files of one run (the mappings and ``coverage.json``) are
+then written together through :func:`specframe.files.write_all`, so a failure leaves the old files as they were.
 """
 
 from __future__ import annotations
@@ -25,22 +31,64 @@ from pathlib import Path
 
 import torch
 
-from specframe.draft_vocab import DraftVocab, frequency_ranked, save_draft_vocab
+from specframe.draft_vocab import DraftVocab, draft_vocab_bytes, frequency_ranked
 from specframe.errors import CheckpointError, ConfigError
-from specframe.files import ensure_dir, write_text
+from specframe.files import check_output_file, check_writable_dir, write_all
 from specframe.tensor_files import load_tensor_file, read_json_object
 
 COVERAGE_FILE = "coverage.json"
+#: Largest vocabulary accepted from a target config (real ones hold up to a few hundred thousand tokens).
+MAX_VOCAB = 1 << 24
+#: Integer dtypes token ids may be stored in.
+ID_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
 def target_vocab_size(model_dir: Path) -> int:
-    """``vocab_size`` of the converted target's ``config.json``."""
+    """``vocab_size`` of the converted target's ``config.json`` (a whole number from 1 to :data:`MAX_VOCAB`)."""
     path = Path(model_dir) / "config.json"
+    hint = "--target must be a converted Hugging Face model directory"
     try:
-        return int(read_json_object(path, what="target config")["vocab_size"])
-    except (CheckpointError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"cannot read vocab_size from {path}: {exc}",
-                          hint="--target must be a converted Hugging Face model directory") from None
+        value = read_json_object(path, what="target config")["vocab_size"]
+    except (CheckpointError, KeyError) as exc:
+        raise ConfigError(f"cannot read vocab_size from {path}: {exc}", hint=hint) from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VOCAB:
+        raise ConfigError(f"{path}: vocab_size is {value!r}, not a whole number from 1 to {MAX_VOCAB}", hint=hint)
+    return value
+
+
+def response_ids(shard: object, path: Path, vocab_size: int) -> list[torch.Tensor]:  # each [L - P] int64
+    """The response token ids of every sequence of a loaded shard, each value checked (see the module doc)."""
+    def bad(message: str) -> ConfigError:
+        return ConfigError(f"data shard {path}: {message}", hint="delete it and rerun the data generation "
+                                                                  "(it resumes); shards hold what it writes")
+
+    if not isinstance(shard, dict) or "ids" not in shard or "prompt_len" not in shard:
+        found = ", ".join(map(repr, shard)) if isinstance(shard, dict) else type(shard).__name__
+        raise bad(f"expected a mapping with 'ids' and 'prompt_len', found {found or 'an empty mapping'}")
+    ids_list, lens = shard["ids"], shard["prompt_len"]
+    for name, value in (("ids", ids_list), ("prompt_len", lens)):
+        if not isinstance(value, (list, tuple)):
+            raise bad(f"'{name}' is a {type(value).__name__}, expected a list with one entry per sequence")
+    if len(ids_list) != len(lens):
+        raise bad(f"'ids' holds {len(ids_list)} sequences but 'prompt_len' {len(lens)}")
+    out = []
+    for i, (ids, prompt_len) in enumerate(zip(ids_list, lens, strict=True)):
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype not in ID_DTYPES:
+            shown = f"a {ids.dim()}-D {str(ids.dtype).removeprefix('torch.')} tensor" \
+                if isinstance(ids, torch.Tensor) else f"a {type(ids).__name__}"
+            raise bad(f"ids[{i}] is {shown}, expected a 1-D tensor of integer token ids")
+        if isinstance(prompt_len, torch.Tensor) and prompt_len.dim() == 0 and prompt_len.dtype in ID_DTYPES:
+            prompt_len = int(prompt_len)
+        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int) or not 1 <= prompt_len <= len(ids):
+            raise bad(f"prompt_len[{i}] is {prompt_len!r}, expected a whole number from 1 to the sequence's "
+                      f"length {len(ids)}")
+        if ids.numel():
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= vocab_size:
+                raise bad(f"ids[{i}] holds token id {low if low < 0 else high}, outside the target vocabulary "
+                          f"[0, {vocab_size}) (were the shards generated by another target?)")
+        out.append(ids[prompt_len:].long())
+    return out
 
 
 def count_response_tokens(directories: Iterable[Path], vocab_size: int) -> torch.Tensor:  # [S, V] int64
@@ -54,20 +102,18 @@ def count_response_tokens(directories: Iterable[Path], vocab_size: int) -> torch
         for path in paths:
             try:
                 shard = load_tensor_file(path, what="data shard")
-                seqs = list(zip(shard["ids"], shard["prompt_len"], strict=True))
-            except Exception as exc:  # an unreadable shard, or one of another layout, is named
-                raise ConfigError(f"cannot read data shard {path}: {exc}",
+            except CheckpointError as exc:  # an unreadable shard is named
+                raise ConfigError(f"cannot read data shard {path}: {exc.message}",
                                   hint="delete it and rerun the data generation (it resumes)") from None
             counts = torch.zeros(vocab_size, dtype=torch.long)
-            for ids, prompt_len in seqs:
-                response = ids[int(prompt_len):].long()
-                if response.numel() and int(response.max()) >= vocab_size:
-                    raise ConfigError(f"data shard {path} holds token id {int(response.max())}, outside the "
-                                      f"target vocabulary (size {vocab_size})",
-                                      hint="the shards were generated by another target")
+            for response in response_ids(shard, path, vocab_size):
                 counts += torch.bincount(response, minlength=vocab_size)
             per_shard.append(counts)
-    return torch.stack(per_shard)
+    stacked = torch.stack(per_shard)
+    if int(stacked.sum()) == 0:
+        raise ConfigError(f"the data shards in {', '.join(map(str, directories))} hold no response tokens",
+                          hint="every sequence ends at its prompt; regenerate the data")
+    return stacked
 
 
 def heldout_coverage(per_shard: torch.Tensor, sizes: Sequence[int], always: Sequence[int],
@@ -94,10 +140,41 @@ def special_token_ids(model_dir: Path) -> list[int]:
     """EOS / BOS / PAD and every other special or added token id of the target's tokenizer."""
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    except Exception as exc:  # transformers raises many types for a directory without a usable tokenizer
+        raise ConfigError(f"cannot load the target's tokenizer from {model_dir}: {type(exc).__name__}: "
+                          f"{str(exc).strip()[:200]}", hint="--target must be a converted target directory "
+                                                            "(config.json, weights and tokenizer)") from None
     ids = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
     ids |= {i for i in (tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.pad_token_id) if i is not None}
     return sorted(int(i) for i in ids)
+
+
+def check_sizes(sizes: Sequence[int], vocab_size: int, always: Sequence[int]) -> None:
+    """Every ``--size`` must hold the always-kept tokens and fit the vocabulary (checked before any work)."""
+    keep = max(len(set(always)), 1)
+    for size in sizes:
+        if not keep <= size <= vocab_size:
+            least = f"{keep} (the always-kept special tokens)" if always else "1"
+            raise ConfigError(f"--size {size} must lie between {least} and the vocabulary size {vocab_size}",
+                              hint="choose e.g. --size 16384; nothing was written")
+
+
+def output_paths(sizes: Sequence[int], output: Path) -> tuple[bool, list[Path]]:
+    """Whether ``output`` is one mapping file, and the mapping files of ``sizes``; the output is checked
+    (a writable directory, or a file path) before anything is computed or written."""
+    single = len(sizes) == 1 and output.suffix == ".safetensors"
+    if single:
+        return True, [check_output_file(output, what="draft-vocabulary file")]
+    if output.suffix == ".safetensors" and not output.is_dir():
+        raise ConfigError(f"-o {output} names one .safetensors file, but {len(sizes)} sizes were given",
+                          hint="give a directory for several sizes (frNk.safetensors + coverage.json go there)")
+    check_writable_dir(output, what="vocab-subset output directory")
+    paths = [output / subset_file_name(size) for size in sizes]
+    for path in (*paths, output / COVERAGE_FILE):
+        check_output_file(path, what="vocab-subset output")
+    return False, paths
 
 
 def write_subsets(counts: torch.Tensor, sizes: Sequence[int], always: Sequence[int], output: Path, *,
@@ -105,20 +182,22 @@ def write_subsets(counts: torch.Tensor, sizes: Sequence[int], always: Sequence[i
                   ) -> dict[int, dict[str, float | int | str]]:
     """Write one mapping per size (a file for one size, else files in the directory ``output``) + coverage.
 
-    Returns per size: the file, the share of the counted response tokens the subset covers, and the held-out
-    coverage when ``heldout`` (from :func:`heldout_coverage`) is given.
+    Every size is checked and every mapping built before the first byte is written; the files are then written
+    together (:func:`specframe.files.write_all`). Returns per size: the file, the share of the counted response
+    tokens the subset covers, and the held-out coverage when ``heldout`` (from :func:`heldout_coverage`) is given.
     """
-    single = len(sizes) == 1 and output.suffix == ".safetensors"
-    if not single:
-        ensure_dir(output, what="vocab-subset output directory")
+    check_sizes(sizes, int(counts.shape[0]), always)
+    vocabs: list[DraftVocab] = [frequency_ranked(counts, size, always=always, source=f"--size {size}")
+                                for size in sizes]
+    single, paths = output_paths(sizes, output)
     total = max(int(counts.sum()), 1)
     summary: dict[int, dict[str, float | int | str]] = {}
-    for size in sizes:
-        vocab: DraftVocab = frequency_ranked(counts, size, always=always, source=f"--size {size}")
-        path = output if single else output / subset_file_name(size)
+    files = []
+    for size, vocab, path in zip(sizes, vocabs, paths, strict=True):
         meta = {"method": "frequency-ranked (FR-Spec) over target-written responses", "size": str(size),
                 "sources": ",".join(sources), "tokens_counted": str(int(counts.sum()))}
-        save_draft_vocab(vocab, path, metadata=meta)
+        data = draft_vocab_bytes(vocab, metadata=meta)
+        files.append((path, lambda handle, data=data: handle.write(data)))
         covered = int(counts[vocab.target_ids].sum())
         summary[size] = {"file": path.name, "coverage": round(covered / total, 6), "size": size}
         if heldout is not None:
@@ -126,5 +205,7 @@ def write_subsets(counts: torch.Tensor, sizes: Sequence[int], always: Sequence[i
     if not single:
         report = {"tokens_counted": int(counts.sum()), "sources": list(sources),
                   "always_kept": list(always), "subsets": list(summary.values())}
-        write_text(output / COVERAGE_FILE, json.dumps(report, indent=2) + "\n", what="coverage report")
+        text = (json.dumps(report, indent=2) + "\n").encode()
+        files.append((output / COVERAGE_FILE, lambda handle: handle.write(text)))
+    write_all(files, what="vocab-subset output")
     return summary

@@ -142,3 +142,14 @@ def test_conversion_gets_ordinary_permissions_and_force_replaces_it(monkeypatch,
         "config.json": 0o644, "model.safetensors": 0o644, MANIFEST: 0o644}
     verify_manifest(final)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["target"]  # no temporary or old copy left behind
+
+
+def test_a_cache_path_that_is_a_file_or_a_deep_manifest_is_named(tmp_path) -> None:
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CheckpointError, match="is a file, not a directory"):
+        verify_manifest(tmp_path / "file")
+    d = tmp_path / "m"
+    _fake_conversion(d)
+    (d / MANIFEST).write_text("[" * 200_000)
+    with pytest.raises(CheckpointError, match="nested too deeply"):
+        verify_manifest(d)

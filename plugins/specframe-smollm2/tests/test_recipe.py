@@ -44,6 +44,10 @@ def test_unknown_field_is_named(tmp_path, extra, field) -> None:
     ("drafter: {num_layers: 2, init_layers: [29]}\n", "init_layers lists 1 layers"),
     ("data: {mix: {poetry: 1.0}}\n", "unknown prompt kind"),
     ("kind: ar_head\n", "needs `base:`"),
+    ("seed: -1\n", "seed"),
+    (f"seed: {2**63 - 1}\n", "seed"),  # seed + 1 seeds the batch order
+    ("eval: {seed: 18446744073709551616}\n", "eval.seed"),
+    ("data: {seed: -4}\n", "data.seed"),
 ])
 def test_bad_values_are_explained(tmp_path, extra, text) -> None:
     base = BASE.replace("kind: drafter\n", "") if extra.startswith("kind:") else BASE

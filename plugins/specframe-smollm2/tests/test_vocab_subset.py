@@ -71,3 +71,104 @@ def test_bad_input_is_a_one_screen_error(tmp_path: Path, capsys: pytest.CaptureF
     assert "cannot read data shard" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="vocab_size"):
         target_vocab_size(tmp_path / "empty")
+
+
+def _shard(directory: Path, ids: object, prompt_len: object) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.save({"ids": ids, "prompt_len": prompt_len}, directory / "shard-00000.pt")
+    return directory
+
+
+GOOD_IDS = torch.tensor([1, 2, 3, 4, 5], dtype=torch.int32)
+
+
+@pytest.mark.parametrize("ids, prompt_len, message", [
+    ([torch.tensor([3, -4, 5])], [1], "ids[0] holds token id -4, outside the target vocabulary"),
+    ([torch.tensor([3, 4, 500])], [1], "ids[0] holds token id 500"),
+    ([torch.tensor([[1, 2], [3, 4]])], [1], "ids[0] is a 2-D int64 tensor"),
+    ([torch.tensor([1.7, 2.2, 3.9])], [1], "ids[0] is a 1-D float32 tensor"),
+    ([torch.tensor([True, False])], [1], "ids[0] is a 1-D bool tensor"),
+    (["1 2 3"], [1], "ids[0] is a str"),
+    ([7], [1], "ids[0] is a int"),
+    (torch.tensor([[1, 2, 3]]), [1], "'ids' is a Tensor"),
+    ([GOOD_IDS], [2.5], "prompt_len[0] is 2.5"),
+    ([GOOD_IDS], [1e30], "prompt_len[0] is 1e+30"),
+    ([GOOD_IDS], [10**30], "prompt_len[0] is 1000000000000000000000000000000"),
+    ([GOOD_IDS], [-2], "prompt_len[0] is -2"),
+    ([GOOD_IDS], [0], "prompt_len[0] is 0"),
+    ([GOOD_IDS], [True], "prompt_len[0] is True"),
+    ([GOOD_IDS], ["2"], "prompt_len[0] is '2'"),
+    ([GOOD_IDS], [1, 2], "'ids' holds 1 sequences but 'prompt_len' 2"),
+    ([GOOD_IDS], [5], "hold no response tokens"),
+])
+def test_hostile_shard_values_are_named(tmp_path: Path, ids: object, prompt_len: object, message: str) -> None:
+    directory = _shard(tmp_path / "data", ids, prompt_len)
+    with pytest.raises(ConfigError) as info:
+        count_response_tokens([directory], TINY_VOCAB)
+    shown = info.value.render()
+    assert message in shown and (message.startswith("hold") or "shard-00000.pt" in shown)
+
+
+def test_tensor_prompt_lengths_and_small_id_dtypes_are_read(tmp_path: Path) -> None:
+    directory = _shard(tmp_path / "data", [GOOD_IDS.to(torch.int16)], [torch.tensor(2)])
+    assert count_response_tokens([directory], TINY_VOCAB)[0, 3:6].tolist() == [1, 1, 1]
+
+
+def _target_with_tokenizer(tmp_path: Path) -> Path:
+    """A target directory whose word-level tokenizer has TINY_VOCAB tokens (EOS id 1)."""
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    directory = tmp_path / "target"
+    words = Tokenizer(models.WordLevel({f"t{i}": i for i in range(TINY_VOCAB)}, unk_token="t0"))
+    PreTrainedTokenizerFast(tokenizer_object=words, eos_token="t1", unk_token="t0").save_pretrained(directory)
+    (directory / "config.json").write_text(json.dumps({"vocab_size": TINY_VOCAB}))
+    return directory
+
+
+@pytest.mark.parametrize("vocab_size", [2.9, True, -5, "96", 10**30])
+def test_a_target_vocab_size_that_is_not_a_count_is_refused(tmp_path: Path, vocab_size: object) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": vocab_size}))
+    with pytest.raises(ConfigError, match="not a whole number"):
+        target_vocab_size(tmp_path)
+
+
+def test_every_size_is_checked_before_anything_is_written(tiny_data: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "fr64.safetensors").write_bytes(b"the user's mapping")
+    (existing / "coverage.json").write_text("{}")
+    target = _target_with_tokenizer(tmp_path)
+    for size in ("1000000", "0", "-3"):
+        code = run_cli(["vocab-subset", "--from", str(tiny_data), "--size", "64", "--size", size,
+                        "-o", str(existing), "--target", str(target)])
+        err = " ".join(capsys.readouterr().err.split())
+        assert code == 2 and f"--size {size} must lie between" in err and "Traceback" not in err
+    assert (existing / "fr64.safetensors").read_bytes() == b"the user's mapping"
+    assert (existing / "coverage.json").read_text() == "{}"
+    assert sorted(p.name for p in existing.iterdir()) == ["coverage.json", "fr64.safetensors"]
+
+
+def test_a_failed_write_leaves_every_old_file(tiny_data: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from specframe.files import OutputError
+
+    counts = count_response_tokens([tiny_data], TINY_VOCAB).sum(0)
+    out = tmp_path / "out"
+    write_subsets(counts, [8, 16], [1], out, sources=["a"])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    calls = []
+
+    def full_on_second(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full_on_second)
+    with pytest.raises(OutputError, match="the file system is full"):
+        write_subsets(counts, [8, 32], [1], out, sources=["b"])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no new file, no temporary file

@@ -19,6 +19,7 @@ import torch
 
 from specframe.draft_vocab import D2T, T2D, DraftVocab
 from specframe.errors import CheckpointError
+from specframe.files import path_problem
 from specframe_diffusion.checkpoint.key_layout import (
     IGNORED_SUFFIXES,
     VOCAB_MAP_KEYS,
@@ -102,9 +103,10 @@ def _group_hint(group: Group) -> str:
 def open_checkpoint(directory: str | Path) -> CheckpointFiles:
     """Read ``config.json`` and the weight headers of ``directory`` and validate every key and shape."""
     directory = Path(directory)
-    if not directory.is_dir():
+    problem = path_problem(directory, directory=True)
+    if problem is not None:
         raise CheckpointError(
-            f"checkpoint directory {directory} does not exist",
+            f"checkpoint directory {directory} {problem}",
             hint="set `checkpoint:` to a local directory with config.json and *.safetensors "
                  "(download it first, e.g. `huggingface-cli download <repo> --local-dir <dir>`)",
         )

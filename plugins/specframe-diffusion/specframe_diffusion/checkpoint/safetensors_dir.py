@@ -24,7 +24,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from specframe.errors import CheckpointError
-from specframe.files import umask_mode
+from specframe.files import path_problem, umask_mode
 from specframe.tensor_files import INDEX_FILE, safetensors_key_files
 
 SINGLE_FILE = "model.safetensors"
@@ -36,9 +36,10 @@ class SafetensorsDir:
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
-        if not self.directory.is_dir():
+        problem = path_problem(self.directory, directory=True)
+        if problem is not None:
             raise CheckpointError(
-                f"checkpoint directory {self.directory} does not exist",
+                f"checkpoint directory {self.directory} {problem}",
                 hint="set `checkpoint:` to a local directory with config.json and *.safetensors "
                      "(download it first, e.g. with `huggingface-cli download <repo> --local-dir <dir>`)",
             )

@@ -76,7 +76,8 @@ def build_block_drafter(config: DiffusionDrafterConfig, ctx: BuildContext,
     else:
         kernels = kernels_named(config.cpu_linear)
     if kernels.uses_onednn:
-        pack_linear_layers(backbone, what=f"{component}'s backbone", kernels=kernels)
+        pack_linear_layers(backbone, what=f"{component}'s backbone", kernels=kernels, field="drafter.cpu_linear",
+                           hint="set drafter.cpu_linear: default (or drafter.dtype: float32 on a CPU)")
     if cfg.layout == "deepseek":
         embed, head = _own_embeddings(files, dtype, device)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from specframe.seeds import MAX_SEED
 from specframe_smollm2.training.prompt_files import PromptFile
 
 KINDS = ("math", "code", "stub", "chat", "word_problem", "instruct", "multi")
@@ -16,7 +17,7 @@ class DataConfig(BaseModel):
 
     dir: str = Field("data-cache/smollm2-v1", description="directory of the shards (gitignored; reused if present)")
     num_prompts: int = Field(3000, ge=1, description="templated prompts to generate")
-    seed: int = Field(0, description="seed of the prompt templates")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the prompt templates")
     mix: dict[str, float] = Field({"math": 0.4, "code": 0.35, "chat": 0.25},
                                   description="relative weight of each templated prompt kind (math, code, "
                                               "stub, chat, word_problem, instruct, multi)")

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from specframe.errors import ConfigError
 from specframe.files import MiB, parse_yaml, read_text
+from specframe.seeds import MAX_SEED
 from specframe_smollm2.training.data_config import DataConfig
 
 
@@ -89,7 +90,7 @@ class EvalConfig(_Strict):
     every: int = Field(200, ge=1, description="held-out evaluation every N steps")
     seqs: int = Field(64, ge=1, description="held-out sequences evaluated")
     anchors: int = Field(16, ge=1, description="anchors per held-out sequence")
-    seed: int = Field(1234, description="seed of the held-out anchors (fixed across evaluations)")
+    seed: int = Field(1234, ge=0, le=MAX_SEED, description="seed of the held-out anchors (fixed across evaluations)")
 
 
 class Recipe(_Strict):
@@ -104,7 +105,8 @@ class Recipe(_Strict):
     init_from: str | None = Field(None, description="published-layout checkpoint to start from (warm start: the "
                                                     "drafter's weights, or a head checkpoint's head); used only "
                                                     "when work_dir holds no state yet")
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED - 1, description="seed of the initial weights (and, plus one, of the "
+                                                            "batch order)")
     threads: int = Field(2, ge=1, description="torch CPU threads")
     checkpoint_every: int = Field(100, ge=1, description="write the resumable state every N steps")
     data: DataConfig = DataConfig()
