@@ -46,6 +46,13 @@ METHODS: list[tuple[str, str]] = [
     ("DARTree pruned", "dartree-pruned.yaml"),
 ]
 DEFAULT_METHOD = "DARTree pruned"
+#: The bf16 rows, run on machines where bf16 is native and plain bf16 decoding measures faster than float32.
+BF16_METHODS: list[tuple[str, str]] = [
+    ("plain decoding (bf16)", "plain-bf16.yaml"),
+    ("prompt-lookup chain (bf16)", "prompt-lookup-chain-bf16.yaml"),
+    ("DARTree pruned B=16 (bf16)", "dartree-pruned-b16-bf16.yaml"),
+    ("DARTree pruned (bf16)", "dartree-pruned-bf16.yaml"),
+]
 #: Row label of transformers' generate() (the reference, run right after plain decoding).
 GENERATE_LABEL = "transformers generate()"
 QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned B=16", "DARTree pruned")
@@ -181,6 +188,30 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
     return runs
 
 
+def bf16_pays(prompt: str, console: Console, *, tokens: int = 24) -> bool:
+    """Whether plain decoding in bf16 is faster than in float32 here: bf16 must be native (CPU flags or a GPU),
+    then the two are timed on ``prompt`` (best of two runs each, one shared process). Says what it found."""
+    from specframe.metrics.machine_info import cpu_model, native_bf16
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    if not native_bf16("cpu") and not native_bf16("cuda"):
+        console.print(f"bf16: not native on this CPU ({cpu_model()}): the demo runs in float32 only", style="dim",
+                      highlight=False)
+        return False
+    root, host = repo_root() / "examples" / "smollm2", PluginHost()
+    speeds = {}
+    for name in ("plain.yaml", "plain-bf16.yaml"):
+        pipe = Pipeline.from_yaml(root / name, host=host)
+        pipe.generate(prompt, 4)
+        speeds[name] = max(pipe.generate(prompt, tokens).tokens_per_s for _ in range(2))
+    pays = speeds["plain-bf16.yaml"] > 1.05 * speeds["plain.yaml"]
+    console.print(f"bf16 is native here: plain decoding {speeds['plain-bf16.yaml']:.1f} tok/s in bf16 against "
+                  f"{speeds['plain.yaml']:.1f} in float32: {'running' if pays else 'skipping'} the bf16 rows",
+                  style="dim", highlight=False)
+    return pays
+
+
 def run_generate(plain: Any, prompts: list[tuple[str, str]], plain_run: MethodRun) -> MethodRun:
     """transformers' ``generate()`` on each prompt for as many tokens as plain decoding produced."""
     from specframe.reference import reference_result
@@ -196,10 +227,11 @@ def run_generate(plain: Any, prompts: list[tuple[str, str]], plain_run: MethodRu
     return run
 
 
-def results_table(runs: dict[str, MethodRun], baseline: str) -> tuple[Table, list[dict[str, Any]]]:
+def results_table(runs: dict[str, MethodRun], baseline: str,
+                  title: str = "SmolLM2-135M-Instruct, greedy, same prompts and process") -> tuple[Table, list[dict]]:
     base = runs[baseline]
     generate = runs.get(GENERATE_LABEL)
-    table = Table(title="SmolLM2-135M-Instruct, greedy, same prompts and process", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for col in ("method", "τ", "tok/s", "speedup", "vs generate()", "greedy = plain", "verified nodes", *STAGES):
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = []
@@ -270,6 +302,15 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
                   "round it verifies the subtree that pays on this machine's measured verify cost (verified "
                   "nodes: mean per drafted round, and the share of rounds decoded plainly because drafting did "
                   "not pay); `specframe profile` prints that cost", style="dim")
+    if not quick and bf16_pays(prompts[0][1], console):
+        bf16_runs = run_methods(BF16_METHODS, prompts, max_new_tokens=max_new_tokens or 64, stream_label=None,
+                                console=console)
+        bf16_table, bf16_rows = results_table(bf16_runs, BF16_METHODS[0][0], title="the same in bfloat16 (speedups "
+                                              "and equality against plain bf16 decoding and bf16 generate())")
+        console.print(bf16_table)
+        console.print("in bf16 a many-token verify and a one-token forward round differently, so greedy outputs "
+                      "equal plain bf16 decoding's almost always, not always (docs/pipelines.md)", style="dim")
+        rows += [{**row, "precision": "bfloat16"} for row in bf16_rows]
     if json_out is not None:
         write_text(json_out, json.dumps(rows, indent=2) + "\n", what="--json-out file")
     return rows

@@ -29,3 +29,17 @@ def test_rows_carry_the_speedup_over_generate_beside_the_one_over_plain_decoding
     assert "vs generate()" in text and "1.60x" in text and "0.80x" in text
     _, rows = results_table({k: v for k, v in runs.items() if k != GENERATE_LABEL}, "plain decoding")
     assert rows[1]["speedup_vs_generate"] is None  # a target without generate(): no column values
+
+
+def test_the_bf16_rows_are_skipped_where_bf16_is_not_native(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import io
+
+    from rich.console import Console
+    from specframe_smollm2.demo import bf16_pays
+
+    import specframe.metrics.machine_info as machine_info
+
+    monkeypatch.setattr(machine_info, "native_bf16", lambda device="cpu": False)
+    out = io.StringIO()
+    assert not bf16_pays("hi", Console(file=out, width=200))
+    assert "not native on this CPU" in out.getvalue()
