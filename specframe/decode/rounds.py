@@ -57,7 +57,7 @@ def run_round(session: Session, rows: list[Row]) -> None:
         tree = fit_context(st.pruner.prune(tree, ctx), proposal, session.target.max_length,
                            [states[i] for i in drafting])  # type: ignore[misc]
         if session.auto is not None:
-            probing = any(rows[i].budget is not None and not rows[i].budget.drafting for i in drafting)  # type: ignore[union-attr]
+            probing = any(rows[i].probing for i in drafting)
             choice = session.auto.choose(tree, len(rows), explore=probing or session.rounds == 1)
             tree, expected = choice.tree, choice.expected
             for i, k in zip(drafting, choice.kept, strict=True):

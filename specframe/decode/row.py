@@ -39,6 +39,11 @@ class Row:
         return self.budget is None or self.budget.wants_draft
 
     @property
+    def probing(self) -> bool:
+        """A probe: `budget: auto` drafts this round to test whether drafting pays again for this request."""
+        return self.budget is not None and not self.budget.drafting
+
+    @property
     def root_position(self) -> int:
         """Absolute position of the row's root token (its last committed token)."""
         return self.inputs.prompt_len + len(self.new) - 1
