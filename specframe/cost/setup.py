@@ -13,6 +13,7 @@ became implausible or the cache holds one that measures more), and the memory be
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -100,7 +101,11 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
             raise GenerationError(f"budget: auto has no cost profile and cannot measure one: {exc}",
                                   hint="give auto_budget.profile (a JSON written by `specframe profile`), or use "
                                        "a fixed budget") from None
-        profile = CostProfile(key=key, verify_ms=curve)
+        # This machine's own measurement: timing noise (a busy core) may make a bigger forward read faster than a
+        # smaller one; a forward over more tokens never costs less, so the running maximum is the curve.
+        sizes = sorted(curve)
+        profile = CostProfile(key=key, verify_ms=dict(zip(sizes, itertools.accumulate((curve[n] for n in sizes),
+                                                                                      max), strict=True)))
         reason = profile.problem()
         if reason is not None:
             raise GenerationError(f"budget: auto measured an unusable cost profile: {reason}",
