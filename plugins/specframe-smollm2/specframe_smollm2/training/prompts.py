@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from specframe_smollm2.training.chat_prompts import instruct_prompt, multi_prompt
 from specframe_smollm2.training.data_config import DataConfig
@@ -179,18 +180,21 @@ GENERATORS: dict[str, Callable[[random.Random], Prompt]] = {
 
 def training_prompts(count: int, *, seed: int, mix: Mapping[str, float]) -> list[Prompt]:
     """``count`` distinct prompts drawn with ``random.Random(seed)``; ``mix`` weights the kinds."""
+    return list(_draw(count, seed=seed, mix=mix))
+
+
+def _draw(count: int, *, seed: int, mix: Mapping[str, float]) -> dict[Prompt, str]:
+    """``count`` distinct prompts in drawing order, each mapped to the kind (``GENERATORS`` key) that wrote it."""
     rng = random.Random(seed)
     kinds = [k for k in GENERATORS if mix.get(k, 0) > 0]
     weights = [float(mix[k]) for k in kinds]
-    seen: set[Prompt] = set()
-    out: list[Prompt] = []
+    out: dict[Prompt, str] = {}
     attempts = 0
     while len(out) < count and attempts < count * 50:
         attempts += 1
-        prompt = GENERATORS[rng.choices(kinds, weights)[0]](rng)
-        if prompt not in seen:
-            seen.add(prompt)
-            out.append(prompt)
+        kind = rng.choices(kinds, weights)[0]
+        prompt = GENERATORS[kind](rng)
+        out.setdefault(prompt, kind)
     return out
 
 
@@ -219,3 +223,13 @@ def section_prompts(data: DataConfig) -> list[Prompt]:
     """The prompts of a recipe's data section, in generation order."""
     return recipe_prompts(data.num_prompts, seed=data.seed, mix=data.mix, files=data.prompt_files,
                           exclude=data.decontaminate, exclude_ngram=data.decontaminate_ngram)
+
+
+def section_prompt_kinds(data: DataConfig) -> list[str]:
+    """The kind of each prompt of :func:`section_prompts` (same order): a ``GENERATORS`` key for a templated
+    prompt, ``file:<name>`` for one read from a prompt file."""
+    kinds = _draw(data.num_prompts, seed=data.seed, mix=data.mix)
+    for source in data.prompt_files:
+        for p in file_prompts(source):
+            kinds.setdefault(p, f"file:{Path(source.path).stem}")
+    return [kinds[p] for p in section_prompts(data)]
