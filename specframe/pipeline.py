@@ -237,7 +237,7 @@ class Pipeline:
         except ContractError as exc:
             self._attribute(exc)
             raise
-        if self.auto_budget is not None:
+        if self.auto_budget is not None and self.settings.drafts:  # a pipeline that never drafts learnt nothing
             save_learned(self.auto_budget)
         return outcomes
 

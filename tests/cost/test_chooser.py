@@ -108,10 +108,10 @@ def chosen_width(rows: int) -> int:
 
 
 def test_speculation_shrinks_as_the_batch_grows_and_stops() -> None:
-    widths = [chosen_width(b) for b in (1, 2, 4, 8, 16, 64)]
-    assert widths[0] == 23  # one row: the flat part of the curve pays for the whole tree
-    assert all(a >= b for a, b in itertools.pairwise(widths)), widths
-    assert widths[-1] == 0 and widths[2] > widths[-1]  # 64 rows: the roots alone
+    widths = [chosen_width(b) for b in (1, 2, 4, 8, 16, 32, 64)]
+    # One row: the flat part of the curve pays for the whole tree; 64 rows: the roots alone
+    # (docs/concepts/batched-decoding.md quotes this sequence).
+    assert widths == [23, 23, 15, 7, 3, 1, 0]
 
 
 def test_rows_with_smaller_trees_keep_all_they_have() -> None:
@@ -166,12 +166,15 @@ def test_drafting_resumes_when_a_probe_pays() -> None:
     assert row.drafting and sum(pattern[-10:]) == 10
 
 
-def test_a_row_that_pays_on_average_keeps_drafting_through_unlucky_rounds() -> None:
-    """Calibrated expectations per round (not realised tokens) decide: a drafter worth 3.5 tokens per round
-    against a break-even near 2.5 keeps drafting though single rounds vary."""
+@pytest.mark.parametrize("gains, keeps", [([3.0, 4.0, 3.5, 3.2], True), ([1.8, 2.3, 2.0, 2.2], False)])
+def test_the_expected_gain_against_break_even_decides(gains: list[float], keeps: bool) -> None:
+    """The controller reads each drafted round's expected gain (the calibrated acceptance of the verified tree,
+    never the tokens it happened to commit), so varying expectations above a break-even near 2.5 tokens keep a
+    row drafting, and the same variation below it stops the row (the control)."""
     auto = controller(STEEP)
     row = auto.start_row()
-    assert sum(run_row(auto, row, [3.0, 4.0, 3.5, 3.2], 300)) >= 295
+    drafted = sum(run_row(auto, row, gains, 300))
+    assert drafted >= 295 if keeps else drafted <= 20
 
 
 def test_rows_decide_on_their_own_text() -> None:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from specframe_smollm2.testing import CONVERTED_TARGET
+from specframe_smollm2.testing import private_cache as link_private_cache
 
 from specframe import PluginHost
 from specframe.cli import run_cli
@@ -122,11 +124,12 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     return code, " ".join(capsys.readouterr().err.split())
 
 
+@pytest.mark.real_model
+@pytest.mark.skipif(not (CONVERTED_TARGET / "manifest.json").is_file(), reason="no converted SmolLM2")
 def test_profile_command_refuses_a_long_prompt_and_bad_outputs_before_measuring(
-        tmp_path: Path, private_cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    shared = Path("~/.cache/specframe/smollm2-135m-instruct").expanduser()  # the pipeline's target, in this cache
-    private_cache.mkdir()
-    (private_cache / shared.name).symlink_to(shared)
+        tmp_path: Path, private_cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    link_private_cache(private_cache, monkeypatch)  # the pipeline's target, in this cache
     code, err = cli(capsys, "profile", PLAIN, "--prompt", "word " * 20_000)
     assert code == 2 and "context" in err and "Traceback" not in err and "ValueError" not in err
     (tmp_path / "file").write_text("mine")

@@ -13,10 +13,8 @@ import pytest
 import torch
 from specframe_hf.testing import random_ids
 
-from specframe.cost.measure import profile_path, save_profile
-from specframe.cost.profile import CostProfile
-from specframe.cost.setup import target_profile_key
 from specframe.pipeline import Pipeline
+from specframe.testing.frozen_budget import freeze_auto_budget
 
 from .test_greedy_exact_hf import BASE, BUILDERS, PRUNERS, MissDrafter, OracleDrafter, fit_builder
 
@@ -56,15 +54,11 @@ def run_auto(host, ref, drafter: dict[str, Any], builder: dict[str, Any], pruner
             "drafter": drafter, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
             "verifier": verifier, "corrector": {"type": "identity"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
-    key = target_profile_key(pipe.target, pipe.config)
-    save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
-    ids = torch.tensor([prompt])
-    pipe.prepare_auto_budget(ids)
-    pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
+    freeze_auto_budget(pipe, STEEP, prompt)
     stage = pipe.stages.drafter
     if isinstance(stage, (OracleDrafter, MissDrafter)):
         stage.future = prompt + ref.generate(prompt, n + 16)
-    result = pipe.generate(ids, max_new_tokens=n)
+    result = pipe.generate(torch.tensor([prompt]), max_new_tokens=n)
     assert result.tokens == ref.generate(prompt, n), (drafter, builder, pruner, verifier)
     return result
 

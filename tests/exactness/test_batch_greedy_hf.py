@@ -19,6 +19,7 @@ from specframe import ComponentSpec, DecodeState, DraftProposal, PluginHost, hoo
 from specframe.decode.request import RefusedRequest, Request
 from specframe.errors import ConfigError
 from specframe.pipeline import Pipeline
+from specframe.testing.frozen_budget import freeze_auto_budget
 from tests.exactness.test_greedy_exact_hf import (
     BASE,
     BUILDERS,
@@ -156,19 +157,13 @@ def private_cache(tmp_path, monkeypatch):
 def auto_batch(host: PluginHost, ref: Reference, builder: dict[str, Any], pruner: dict[str, Any],
                verifier: dict[str, Any]) -> list[Any]:
     """A batch under `budget: auto` with a frozen steep cost curve; every row checked against generate()."""
-    from specframe.cost.measure import profile_path, save_profile
-    from specframe.cost.profile import CostProfile
-    from specframe.cost.setup import target_profile_key
     from tests.exactness.test_auto_budget_exact import STEEP
 
     data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10, "min_probe_interval": 2},
             "drafter": {"type": "oracle"}, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
             "verifier": verifier, "corrector": {"type": "identity"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
-    key = target_profile_key(pipe.target, pipe.config)
-    save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
-    pipe.prepare_auto_budget(torch.tensor([[1, 2, 3]]))
-    pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
+    freeze_auto_budget(pipe, STEEP)
     requests, expected = [], []
     for length, seed, n, noise in REQUESTS:
         prompt = random_ids(length, seed=seed)

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 import torch
 from specframe_hf.testing import random_ids
+from specframe_verifiers import WalkVerifier
+from specframe_verifiers.paths import children_mask
 
-from specframe.cost.measure import profile_path, save_profile
-from specframe.cost.profile import CostProfile
-from specframe.cost.setup import target_profile_key
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
+from specframe.testing.frozen_budget import freeze_auto_budget
+from specframe.tree import DraftTree
 from tests.exactness.test_auto_budget_exact import STEEP
 from tests.exactness.test_batch_greedy_hf import RowOracle, make_plugin
 from tests.exactness.test_greedy_exact_hf import BASE, BUILDERS, PRUNERS, Reference, fit_builder
@@ -69,9 +70,7 @@ def walk_pipeline(ref: Reference, host: Any, sampling: dict[str, Any], builder: 
         data.update(budget="auto", auto_budget={"max_budget": 10, "min_probe_interval": 2})
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
     if auto:  # a steep frozen curve, so the controller trims trees and stops drafting where it does not pay
-        key = target_profile_key(pipe.target, pipe.config)
-        save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
-        pipe.prepare_auto_budget(torch.tensor([[1, 2, 3]])).profile.smoothing = 0.0
+        freeze_auto_budget(pipe, STEEP)
     return pipe
 
 
@@ -112,8 +111,32 @@ def test_walk_on_sampled_trees_emits_plain_decodings_tokens(host, ref, sampling)
     for auto in (False, True):
         pipe = walk_pipeline(ref, host, params, {"type": "sampled_tree", "branching": [3, 2, 1]}, {"type": "none"},
                              auto)
-        assert [r.tokens for r in decode(pipe, REQUESTS, expected, 1)] == expected
-        assert [r.tokens for r in decode(pipe, REQUESTS, expected, 4)] == expected
+        results = decode(pipe, REQUESTS, expected, 1) + decode(pipe, REQUESTS, expected, 4)
+        assert [r.tokens for r in results] == expected + expected
+        assert any(r.accepted >= 2 for res in results for r in res.rounds)  # sampled drafts were accepted
+
+
+class BlindWalk(WalkVerifier):
+    """Negative control: follows the first child whatever the target sampled (accepts every drafted path)."""
+
+    def next_child(self, tree: DraftTree, node: torch.Tensor, draw: torch.Tensor) -> torch.Tensor:  # [B] -> [B]
+        kids = children_mask(tree, node)  # [B, N]
+        return torch.where(kids.any(dim=1), kids.long().argmax(dim=1), torch.full_like(node, -1))
+
+
+def test_a_wrong_future_is_corrected_and_a_blind_walk_would_emit_it(host, ref):
+    """The equality checks can fail: the oracle proposes another seed's sampled tokens, noise-free. The walk
+    emits plain decoding's tokens all the same; a walk that follows the drafts blindly emits the wrong future."""
+    params = SAMPLINGS["T0.7"]
+    length, prompt_seed, n, seed, _ = REQUESTS[0]
+    want = plain_tokens(ref, host, params, [REQUESTS[0]])[0]
+    wrong = plain_tokens(ref, host, params, [(length, prompt_seed, n, seed + 1000, 0.0)])[0]
+    assert want != wrong
+    pipe = walk_pipeline(ref, host, params, {"type": "chain"}, {"type": "none"}, auto=False)
+    request = (length, prompt_seed, n, seed, 0.0)
+    assert decode(pipe, [request], [wrong], 1)[0].tokens == want
+    pipe.stages.verifier = BlindWalk()
+    assert decode(pipe, [request], [wrong], 1)[0].tokens != want
 
 
 def test_another_seed_gives_other_tokens(host, ref):

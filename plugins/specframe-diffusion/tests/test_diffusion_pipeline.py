@@ -17,6 +17,7 @@ from diffusion_testkit import TARGET_LAYERS, TWO_WAY_TOKENS, VOCAB, make_two_way
 from specframe.draft_vocab import DraftVocab, save_draft_vocab
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
+from specframe.testing.frozen_budget import freeze_auto_budget
 
 pytestmark = pytest.mark.slow
 
@@ -204,20 +205,17 @@ def test_budget_auto_batches_draft_subsets_of_rows(host, targets, checkpoints, d
     """Under `budget: auto` rows that decode a round plainly skip the draft forward; every row stays greedy-exact."""
     from specframe_hf import HFTarget
 
-    from specframe.cost.measure import profile_path, save_profile
-    from specframe.cost.profile import CostProfile
-    from specframe.cost.setup import target_profile_key
+    import specframe.decode.loop as loop_module
     from specframe.decode.request import Request
+    from specframe.testing.clock import TickClock
 
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    monkeypatch.setattr(loop_module, "StageClock", TickClock)  # stage times read the same on every machine
     model, _ = targets["random"]  # drafts rarely hit: the controller turns plain for some rows and probes again
     config = batch_config(checkpoints[("random", layout)], layout, "dartree_pruned", budget="auto")
     config["auto_budget"] = {"max_budget": 10, "min_probe_interval": 2}
     pipe = Pipeline.from_dict(config, target=HFTarget.from_model(model), host=host)
-    key = target_profile_key(pipe.target, pipe.config)
-    save_profile(CostProfile(key=key, verify_ms=STEEP), profile_path(key))
-    pipe.prepare_auto_budget(torch.tensor([[1, 2, 3]]))
-    pipe.auto_budget.profile.smoothing = 0.0  # frozen: decisions come from the steep curve, not this machine
+    freeze_auto_budget(pipe, STEEP)
     limits = [32, 5, 32]  # the third request joins when the second ends, out of step with the first
     requests = [Request(p, n) for p, n in zip(BATCH_PROMPTS, limits, strict=True)]
     results = pipe.generate_batch(requests, batch_size=2)

@@ -15,10 +15,24 @@ from typing import Any
 import torch
 
 from specframe.tensor_files import save_tensor_file
+from specframe_smollm2.cache import target_dir
 from specframe_smollm2.training.generate_data import generate_batch_ids
 from specframe_smollm2.training.recipe import Recipe
 
 TINY_VOCAB = 96
+#: The converted SmolLM2 of the user's cache, resolved at import (before a test moves ``$SPECFRAME_CACHE``).
+CONVERTED_TARGET = target_dir()
+
+
+def private_cache(root: Path, monkeypatch: Any) -> Path:
+    """Point ``$SPECFRAME_CACHE`` at ``root`` with the converted target linked in, so what a test run learns
+    (cost profiles, controller memory, kernel choices) never lands in the user's cache."""
+    root.mkdir(parents=True, exist_ok=True)
+    link = root / CONVERTED_TARGET.name
+    if not link.exists():
+        link.symlink_to(CONVERTED_TARGET)
+    monkeypatch.setenv("SPECFRAME_CACHE", str(root))
+    return root
 
 
 def tiny_llama(seed: int = 0, *, hidden: int = 32, layers: int = 4, vocab: int = TINY_VOCAB) -> Any:

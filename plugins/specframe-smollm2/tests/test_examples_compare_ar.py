@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from specframe_smollm2.cache import target_dir
+from specframe_smollm2.testing import private_cache
 
 from specframe.cli import run_cli
 
@@ -20,16 +21,19 @@ HAVE_TARGET = (target_dir() / "manifest.json").is_file()
 @pytest.mark.real_model
 @pytest.mark.skipif(not HAVE_TARGET, reason="no converted SmolLM2 (run `specframe setup-target`)")
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_compare_ar_runs_on_every_example(path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_compare_ar_runs_on_every_example(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
+    private_cache(tmp_path / "cache", monkeypatch)
     monkeypatch.setenv("SPECFRAME_CHECKPOINTS", str(ROOT / "checkpoints" / "smollm2-135m"))
     status = run_cli(["run", str(path), "--prompt", "What is 3 + 4?", "--max-new-tokens", "3", "--compare-ar",
                       "--json"])
     captured = capsys.readouterr()
     assert status == 0, captured.err
     report = json.loads(captured.out)
-    if path.stem.endswith("-bf16"):  # bf16: equal outputs are likely, not guaranteed (docs/pipelines.md)
-        assert report["identical_to_ar"] in ([True], [False])
+    if path.stem.endswith("-bf16"):
+        # bf16 promises no token-for-token equality (docs/pipelines.md; benchmarks/bf16_exactness.py measures the
+        # mismatch rate): the comparison is reported, one verdict per prompt.
+        assert len(report["identical_to_ar"]) == 1 and isinstance(report["identical_to_ar"][0], bool)
     else:
         assert report["identical_to_ar"] == [True]
     assert len(report["baseline"]) == 1 and report["speedup"] > 0

@@ -7,14 +7,18 @@ cache and read a deterministic clock (1 ms per reading): their controllers then 
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from specframe_smollm2.cache import target_dir
+from specframe_smollm2.testing import private_cache
 
 import specframe.decode.loop as loop_module
+from specframe.config.loader import load_file
 from specframe.cost.measure import profile_path, save_profile
 from specframe.cost.profile import CostProfile
 from specframe.cost.setup import target_profile_key
@@ -29,9 +33,21 @@ PROMPT = "Tom has 3 boxes of 12 pencils and gives away 7. How many pencils are l
 
 
 @pytest.fixture(scope="module")
-def shared_target() -> Any:
-    first = Pipeline.from_yaml(EXAMPLES[0], overrides=())
-    return first.target
+def targets(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Any]:
+    """The target of an example, loaded once per distinct ``target`` section (float32 and bf16 examples get
+    their own) in a private cache."""
+    loaded: dict[str, Any] = {}
+    cache = tmp_path_factory.mktemp("cache")
+
+    def target_of(path: Path) -> Any:
+        section = json.dumps(load_file(path)[0].get("target"), sort_keys=True)  # extends resolved
+        if section not in loaded:
+            with pytest.MonkeyPatch.context() as patch:
+                private_cache(cache, patch)
+                loaded[section] = Pipeline.from_yaml(path, overrides=()).target
+        return loaded[section]
+
+    return target_of
 
 
 def fresh(path: Path, target: Any, cache: Path, monkeypatch: pytest.MonkeyPatch) -> Pipeline:
@@ -47,8 +63,9 @@ def fresh(path: Path, target: Any, cache: Path, monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.real_model
 @pytest.mark.skipif(not HAVE_TARGET, reason="no converted SmolLM2 (run `specframe setup-target`)")
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_one_request_equals_a_batch_of_one(path: Path, shared_target: Any, tmp_path: Path,
+def test_one_request_equals_a_batch_of_one(path: Path, targets: Callable[[Path], Any], tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    shared_target = targets(path)
     monkeypatch.setenv("SPECFRAME_CHECKPOINTS", str(ROOT / "checkpoints" / "smollm2-135m"))
     monkeypatch.setattr(loop_module, "StageClock", TickClock)
     alone = fresh(path, shared_target, tmp_path / "a", monkeypatch).generate(PROMPT, 24)

@@ -23,13 +23,11 @@ from verifier_scenarios import PROMPT, make_corrector, make_drafter, make_target
 import specframe.decode.loop as loop_module
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.cost.acceptance import AcceptanceEstimator
-from specframe.cost.measure import profile_path, save_profile
-from specframe.cost.profile import CostProfile
-from specframe.cost.setup import target_profile_key
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
 from specframe.sampling import probs
 from specframe.testing.clock import TickClock
+from specframe.testing.frozen_budget import freeze_auto_budget
 from specframe.testing.stats import g_test
 from specframe.testing.toy import ToyTarget
 from specframe.types import SamplingParams
@@ -79,10 +77,7 @@ def decode_many(key: str) -> tuple[ToyTarget, list[Any]]:
             "tree_builder": {"type": "sampled_tree", "branching": [3, 2]}, "pruner": {"type": "none"},
             "verifier": {"type": "tree_rejection"}, "generation": {"stop_at_eos": False}}
     pipe = Pipeline.from_dict(data, target=target, host=_host(target))
-    profile_key = target_profile_key(pipe.target, pipe.config)
-    save_profile(CostProfile(key=profile_key, verify_ms=STEEP), profile_path(profile_key))
-    auto = pipe.prepare_auto_budget(torch.tensor([list(PROMPT)]))
-    auto.profile.smoothing = 0.0  # frozen: the steep curve decides, not this machine
+    auto = freeze_auto_budget(pipe, STEEP, list(PROMPT))
     assert auto.estimator.key == "rank"  # what the pipeline chose for a rejection verifier
     if key == "score":
         auto.estimator = AcceptanceEstimator(key="score")
