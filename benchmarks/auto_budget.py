@@ -16,8 +16,8 @@ Methods are interleaved per prompt (the order rotates by one each prompt; ``hf_g
 decoding, whose token count it takes), every output is checked token for token against plain decoding and
 ``generate()``. Per set and per group (``math_code`` = GSM8K + HumanEval, ``chat`` = MT-Bench + Alpaca), every
 method gets its speedup over ``generate()`` and over the plain loop: aggregate (Σ tokens / Σ time ratio) with a
-percentile bootstrap interval over prompts, the geometric mean of per-prompt ratios, and the worst prompt's
-ratio with its question id. ``--warm-tune K`` first runs K tune-split prompts per set through the ``budget:
+percentile bootstrap interval over prompts, the geometric mean and the median of per-prompt ratios, and the worst
+prompt's ratio with its question id. ``--warm-tune K`` first runs K tune-split prompts per set through the ``budget:
 auto`` methods (untimed), so whatever the controller learns comes from the tune split.
 
 The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), the load average
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -80,13 +81,15 @@ def _estimate(e: Estimate) -> dict[str, Any]:
 
 def versus(results: Sequence[GenerationResult], base: Sequence[GenerationResult], ids: Sequence[int | str],
            boot: dict[str, Any]) -> dict[str, Any]:
-    """Speedup of ``results`` over ``base`` (paired by prompt): aggregate [CI], geomean [CI], the worst prompt."""
+    """Speedup of ``results`` over ``base`` (paired by prompt): aggregate [CI], geomean [CI], median, the worst
+    prompt."""
     pairs = [PairedRun(len(r.tokens), r.total_ns / 1e9, len(b.tokens), b.total_ns / 1e9)
              for r, b in zip(results, base, strict=True)]
     ratios = [p.ratio for p in pairs]
     worst = min(range(len(ratios)), key=ratios.__getitem__)
     return {"aggregate": _estimate(aggregate_estimate(pairs, **boot)),
             "geomean": _estimate(geomean_estimate(pairs, **boot)),
+            "median": round(statistics.median(ratios), 4),
             "worst": round(ratios[worst], 4), "worst_question": ids[worst],
             "identical": sum(r.tokens == b.tokens for r, b in zip(results, base, strict=True))}
 
@@ -173,13 +176,14 @@ def _cell(v: dict[str, Any] | None) -> str:
 
 def print_table(console: Console, title: str, rows: list[dict[str, Any]]) -> None:
     table = Table(title=title, title_justify="left")
-    for col in ("method", "τ", "tok/s", "vs generate() [CI]", "worst", "vs plain [CI]", "worst", "= plain",
+    for col in ("method", "τ", "tok/s", "vs generate() [CI]", "median", "worst", "vs plain [CI]", "worst", "= plain",
                 "= generate()", "nodes", "plain %", "contended"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for r in rows:
         gen = r.get("vs_generate")
         table.add_row(r["method"], f"{r['tau']:.2f}", f"{r['tokens_per_s']:.2f}", _cell(gen),
-                      "-" if gen is None else f"{gen['worst']:.2f}", _cell(r["vs_plain"]),
+                      "-" if gen is None else f"{gen['median']:.2f}", "-" if gen is None else f"{gen['worst']:.2f}",
+                      _cell(r["vs_plain"]),
                       f"{r['vs_plain']['worst']:.2f}", f"{r['vs_plain']['identical']}/{r['prompts']}",
                       "-" if gen is None else f"{gen['identical']}/{r['prompts']}", f"{r['verified_nodes']:.1f}",
                       f"{100 * r['plain_round_share']:.0f}", str(r["contended"]))

@@ -1,20 +1,30 @@
-"""Batched decoding: tokens/s against batch size for plain decoding and DARTree with `budget: auto`, SmolLM2 pair.
+"""Batched decoding: tokens/s against batch size for transformers' batched ``generate()``, plain decoding and
+DARTree with ``budget: auto``, SmolLM2 pair.
 
-For each batch size of ``--batch-sizes`` (default 1, 2, 4, 8, 16), the same ``--n`` prompts (GSM8K test
-questions and HumanEval prompts from ``../shared/data``, alternating) are decoded greedily through
-`Pipeline.generate_batch` (continuous batching: ``B`` rows in flight, waiting prompts take freed rows) with
-plain decoding and then with DARTree pruned under ``budget: auto``, side by side in one process. Throughput is
-total new tokens over the batch's wall time; every output is checked token for token against plain decoding at
-batch size 1. Memory per row is the peak CUDA memory above the model's own, divided by the batch size (CPU:
-not measured). Reported targets: DARTree auto >= 1.15x batched plain decoding at batch 2 and >= 1.0x at batch 4
-and 8, plain decoding at batch 8 >= 3x batch 1, and the draft time of a drafted round at batch 4 at most twice
-that at batch 1 (the drafter proposes for every drafting row in one forward).
+For each batch size of ``--batch-sizes`` (default 1, 2, 4, 8, 16), the same ``--n`` prompts (held-out GSM8K test
+questions and HumanEval prompts from ``../shared/data``, alternating) are decoded greedily three ways, side by
+side in one process and alternating per repeat:
+
+* ``hf_generate``: what a transformers user writes, static batching: ``B`` prompts left-padded into one
+  ``generate()`` call (default kernels, :mod:`specframe_hf.reference`), each call as long as the longest row of
+  its group needs, so it does the work a user's ``generate()`` with end-of-sequence stopping does;
+* plain decoding and DARTree pruned under ``budget: auto`` through `Pipeline.generate_batch` (continuous
+  batching: ``B`` rows in flight, waiting prompts take freed rows).
+
+Throughput is the new tokens the plain loop produces (each row up to its end of sequence) over the wall time;
+the table gives the median of ``--repeats`` runs and their spread (min-max). Every specframe output is checked
+token for token against plain decoding at batch size 1; ``generate()``'s rows are compared too (left padding
+changes fp32 rounding, so a batched ``generate()`` may differ after a near tie: reported, not required).
+Memory per row is the peak CUDA memory above the model's own, divided by the batch size (CPU: not measured).
+Reported targets: DARTree auto >= 1.15x batched plain decoding at batch 2 and >= 1.0x at batch 4 and 8, plain
+decoding at batch 8 >= 3x batch 1, and the draft time of a drafted round at batch 4 at most twice that at batch 1
+(the drafter proposes for every drafting row in one forward).
 
 The script refuses to start on a busy machine (1-minute load average above ``--max-load``) and records the
 load before and after. Writes a JSON file and, with matplotlib, a plot next to it. Usage (a quiet GPU box)::
 
     .venv/bin/python benchmarks/batch_decoding.py --device cuda --n 64 --max-new-tokens 128 \\
-        --out docs/benchmarks/batch/results.json
+        --out docs/benchmarks/batch-decoding/results.json
 
 A smoke run (CPU, seconds): ``--n 4 --max-new-tokens 6 --batch-sizes 1,2 --max-load 99``.
 """
@@ -54,6 +64,34 @@ def timed_batch(pipe: Any, prompts: list[str], max_new: int, batch_size: int) ->
     wall = time.perf_counter() - start
     per_row = (torch.cuda.max_memory_allocated() - held) / batch_size if cuda else None
     return results, wall, per_row
+
+
+def timed_generate(target: Any, ids: list[torch.Tensor], reference: list[list[int]],
+                   batch_size: int) -> tuple[list[list[int]], float]:
+    """transformers' static batching over the prompts ``ids`` (each ``[P_i]``), ``batch_size`` per call: the rows'
+    tokens cut to the plain loop's lengths, and the summed wall seconds."""
+    from specframe.types import SamplingParams
+
+    tokens: list[list[int]] = []
+    wall_ns = 0
+    for start in range(0, len(ids), batch_size):
+        group = slice(start, start + batch_size)
+        lengths = [len(r) for r in reference[group]]
+        rows, ns, _ = target.native_generate_batch(ids[group], max(lengths), sampling=SamplingParams(), seed=0)
+        tokens += [row[:n] for row, n in zip(rows, lengths, strict=True)]
+        wall_ns += ns
+    return tokens, wall_ns / 1e9
+
+
+def generate_row(runs: list[tuple[list[list[int]], float]], batch_size: int,
+                 reference: list[list[int]]) -> dict[str, Any]:
+    """The ``hf_generate`` table row from repeated runs (median-time run, every wall time kept)."""
+    tokens, wall = sorted(runs, key=lambda run: run[1])[len(runs) // 2]
+    count = sum(len(t) for t in tokens)
+    return {"method": "hf_generate (static batches)", "batch_size": batch_size, "tokens": count,
+            "wall_s": round(wall, 3), "tokens_per_s": round(count / wall, 3), "tau": 1.0, "verified_nodes": 0.0,
+            "draft_ms_per_round": 0.0, "plain_round_share": 1.0, "exact": tokens == reference,
+            "memory_per_row_mib": None, "wall_s_repeats": [round(run[1], 3) for run in runs]}
 
 
 def measure(label: str, runs: list[tuple[list[Any], float, float | None]], batch_size: int,
@@ -129,37 +167,53 @@ def main() -> None:
     host = PluginHost()
     plain = Pipeline.from_yaml(root / "plain.yaml", host=host, overrides=overrides)
     dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
-    sets = load_prompts(args.data, (args.n + 1) // 2)
+    sets = load_prompts(args.data, (args.n + 1) // 2, names=("gsm8k", "humaneval"))
     prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: args.n]
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     plain.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up (and the cost profile of budget: auto)
     dart.generate_batch(prompts[:2], 4, batch_size=2)
     reference = [r.tokens for r in plain.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
+    ids = [plain.encode(p).view(-1) for p in prompts]
+    native = getattr(plain.target, "native_generate_batch", None)
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for b in sizes:  # the two methods alternate, --repeats times; the median-time run of each is reported
+    for b in sizes:  # the methods alternate, --repeats times; the median-time run of each is reported
         runs: dict[str, list[tuple[list[Any], float, float | None]]] = {"plain": [], "dart": []}
+        hf_runs: list[tuple[list[list[int]], float]] = []
         for _ in range(args.repeats):
+            if native is not None:
+                hf_runs.append(timed_generate(plain.target, ids, reference, b))
             runs["plain"].append(timed_batch(plain, prompts, args.max_new_tokens, b))
             runs["dart"].append(timed_batch(dart, prompts, args.max_new_tokens, b))
+        if hf_runs:
+            rows.append(generate_row(hf_runs, b, reference))
         rows.append(measure("plain decoding", runs["plain"], b, reference))
         rows.append(measure("DARTree pruned, budget: auto", runs["dart"], b, reference))
-        console.print(rows[-2], rows[-1], highlight=False)
+        console.print(*rows[-3:], highlight=False)
+    hf_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"].startswith("hf_generate")}
     plain_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"] == "plain decoding"}
     for r in rows:
         r["vs_plain_same_batch"] = round(r["tokens_per_s"] / plain_at[r["batch_size"]], 3)
+        if r["batch_size"] in hf_at:
+            r["vs_hf_generate_same_batch"] = round(r["tokens_per_s"] / hf_at[r["batch_size"]], 3)
+    machine = machine_summary()
     table = Table(title=f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, device "
-                        f"{getattr(plain.target, 'device', 'cpu')}")
-    for col in ("method", "batch", "tok/s", "vs plain", "τ", "nodes", "draft ms", "plain %", "MiB/row", "exact"):
+                        f"{getattr(plain.target, 'device', 'cpu')}, {machine.get('cpu', '?')}, "
+                        f"{torch.get_num_threads()} threads, median of {args.repeats}")
+    for col in ("method", "batch", "tok/s", "spread s", "vs plain", "vs generate()", "τ", "nodes", "draft ms",
+                "plain %", "MiB/row", "exact"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for r in rows:
         mem = "-" if r["memory_per_row_mib"] is None else f"{r['memory_per_row_mib']:.0f}"
-        table.add_row(r["method"], str(r["batch_size"]), f"{r['tokens_per_s']:.1f}", f"{r['vs_plain_same_batch']:.2f}x",
+        spread = f"{min(r['wall_s_repeats']):.1f}-{max(r['wall_s_repeats']):.1f}"
+        vs_hf = f"{r['vs_hf_generate_same_batch']:.2f}x" if "vs_hf_generate_same_batch" in r else "-"
+        table.add_row(r["method"], str(r["batch_size"]), f"{r['tokens_per_s']:.1f}", spread,
+                      f"{r['vs_plain_same_batch']:.2f}x", vs_hf,
                       f"{r['tau']:.2f}", f"{r['verified_nodes']:.1f}", f"{r['draft_ms_per_round']:.1f}",
                       f"{100 * r['plain_round_share']:.0f}", mem,
                       "yes" if r["exact"] else "NO")
     console.print(table)
-    dart_at = {r["batch_size"]: r for r in rows if r["method"] != "plain decoding"}
+    dart_at = {r["batch_size"]: r for r in rows if r["method"].startswith("DARTree")}
     targets: dict[str, Any] = {f"dartree_auto_vs_plain_b{b}": r["vs_plain_same_batch"] for b, r in dart_at.items()}
     line = "targets: DARTree auto vs batched plain " + ", ".join(
         f"B={b} {r['vs_plain_same_batch']:.2f}x" for b, r in dart_at.items()) + " (>= 1.15x at 2, >= 1.0x at 4, 8)"
@@ -171,7 +225,7 @@ def main() -> None:
         line += f"; plain B=8 >= 3x B=1 -> {targets['plain_b8_over_b1']:.2f}x"
     console.print(line)
     report = {"n": len(prompts), "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
-              "cpu")), "machine": machine_summary(), "threads": torch.get_num_threads(), "load_before": load_before,
+              "cpu")), "machine": machine, "threads": torch.get_num_threads(), "load_before": load_before,
               "rows": rows, "targets": targets, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")

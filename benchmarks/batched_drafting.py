@@ -44,6 +44,7 @@ from specframe_smollm2.demo import repo_root
 from specframe.device_sync import synchronize
 from specframe.files import write_text
 from specframe.interfaces import DecodeState, Drafter, DrafterRows, ForkedRows
+from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import load_average, refuse_when_busy
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, TargetOutput, VerifyResult
@@ -122,6 +123,9 @@ def summary(way: str, batch_size: int, runs: list[tuple[list[Any], list[TimedRow
         "way": way,
         "batch_size": batch_size,
         "draft_ms": round(statistics.median(full) / 1e6, 3) if full else None,
+        # spread: the 10th and 90th percentile of the same rounds
+        "draft_ms_p10_p90": [round(q / 1e6, 3) for q in statistics.quantiles(full, n=10)[::8]] if len(full) > 1
+        else None,
         "full_rounds": len(full),
         "commit_ms": round(statistics.median(commits) / 1e6, 3) if commits else None,
         "exact": all([r.tokens for r in results] == reference for results, _ in runs),
@@ -155,7 +159,7 @@ def main() -> None:
                               overrides=overrides)
     drafter = pipe.stages.drafter
     sizes = [int(b) for b in args.batch_sizes.split(",")]
-    sets = load_prompts(args.data, (max(sizes) + 1) // 2)
+    sets = load_prompts(args.data, (max(sizes) + 1) // 2, names=("gsm8k", "humaneval"))
     prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: max(sizes)]
     pipe.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up
     reference = [r.tokens for r in pipe.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
@@ -175,12 +179,15 @@ def main() -> None:
         r["vs_first_batch"] = None if r["draft_ms"] is None or not base[r["way"]] else \
             round(r["draft_ms"] / base[r["way"]], 3)
     note = " (--quick: times mean nothing)" if args.quick else ""
-    table = Table(title=f"draft time per round, {args.max_new_tokens} new tokens, device "
-                        f"{getattr(pipe.target, 'device', 'cpu')}{note}")
-    for col in ("way", "batch", "draft ms", f"vs batch {sizes[0]}", "rounds", "commit ms", "exact"):
+    machine = machine_summary()
+    table = Table(title=f"draft time per round (median of {args.repeats}), {args.max_new_tokens} new tokens, device "
+                        f"{getattr(pipe.target, 'device', 'cpu')}, {machine.get('cpu', '?')}, "
+                        f"{torch.get_num_threads()} threads{note}")
+    for col in ("way", "batch", "draft ms", "p10-p90", f"vs batch {sizes[0]}", "rounds", "commit ms", "exact"):
         table.add_column(col, justify="left" if col == "way" else "right")
     for r in rows:
-        table.add_row(r["way"], str(r["batch_size"]), "-" if r["draft_ms"] is None else f"{r['draft_ms']:.2f}",
+        spread = "-" if r["draft_ms_p10_p90"] is None else "{:.2f}-{:.2f}".format(*r["draft_ms_p10_p90"])
+        table.add_row(r["way"], str(r["batch_size"]), "-" if r["draft_ms"] is None else f"{r['draft_ms']:.2f}", spread,
                       "-" if r["vs_first_batch"] is None else f"{r['vs_first_batch']:.2f}x", str(r["full_rounds"]),
                       "-" if r["commit_ms"] is None else f"{r['commit_ms']:.3f}", "yes" if r["exact"] else "NO")
     console.print(table)
@@ -190,7 +197,8 @@ def main() -> None:
         ratio = targets["native_draft_b4_over_b1"] = round(at[4] / at[1], 3)
         console.print(f"target: native draft time at batch 4 <= 2x batch 1 -> {ratio:.2f}x")
     report = {"max_new_tokens": args.max_new_tokens, "quick": args.quick,
-              "device": str(getattr(pipe.target, "device", "cpu")), "threads": torch.get_num_threads(),
+              "device": str(getattr(pipe.target, "device", "cpu")), "machine": machine,
+              "threads": torch.get_num_threads(),
               "load_before": load_before, "rows": rows, "targets": targets, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")

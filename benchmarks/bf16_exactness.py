@@ -13,8 +13,11 @@ there on. This script measures it on the SmolLM2 pair:
 * per method and set: how many outputs differ from plain decoding at the same precision (mismatch rate) and the
   first position where each differs (first divergence, 0 = the first new token), plus how many of plain bf16
   decoding's outputs differ from plain float32 decoding's (how far the precision itself moves the text);
-* tokens/s and speedup over plain decoding at the same precision, labelled with whether the device has native
-  bf16 (:func:`specframe.metrics.machine_info.native_bf16`): elsewhere bf16 speeds say nothing.
+* tokens/s and speedup over plain decoding at the same precision (for the row of plain bf16 decoding itself: its
+  speed over plain float32 decoding, measured before it in the same process), labelled with whether the device
+  has native bf16 (:func:`specframe.metrics.machine_info.native_bf16`): elsewhere bf16 speeds say nothing.
+
+It refuses to start on a busy machine (1-minute load average above ``--max-load``; ``--quick`` skips the check).
 
 Usage::
 
@@ -43,7 +46,7 @@ from specframe_smollm2.demo import repo_root
 from specframe.bench.splits import REPORT, SPLITS
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary, native_bf16
-from specframe.metrics.machine_load import load_average
+from specframe.metrics.machine_load import load_average, refuse_when_busy
 from specframe.metrics.records import GenerationResult
 
 DEFAULT_METHODS = "prompt-lookup-chain,dartree-pruned-b16,dartree-pruned"
@@ -113,11 +116,14 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--logits", default="auto,float32", help="logits_dtype settings compared")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-load", type=float, default=0.6)
     ap.add_argument("--quick", action="store_true", help="a smoke run (2 prompts, 16 tokens): not a measurement")
     ap.add_argument("--out", type=Path, default=Path("runs/bf16-exactness.json"))
     args = ap.parse_args()
     if args.quick:
         args.n, args.max_new_tokens, args.methods, args.sets = 2, 16, "dartree-pruned-b16", "gsm8k"
+        args.max_load = float("inf")
+    load_before = refuse_when_busy(args.max_load)
     console = Console(width=None if sys.stdout.isatty() else 180)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
@@ -126,7 +132,7 @@ def main() -> None:
     report: dict[str, Any] = {"quick": args.quick, "machine": machine_summary(), "device": args.device,
                               "dtype": args.dtype, "native_bf16": native, "threads": args.threads,
                               "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens,
-                              "load_before": load_average(), "settings": {}}
+                              "load_before": load_before, "settings": {}}
     t0 = time.perf_counter()
     plain32, _ = build(args, None)
     fp32 = decode(plain32, {}, sets, args.max_new_tokens)
@@ -139,7 +145,7 @@ def main() -> None:
             base = by_label["plain"]
             rows.append({"set": name, "method": f"plain {args.dtype} vs plain float32",
                          **mismatch(base, fp32[name]["plain"]), "tokens_per_s": round(speed(base), 3),
-                         "speedup_vs_plain": 1.0})
+                         "speedup_vs_plain": round(speed(base) / speed(fp32[name]["plain"]), 3)})
             for label in methods:
                 rows.append({"set": name, "method": label, **mismatch(by_label[label], base),
                              "tokens_per_s": round(speed(by_label[label]), 3),

@@ -101,7 +101,7 @@ def main() -> None:
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
-    sets = load_prompts(args.data, args.n)
+    sets = load_prompts(args.data, args.n, names=("gsm8k", "humaneval"))
     prompts = sets["gsm8k"] + sets["humaneval"]
     host = PluginHost()
     plain = Pipeline.from_yaml(repo_root() / "examples" / "smollm2" / "plain.yaml", host=host)

@@ -4,7 +4,8 @@ Reads the benchmark copies in ``../shared/data`` (or ``--data DIR``): the first 
 :mod:`specframe.bench.splits`) GSM8K test questions, HumanEval prompts and MT-Bench first turns, formatted as in the
 papers' protocol (docs/concepts/benchmark-protocol.md; :mod:`prompt_sets`). Every method runs on the same prompts
 with one shared target in one process; plain decoding is the speedup denominator. Then the tree methods are swept
-over budgets. Results go to ``--out`` (JSON) and a markdown summary is printed.
+over budgets. Results go to ``--out`` (JSON, with the CPU model and the load before and after) and a markdown
+summary is printed. The script refuses to start on a busy machine (1-minute load average above ``--max-load``).
 
 Usage::
 
@@ -25,6 +26,8 @@ from specframe_smollm2.demo import METHODS, repo_root, results_table, run_method
 
 from specframe.bench.splits import REPORT
 from specframe.files import write_text
+from specframe.metrics.machine_info import machine_summary
+from specframe.metrics.machine_load import load_average, refuse_when_busy
 
 #: The sets of the end-to-end evaluation (held-out τ per set, checkpoints/smollm2-135m/eval.json).
 EVAL_SETS = ("gsm8k", "humaneval", "mt_bench")
@@ -75,14 +78,17 @@ def main() -> None:
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--out", type=Path, default=Path("runs/smollm2-eval.json"))
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is faster on shared 2-core machines)")
+    ap.add_argument("--max-load", type=float, default=0.6)
     args = ap.parse_args()
     import torch
 
+    load_before = refuse_when_busy(args.max_load)
     torch.set_num_threads(args.threads)
     console = Console(width=None if sys.stdout.isatty() else 160)
     t0 = time.perf_counter()
     sets = load_prompts(args.data, args.n)
-    report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads, "datasets": {}}
+    report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
+                    "machine": machine_summary(), "load_before": load_before, "datasets": {}}
     for name, prompts in sets.items():
         console.rule(name)
         runs = run_methods(METHODS, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)
@@ -95,7 +101,7 @@ def main() -> None:
         report["budget_sweep"] = budget_sweep(mixed, [int(b) for b in args.budgets.split(",")],
                                               args.max_new_tokens, console)
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    report["load_after"] = load_average()
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s")
 

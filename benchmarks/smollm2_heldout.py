@@ -5,7 +5,7 @@ on), groups them by the kind of prompt that produced them (word problems, stubs,
 MBPP, ...; :func:`section_prompt_kinds`), draws the same random anchors for every checkpoint and prints the chain
 τ (1 + leading drafts equal to the target's greedy tokens) per kind for each checkpoint, with the number of
 blocks behind each figure. Heads are scored on their own base drafter (``--head DIR:BASE``), with the base's τ
-beside them. A JSON copy goes to ``--out``.
+beside them. A JSON copy goes to ``--out`` (default ``runs/heldout.json``).
 
 This is the comparison a new training stage has to win before its checkpoints replace the shipped ones: it
 measures the drafter alone, on text the target wrote, with no decoding loop in between (``smollm2_eval.py``
@@ -31,7 +31,7 @@ from specframe_smollm2.training.dataset import Sequence, load_sequences, make_ba
 from specframe_smollm2.training.objectives import EvalResult, Objective
 from specframe_smollm2.training.prompts import section_prompt_kinds
 from specframe_smollm2.training.recipe import Recipe, load_recipe
-from specframe_smollm2.training.trainer import _build_objective
+from specframe_smollm2.training.trainer import build_objective
 
 from specframe.files import write_text
 
@@ -61,7 +61,7 @@ def drafter_objective(recipe: Recipe, target: torch.nn.Module, checkpoint: str) 
 def head_objective(recipe: Recipe, target: torch.nn.Module, head: str, base: str) -> Objective:
     """The exported head at ``head`` on the drafter at ``base``."""
     update = {"base": base, "init_from": head}
-    objective, _ = _build_objective(recipe.model_copy(update=update), target, [], torch.Generator().manual_seed(0))
+    objective, _ = build_objective(recipe.model_copy(update=update), target, [], torch.Generator().manual_seed(0))
     objective.trainable.eval()
     return objective
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", default=None,
                     help="converted target directory (default: the recipe's, else the setup-target cache)")
-    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=Path("runs/heldout.json"))
     args = ap.parse_args(argv)
 
     from specframe_hf.loading import load_model, model_directory
@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
     recipe = load_recipe(Path(args.recipe))
     groups = heldout_by_kind(recipe)
+    if not any(groups.values()):
+        ap.error(f"{args.recipe}: its data sections hold no held-out sequence (generate the data first)")
     model_dir = args.target or recipe.target or str(target_dir())
     target = load_model(model_directory(model_dir), dtype=torch.float32, device=torch.device("cpu"), role="target")
     head_recipes = dict(item.split("=", 1) for item in args.head_recipe)
@@ -133,9 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     overall = {name: sum(results[name][k].tau * w for k, w in weights.items()) / total for name in names}
     print(f"| all (sequence-weighted) | {total} | {total * args.anchors} | "
           + " | ".join(f"{overall[n]:.3f}" for n in names) + " |")
-    if args.out:
-        write_text(args.out, json.dumps({"recipe": args.recipe, "anchors": args.anchors, "seed": args.seed,
-                                         "kinds": table, "overall": overall}, indent=1), what="results")
+    write_text(args.out, json.dumps({"recipe": args.recipe, "anchors": args.anchors, "seed": args.seed,
+                                     "kinds": table, "overall": overall}, indent=1), what="results")
     return 0
 
 

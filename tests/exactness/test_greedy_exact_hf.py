@@ -103,7 +103,7 @@ class OracleDrafter(Drafter):
 
     def propose(self, state: DecodeState) -> DraftProposal:
         t = state.tokens.shape[1]
-        cfg, gen = self.cfg, torch.Generator().manual_seed(state.seed * 100_003 + t)  # the test's own noise
+        cfg, gen = self.cfg, torch.Generator().manual_seed((state.seed * 100_003 + t) % 2**63)  # the test's own noise
         ranked = []
         for d in range(1, cfg.depth + 1):
             true = self.future[t - 1 + d] if t - 1 + d < len(self.future) else 0
@@ -126,7 +126,7 @@ class MissDrafter(Drafter):
     def propose(self, state: DecodeState) -> DraftProposal:
         t = state.tokens.shape[1]
         nxt = self.future[t] if t < len(self.future) else -1
-        gen = torch.Generator().manual_seed(state.seed * 100_003 + t)  # the test's own noise
+        gen = torch.Generator().manual_seed((state.seed * 100_003 + t) % 2**63)  # the test's own noise
         ranked = [noise_tokens(gen, self.cfg.num_candidates, exclude=nxt if d == 0 else -1)
                   for d in range(self.cfg.depth)]
         return candidate_proposal(state.root, ranked)

@@ -37,6 +37,7 @@ class _FirstToken(BaseStreamer):
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.puts = 0
+        self.start_ns = 0
         self.first_ns: int | None = None
 
     def put(self, value: torch.Tensor) -> None:
@@ -66,9 +67,43 @@ def generation_config(model: Any, new_tokens: int, sampling: SamplingParams) -> 
 def native_generate(model: Any, device: torch.device, input_ids: torch.Tensor, new_tokens: int, *,
                     sampling: SamplingParams, seed: int) -> NativeRun:
     """Run and time the reference (see the module docstring); ``input_ids`` ``[1, P]``."""
-    config = generation_config(model, new_tokens, sampling)
-    ids = input_ids.view(1, -1).to(device)
+    ids = input_ids.view(1, -1).to(device)  # [1, P]
     streamer = _FirstToken(device)
+    out, total, kernels = _timed_generate(model, device, ids, torch.ones_like(ids), new_tokens, sampling, seed,
+                                          streamer)
+    first = streamer.first_ns - streamer.start_ns if streamer.first_ns is not None else total
+    return NativeRun(tokens=out[0, ids.shape[1]:].tolist(), prefill_ns=min(first, total), total_ns=total,
+                     kernels=kernels)
+
+
+def native_generate_batch(model: Any, device: torch.device, rows: list[torch.Tensor], new_tokens: int, *,
+                          sampling: SamplingParams, seed: int, pad_id: int = 0) -> tuple[list[list[int]], int, str]:
+    """Static batching as a transformers user writes it: the prompts ``rows`` (each ``[P_i]``) left-padded into one
+    ``[B, max P]`` batch and one ``generate()`` call of ``new_tokens`` tokens per row.
+
+    Returns each row's new tokens, the call's nanoseconds and how it ran. The batch pads with ``pad_id`` under an
+    attention mask; padded fp32 forwards round differently from unpadded ones, so greedy rows may differ from
+    ``native_generate`` of the same prompt after a near tie (the caller compares).
+    """
+    if not rows:
+        raise ValueError("native_generate_batch needs at least one prompt")
+    width = max(int(r.numel()) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long, device=device)  # [B, max P]
+    mask = torch.zeros_like(ids)  # [B, max P]
+    for i, r in enumerate(rows):
+        n = int(r.numel())
+        ids[i, width - n:] = r.view(-1).to(device)
+        mask[i, width - n:] = 1
+    out, total, kernels = _timed_generate(model, device, ids, mask, new_tokens, sampling, seed, None)
+    return out[:, width:].tolist(), total, kernels
+
+
+def _timed_generate(model: Any, device: torch.device, ids: torch.Tensor, mask: torch.Tensor, new_tokens: int,
+                    sampling: SamplingParams, seed: int,
+                    streamer: _FirstToken | None) -> tuple[torch.Tensor, int, str]:
+    """One ``generate()`` call on ``ids`` ``[B, P]`` under the reference's rules: output ``[B, P + new]``,
+    nanoseconds, kernels."""
+    config = generation_config(model, new_tokens, sampling)
     saved = model.generation_config
     devices = [device] if device.type == "cuda" else []
     with default_kernels(model) as switched, original_head(model) as swapped, \
@@ -79,17 +114,16 @@ def native_generate(model: Any, device: torch.device, input_ids: torch.Tensor, n
         try:
             synchronize(device)
             start = time.perf_counter_ns()
-            out = model.generate(ids, generation_config=config, streamer=streamer,
-                                 attention_mask=torch.ones_like(ids))
+            if streamer is not None:
+                streamer.start_ns = start
+            out = model.generate(ids, generation_config=config, streamer=streamer, attention_mask=mask)
             synchronize(device)
             total = time.perf_counter_ns() - start
         finally:
             model.generation_config = saved
-    tokens = out[0, ids.shape[1]:].tolist()
     kernels = "transformers generate(), default nn.Linear kernels"
     if switched:
         kernels += f" ({switched} oneDNN-prepacked linear layers switched back to nn.Linear's path for it)"
     if swapped:
         kernels += ", the model's own LM head (not the float32 one of logits_dtype)"
-    first = streamer.first_ns - start if streamer.first_ns is not None else total
-    return NativeRun(tokens=tokens, prefill_ns=min(first, total), total_ns=total, kernels=kernels)
+    return out, total, kernels

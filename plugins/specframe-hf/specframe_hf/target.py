@@ -40,7 +40,7 @@ from specframe_hf.device_map import DeviceMap
 from specframe_hf.head_precision import apply_logits_dtype
 from specframe_hf.kernel_probe import apply_cpu_linear
 from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
-from specframe_hf.reference import native_generate
+from specframe_hf.reference import native_generate, native_generate_batch
 from specframe_hf.rows import HFRows
 from specframe_hf.runner import ModelRunner
 
@@ -190,6 +190,15 @@ class HFTarget(TargetModel, SharedEmbeddings):
                         seed: int) -> NativeRun:
         """transformers' own ``generate()`` on this model, timed (:mod:`specframe_hf.reference`)."""
         return native_generate(self.model, self.device, input_ids, new_tokens, sampling=sampling, seed=seed)
+
+    def native_generate_batch(self, rows: list[torch.Tensor], new_tokens: int, *, sampling: SamplingParams,
+                              seed: int) -> tuple[list[list[int]], int, str]:
+        """One left-padded ``generate()`` call over the prompts ``rows`` (each ``[P_i]``): tokens, ns, kernels."""
+        pad = self.tokenizer.pad_token_id if self.tokenizer is not None else None
+        if pad is None:
+            pad = self.eos_token_ids[0] if self.eos_token_ids else 0
+        return native_generate_batch(self.model, self.device, rows, new_tokens, sampling=sampling, seed=seed,
+                                     pad_id=int(pad))
 
     # ------------------------------------------------------------------------------- shared embeddings
     def input_embeddings(self) -> torch.nn.Module:

@@ -56,6 +56,21 @@ def test_the_reference_runs_the_unmodified_model_on_a_packed_target() -> None:
     assert linear_kernels_of(model) == LinearKernels(low=2)  # the target's rule is restored after the call
 
 
+def test_batched_reference_left_pads_prompts_of_different_lengths() -> None:
+    """Static batching as a transformers user writes it: every row decodes its own prompt (greedy, fp32: the same
+    tokens as that prompt alone on this tiny model), exactly the asked count, and the generation config is back."""
+    model = tiny_causal_lm("llama", seed=0)
+    prompts = [random_ids(5, seed=1), random_ids(11, seed=2), random_ids(8, seed=3)]
+    alone = [plain_generate(model, p, 7) for p in prompts]
+    saved = model.generation_config
+    target = HFTarget.from_model(model)
+    rows, ns, kernels = target.native_generate_batch([torch.tensor(p) for p in prompts], 7, sampling=GREEDY, seed=0)
+    assert rows == alone and ns > 0 and "generate()" in kernels
+    assert model.generation_config is saved
+    with pytest.raises(ValueError, match="at least one prompt"):
+        target.native_generate_batch([], 7, sampling=GREEDY, seed=0)
+
+
 def test_sampled_reference_follows_the_seed_and_leaves_the_global_rng_alone() -> None:
     target = HFTarget.from_model(tiny_causal_lm("llama", seed=0))
     law = SamplingParams(temperature=0.8, top_k=20, top_p=0.9)

@@ -189,26 +189,31 @@ def run_methods(methods: list[tuple[str, str]], prompts: list[tuple[str, str]], 
 
 
 def bf16_pays(prompt: str, console: Console, *, tokens: int = 24) -> bool:
-    """Whether plain decoding in bf16 is faster than in float32 here: bf16 must be native (CPU flags or a GPU),
-    then the two are timed on ``prompt`` (best of two runs each, one shared process). Says what it found."""
+    """Whether plain decoding in bf16 is faster than in float32 here: bf16 must be native on the device the
+    pipelines run on (CPU flags, or the GPU), then the two are timed on ``prompt`` (best of two runs each, one
+    shared process). Says what it found."""
+    import torch
+
     from specframe.metrics.machine_info import cpu_model, native_bf16
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
-    if not native_bf16("cpu") and not native_bf16("cuda"):
-        console.print(f"bf16: not native on this CPU ({cpu_model()}): the demo runs in float32 only", style="dim",
-                      highlight=False)
-        return False
     root, host = repo_root() / "examples" / "smollm2", PluginHost()
+    plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
+    device = getattr(plain.target, "device", torch.device("cpu"))
+    if not native_bf16(device):
+        where = f"this CPU ({cpu_model()})" if torch.device(device).type == "cpu" else f"the device {device}"
+        console.print(f"bf16: not native on {where}: the demo runs in float32 only", style="dim", highlight=False)
+        return False
     speeds = {}
     for name in ("plain.yaml", "plain-bf16.yaml"):
-        pipe = Pipeline.from_yaml(root / name, host=host)
+        pipe = plain if name == "plain.yaml" else Pipeline.from_yaml(root / name, host=host)
         pipe.generate(prompt, 4)
         speeds[name] = max(pipe.generate(prompt, tokens).tokens_per_s for _ in range(2))
     pays = speeds["plain-bf16.yaml"] > 1.05 * speeds["plain.yaml"]
-    console.print(f"bf16 is native here: plain decoding {speeds['plain-bf16.yaml']:.1f} tok/s in bf16 against "
-                  f"{speeds['plain.yaml']:.1f} in float32: {'running' if pays else 'skipping'} the bf16 rows",
-                  style="dim", highlight=False)
+    console.print(f"bf16 is native on {device}: plain decoding {speeds['plain-bf16.yaml']:.1f} tok/s in bf16 "
+                  f"against {speeds['plain.yaml']:.1f} in float32: {'running' if pays else 'skipping'} the bf16 "
+                  "rows", style="dim", highlight=False)
     return pays
 
 
@@ -312,5 +317,9 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
                       "equal plain bf16 decoding's almost always, not always (docs/pipelines.md)", style="dim")
         rows += [{**row, "precision": "bfloat16"} for row in bf16_rows]
     if json_out is not None:
-        write_text(json_out, json.dumps(rows, indent=2) + "\n", what="--json-out file")
+        from specframe.metrics.machine_info import machine_summary
+
+        report = {"machine": machine_summary(), "max_new_tokens": max_new_tokens or 64, "quick": quick,
+                  "prompts": [kind for kind, _ in prompts], "rows": rows}
+        write_text(json_out, json.dumps(report, indent=2) + "\n", what="--json-out file")
     return rows

@@ -93,6 +93,7 @@ def response_ids(shard: object, path: Path, vocab_size: int) -> list[torch.Tenso
 
 def count_response_tokens(directories: Iterable[Path], vocab_size: int) -> torch.Tensor:  # [S, V] int64
     """Per-shard counts of the response tokens of every shard under ``directories`` (sorted shard order)."""
+    directories = list(directories)  # read twice: here and in the error message below
     per_shard: list[torch.Tensor] = []
     for directory in directories:
         paths = sorted(Path(directory).glob("shard-*.pt"))

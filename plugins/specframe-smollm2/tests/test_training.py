@@ -63,7 +63,7 @@ def test_head_on_a_drafter_with_other_taps_is_refused(tmp_path, tiny_target, tin
 
 def test_gated_markov_head_trains_its_gate(tmp_path, tiny_target, tiny_data) -> None:
     from specframe_smollm2.training.dataset import load_sequences, make_batch
-    from specframe_smollm2.training.trainer import _build_objective
+    from specframe_smollm2.training.trainer import build_objective
 
     train(tiny_recipe("drafter", tmp_path, tiny_data, steps=1), target_dir=tmp_path, target_model=tiny_target,
           progress=False, log=lambda m: None)
@@ -71,7 +71,7 @@ def test_gated_markov_head_trains_its_gate(tmp_path, tiny_target, tiny_data) -> 
                          head=dict(markov_rank=8, markov_head_type="gated"))
     seqs = load_sequences(tiny_data)
     gen = torch.Generator().manual_seed(0)
-    objective, _ = _build_objective(recipe, tiny_target, seqs, gen)
+    objective, _ = build_objective(recipe, tiny_target, seqs, gen)
     with torch.no_grad():
         objective.head.markov_w2.weight.normal_(generator=gen)  # a trained W2, so the gate matters
     objective.loss(make_batch(seqs[:4], 4, 4, gen), gen).backward()

@@ -76,11 +76,11 @@ def test_a_global_batch_that_does_not_split_over_the_ranks_is_refused() -> None:
 
 def test_slices_of_a_batch_sum_to_its_loss(tmp_path: Path, tiny_target, tiny_data) -> None:
     from specframe_smollm2.training.dataset import load_sequences, make_batch
-    from specframe_smollm2.training.trainer import _build_objective
+    from specframe_smollm2.training.trainer import build_objective
 
     recipe = tiny_recipe("drafter", tmp_path, tiny_data)
     seqs = load_sequences(tiny_data)
-    objective, _ = _build_objective(recipe, tiny_target, seqs, torch.Generator().manual_seed(0))
+    objective, _ = build_objective(recipe, tiny_target, seqs, torch.Generator().manual_seed(0))
     batch = make_batch(seqs[:4], 4, 4, torch.Generator().manual_seed(1))
     whole = objective.loss(batch, torch.Generator().manual_seed(2))
     parts = [objective.loss(batch, torch.Generator().manual_seed(2), rows=slice(i, i + 2)) for i in (0, 2)]

@@ -11,7 +11,7 @@ from specframe_smollm2.training.dataset import load_sequences, make_batch
 from specframe_smollm2.training.prompt_files import PromptFile, file_prompts
 from specframe_smollm2.training.prompts import recipe_prompts, training_prompts
 from specframe_smollm2.training.recipe import Recipe
-from specframe_smollm2.training.trainer import _build_objective, train
+from specframe_smollm2.training.trainer import build_objective, train
 
 from specframe.errors import CheckpointError, ConfigError
 from specframe.tensor_files import load_tensor_file
@@ -30,10 +30,10 @@ def test_warm_started_drafter_reproduces_the_exported_one(tmp_path, tiny_target,
     seqs = load_sequences(tiny_data)
     batch = make_batch(seqs[:4], 4, 4, torch.Generator().manual_seed(0))
     gen = torch.Generator().manual_seed(5)
-    fresh, _ = _build_objective(tiny_recipe("drafter", tmp_path / "b", tiny_data), tiny_target, seqs, gen)
+    fresh, _ = build_objective(tiny_recipe("drafter", tmp_path / "b", tiny_data), tiny_target, seqs, gen)
     warm_recipe = tiny_recipe("drafter", tmp_path / "b", tiny_data, init_from=first.output)
-    warm, _ = _build_objective(warm_recipe, tiny_target, seqs, torch.Generator().manual_seed(5))
-    exported, _ = _build_objective(tiny_recipe("drafter", tmp_path / "c", tiny_data), tiny_target, seqs,
+    warm, _ = build_objective(warm_recipe, tiny_target, seqs, torch.Generator().manual_seed(5))
+    exported, _ = build_objective(tiny_recipe("drafter", tmp_path / "c", tiny_data), tiny_target, seqs,
                                    torch.Generator().manual_seed(5))
     state = load_tensor_file(tmp_path / "a" / "work-drafter" / "state.pt")
     exported.trainable.load_state_dict(state["module"])
@@ -60,12 +60,12 @@ def test_head_warm_start_continues_the_head(tmp_path, tiny_target, tiny_data) ->
           target_model=tiny_target, **QUIET)
     seqs = load_sequences(tiny_data)
     warm = tiny_recipe("ar_head", tmp_path / "w", tiny_data, base=base, init_from=str(tmp_path / "out-ar_head"))
-    objective, _ = _build_objective(warm, tiny_target, seqs, torch.Generator().manual_seed(0))
+    objective, _ = build_objective(warm, tiny_target, seqs, torch.Generator().manual_seed(0))
     assert float(objective.head.embed_proj[2].weight.detach().abs().sum()) > 0  # a fresh head starts at zero here
     wrong = tiny_recipe("ar_head", tmp_path / "x", tiny_data, base=base, init_from=str(tmp_path / "out-ar_head"),
                         head=dict(gru_hidden_dim=8, emb_dim=8, markov_rank=8))
     with pytest.raises(CheckpointError, match="does not match the recipe's head"):
-        _build_objective(wrong, tiny_target, seqs, torch.Generator().manual_seed(0))
+        build_objective(wrong, tiny_target, seqs, torch.Generator().manual_seed(0))
 
 
 def test_included_sections_are_trained_on_and_held_out_too(tmp_path, tiny_target, tiny_data) -> None:

@@ -47,7 +47,7 @@ def _lr_at(step: int, recipe: Recipe) -> float:
     return o.lr * (o.lr_min_ratio + (1 - o.lr_min_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
 
 
-def _build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator, *,
+def build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator, *,
                      warm_start: bool = True) -> tuple[Objective, dict]:
     """Modules of the recipe kind, and the exported config dict (``warm_start``: apply ``init_from``)."""
     from specframe_diffusion.checkpoint import DraftModelConfig, open_checkpoint
@@ -216,7 +216,7 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
     init_gen = torch.Generator().manual_seed(recipe.seed)
     state_path = work / STATE
     # A resumed run restores its own weights, so init_from is read only by a run that starts afresh.
-    objective, export_cfg = _build_objective(recipe, target_model, train_seqs, init_gen,
+    objective, export_cfg = build_objective(recipe, target_model, train_seqs, init_gen,
                                              warm_start=not state_path.exists())
     module = objective.trainable
     params = [p for p in module.parameters() if p.requires_grad]
