@@ -27,3 +27,8 @@ def test_two_stage_card(tmp_path, tiny_target, tiny_data) -> None:
     assert "2 steps" in card and "3 steps" in card
     assert "shards written outside `specframe train`" in card
     assert "training: " in card and "CPU-hours" in card
+
+    # A later session without the first stage's run directory keeps the card's record of that stage.
+    (type(paths[0][0])(first.work_dir) / "summary.json").unlink()
+    again = write_model_card(tmp_path / "s1" / "out-drafter", [(p, type(p)(w)) for p, w in paths]).read_text()
+    assert again == card

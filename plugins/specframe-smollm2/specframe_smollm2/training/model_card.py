@@ -7,11 +7,16 @@ plus the benchmark JSON of ``benchmarks/smollm2_eval.py``, and writes ``output_d
 
 ``python -m specframe_smollm2.training.model_card [EVAL_JSON]`` rewrites the cards of the three shipped checkpoints
 (see :data:`SHIPPED`).
+
+A stage whose run directory is not on this machine (``runs/`` is not in git; an earlier stage was trained in
+another session) keeps the section the existing card recorded for it, with its training CPU time; the last stage
+must be a run that is here.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,9 +26,13 @@ from specframe_smollm2.training.recipe import load_recipe
 #: Shipped checkpoint directory -> its training stages (recipe, work_dir), in order.
 SHIPPED: dict[str, list[tuple[str, str]]] = {
     "checkpoints/smollm2-135m/drafter": [("recipes/smollm2/drafter.yaml", "runs/smollm2-drafter"),
-                                         ("recipes/smollm2/drafter-stage2.yaml", "runs/smollm2-drafter-stage2")],
-    "checkpoints/smollm2-135m/ar-head": [("recipes/smollm2/ar-head.yaml", "runs/smollm2-ar-head-v2")],
-    "checkpoints/smollm2-135m/markov-head": [("recipes/smollm2/markov-head.yaml", "runs/smollm2-markov-head-gated")],
+                                         ("recipes/smollm2/drafter-stage2.yaml", "runs/smollm2-drafter-stage2"),
+                                         ("recipes/smollm2/drafter-stage3.yaml", "runs/smollm2-drafter-stage3")],
+    "checkpoints/smollm2-135m/ar-head": [("recipes/smollm2/ar-head.yaml", "runs/smollm2-ar-head-v2"),
+                                         ("recipes/smollm2/ar-head-stage3.yaml", "runs/smollm2-ar-head-stage3")],
+    "checkpoints/smollm2-135m/markov-head": [("recipes/smollm2/markov-head.yaml", "runs/smollm2-markov-head-gated"),
+                                             ("recipes/smollm2/markov-head-stage3.yaml",
+                                              "runs/smollm2-markov-head-stage3")],
 }
 #: Benchmark rows reported on each card, by recipe kind.
 SWEEP_METHODS = {
@@ -93,10 +102,42 @@ def _data_lines(recipe: Any, seen_data: set[str]) -> tuple[list[str], float]:
     return lines, cpu
 
 
+def recorded_stages(card: Path) -> dict[str, tuple[list[str], float]]:
+    """The stage sections of an existing card, by recipe path: their lines and training CPU seconds."""
+    if not card.exists():
+        return {}
+    out: dict[str, tuple[list[str], float]] = {}
+    current: str | None = None
+    for line in card.read_text().splitlines():
+        header = re.match(r"### Stage \d+: `([^`]+)`", line)
+        if header:
+            current = header.group(1)
+            out[current] = ([], 0.0)
+        elif current is not None and (line.startswith("#") or line.startswith("Each stage evaluates")):
+            current = None
+        elif current is not None:
+            lines, cpu = out[current]
+            hours = re.search(r"training CPU ([0-9.]+) h", line)
+            out[current] = ([*lines, line], cpu + (float(hours.group(1)) * 3600 if hours else 0.0))
+    return out
+
+
 def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_json: Path | None = None) -> Path:
     """Write ``output_dir/README.md`` for a checkpoint trained by ``stages`` ``[(recipe, work_dir), ...]``."""
-    summaries = [json.loads((work / "summary.json").read_text()) for _, work in stages]
-    kind = summaries[-1]["kind"]
+    recorded = recorded_stages(output_dir / "README.md")
+    summaries: list[dict[str, Any] | None] = []
+    for recipe_path, work in stages:
+        if (work / "summary.json").exists():
+            summaries.append(json.loads((work / "summary.json").read_text()))
+        elif str(recipe_path) in recorded:
+            summaries.append(None)
+        else:
+            raise FileNotFoundError(f"{work / 'summary.json'} is missing and {output_dir / 'README.md'} records no "
+                                    f"section for {recipe_path}")
+    last = summaries[-1]
+    if last is None:
+        raise FileNotFoundError(f"the last stage's run {stages[-1][1]} is not here (no summary.json)")
+    kind = last["kind"]
     config = json.loads((output_dir / "config.json").read_text())
     lines = [f"# {load_recipe(stages[-1][0]).name}", "", TITLES[kind], "",
              "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
@@ -106,6 +147,12 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
     train_cpu, data_cpu, seen_data = 0.0, 0.0, set()
     for i, ((recipe_path, work), summary) in enumerate(zip(stages, summaries, strict=True)):
         recipe = load_recipe(recipe_path)
+        if summary is None:  # trained in another session: the card's own record of it
+            section, cpu_seconds = recorded[str(recipe_path)]
+            train_cpu += cpu_seconds
+            data_cpu += _data_lines(recipe, seen_data)[1]
+            lines += [f"### Stage {i + 1}: `{recipe_path}`", *section]
+            continue
         data_lines, cpu = _data_lines(recipe, seen_data)
         train_cpu += summary["cpu_seconds"]
         data_cpu += cpu
