@@ -17,9 +17,11 @@ what earlier requests taught it (`specframe.cost.memory`):
    ``rank``), so losslessness is untouched.
 
 A new request starts from memory: the calibration and the gains of earlier requests of the same pipeline, target
-and machine (`ControllerMemory`). When they say drafting pays it drafts at once; when they say it does not, it
-decodes plainly first and probes after ``min_probe_interval`` rounds, so a chat request to a drafter trained on
-code pays one probe, not a series of drafted rounds. The probe's calibrated expectation is the drafter's
+and machine (`ControllerMemory`), judged by the earlier requests whose prompts are most like its own (a hashed
+token signature of the prompt, `specframe.cost.text_kind`; all of them when none is alike). When they say
+drafting pays it drafts at once; when they say it does not, it decodes plainly first and probes after
+``min_probe_interval`` rounds, so a chat request to a drafter trained on code pays one probe, not a series of
+drafted rounds, even right after many code requests. The probe's calibrated expectation is the drafter's
 confidence on this request's own text, and it decides what follows.
 
 Cost of probing (bounded): after ``m`` probes that did not pay, probes are ``min * 2^m`` plain rounds apart
@@ -68,6 +70,9 @@ class RowBudget:
     probe_interval: int
     plain_left: int = 0
     gain: float | None = None  # moving average of expected tokens per drafted round (1 + S)
+    signature: tuple[float, ...] | None = None  # the prompt's (`specframe.cost.text_kind`)
+    gain_sum: float = 0.0  # expected tokens of this request's drafted rounds, summed
+    drafted_rounds: int = 0
 
     @property
     def wants_draft(self) -> bool:
@@ -127,14 +132,20 @@ class AutoBudget:
         return self._draft_ms * rows / max(self.plain_round_ms(rows), 1e-6)
 
     # ----------------------------------------------------------------------------------------- rows
-    def start_row(self) -> RowBudget:
-        """A new request's state, from memory: draft at once when earlier requests' gains beat the break-even,
-        else decode plainly first and probe after ``min_probe_interval`` rounds."""
+    def start_row(self, signature: tuple[float, ...] | None = None) -> RowBudget:
+        """A new request's state, from memory: draft at once when the gains of earlier requests like this one
+        (prompt ``signature``; all earlier requests when none is alike) beat the break-even, else decode plainly
+        first and probe after ``min_probe_interval`` rounds."""
         s = self.settings
-        remembered = self.memory.gain
+        remembered = self.memory.predict_gain(signature)
         pays = remembered is None or remembered >= self.break_even(1)
         return RowBudget(drafting=pays, probe_interval=s.min_probe_interval,
-                         plain_left=0 if pays else s.min_probe_interval, gain=None)
+                         plain_left=0 if pays else s.min_probe_interval, gain=None, signature=signature)
+
+    def finish_row(self, row: RowBudget) -> None:
+        """A request ended: remember its prompt signature with the mean gain of its drafted rounds."""
+        if row.signature is not None and row.drafted_rounds:
+            self.memory.observe_request(row.signature, row.gain_sum / row.drafted_rounds)
 
     def choose(self, tree: DraftTree, rows: int, *, explore: bool = False) -> Choice:
         """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all).
@@ -201,6 +212,8 @@ class AutoBudget:
         s = self.settings
         for row, gain in zip(drafted, expected, strict=True):
             row.gain = gain if row.gain is None or not row.drafting else row.gain + w * (gain - row.gain)
+            row.gain_sum += gain
+            row.drafted_rounds += 1
             self.memory.observe_gain(gain)
             if row.gain >= bar:
                 row.drafting = True

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from specframe.cost.auto_budget import AutoBudget
+from specframe.cost.text_kind import prompt_signature
 from specframe.decode.noise import TARGET, RoundNoise
 from specframe.decode.request import RefusedRequest, RequestInputs
 from specframe.decode.rounds import run_round
@@ -93,6 +94,8 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         _keep(session, keep)
                         for r in done:
                             outcomes[r.index] = r.result(batch_size)
+                            if session.auto is not None and r.budget is not None:
+                                session.auto.finish_row(r.budget)
                         rows = [rows[i] for i in keep]
     finally:
         session.target.close()
@@ -120,4 +123,4 @@ def _start(session: Session, row: Row) -> None:
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)
     if session.auto is not None:
-        row.budget = session.auto.start_row()
+        row.budget = session.auto.start_row(prompt_signature(row.inputs.ids.view(-1).tolist()))

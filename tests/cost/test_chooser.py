@@ -223,7 +223,7 @@ def test_memory_keeps_the_calibration() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"format": 1, "gain": 1e308}, {"format": 1, "gain": -1.0},
-                                 {"format": 1, "draft_ms": float("nan")}, {"format": 2},
+                                 {"format": 1, "draft_ms": float("nan")}, {"format": 3},
                                  {"format": 1, "calibration": [1, 2]}, {"format": 1, "gain": True}])
 def test_implausible_memory_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
