@@ -67,15 +67,23 @@ def _host(target: ToyTarget) -> PluginHost:
     return host
 
 
-def decode_many(key: str) -> tuple[ToyTarget, list[Any]]:
-    """``REQUESTS`` requests of ``NEW_TOKENS`` tokens (each with its own seed), the estimator keyed by ``key``."""
+#: (tree builder, verifier) pairs that need q: a sampled tree under tree rejection, a sampled chain under chain
+#: rejection.
+SAMPLED = {"tree": ({"type": "sampled_tree", "branching": [3, 2]}, "tree_rejection"),
+           "chain": ({"type": "sampled_chain", "depth": 3}, "chain_rejection")}
+
+
+def decode_many(key: str, shape: str = "tree") -> tuple[ToyTarget, list[Any]]:
+    """``REQUESTS`` requests of ``NEW_TOKENS`` tokens (each with its own seed), the estimator keyed by ``key``, on
+    the sampled ``shape`` of :data:`SAMPLED`."""
+    builder, verifier = SAMPLED[shape]
     target = make_target()
     target.max_length = 256
     data = {"sampling": {"temperature": PARAMS.temperature}, "budget": "auto",
             "auto_budget": {"max_budget": 6, "min_probe_interval": 2, "max_probe_interval": 4},
             "drafter": {"type": "toy"}, "corrector": {"type": "toy_head"},
-            "tree_builder": {"type": "sampled_tree", "branching": [3, 2]}, "pruner": {"type": "none"},
-            "verifier": {"type": "tree_rejection"}, "generation": {"stop_at_eos": False}}
+            "tree_builder": builder, "pruner": {"type": "none"},
+            "verifier": {"type": verifier}, "generation": {"stop_at_eos": False}}
     pipe = Pipeline.from_dict(data, target=target, host=_host(target))
     auto = freeze_auto_budget(pipe, STEEP, list(PROMPT))
     assert auto.estimator.key == "rank"  # what the pipeline chose for a rejection verifier
@@ -118,8 +126,9 @@ def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setattr(loop_module, "StageClock", TickClock)  # the controller's decisions do not depend on load
 
 
-def test_auto_trimmed_rejection_rounds_stay_lossless() -> None:
-    target, results = decode_many("rank")
+@pytest.mark.parametrize("shape", list(SAMPLED))
+def test_auto_trimmed_rejection_rounds_stay_lossless(shape: str) -> None:
+    target, results = decode_many("rank", shape)
     rounds = [r for res in results for r in res.rounds if r.drafted]
     assert len(rounds) > REQUESTS * 5 and len({r.budget for r in rounds}) >= 3  # drafted, trimmed to many sizes
     counts = drafted_round_counts(results, target.vocab_size)
