@@ -22,6 +22,9 @@ measured on the machine, once:
   the file records the full key (plus thread count, torch version and the measured sizes) and the timings. A
   file measured under another key, or one that does not read as such a file, is reported with a notice and
   measured again; the decision is re-derived from the stored timings, so a changed rule needs no new measurement.
+  A measurement taken while other processes kept the CPUs busy (:class:`specframe.metrics.machine_load.LoadWindow`
+  says contended) is used for the run that took it but **not cached**, with a notice: the cache outlives the
+  moment, and a choice made on shared cores (a training job beside it, say) would hold for every later run.
 
 Example::
 
@@ -49,6 +52,7 @@ from specframe.cpu_linear import ALWAYS, NEVER, UNBOUNDED, LinearKernels
 from specframe.errors import SpecframeError
 from specframe.files import MiB, parse_json, read_text, write_text
 from specframe.metrics.machine_info import cpu_model
+from specframe.metrics.machine_load import LoadWindow
 
 #: New tokens per measured forward: plain decoding, a small tree, a verify at budget 16.
 MEASURE_ROWS: tuple[int, ...] = (1, 4, 17)
@@ -209,6 +213,14 @@ def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTi
     timings = load_choice(path, key, notify)
     measured = timings is None
     if timings is None:
-        timings = measure()
-        save_choice(path, key, timings, notify)
+        with LoadWindow() as window:
+            timings = measure()
+        if window.load is not None and window.load.contended:
+            busy = window.load.other_cpus
+            what = f"{busy:.1f} cores busy with other work" if busy is not None else \
+                f"load average {window.load.loadavg_after}"
+            notify(f"cpu_linear: auto measured while other processes used the CPUs ({what}): using the choice for "
+                   "this run, not caching it (it is measured again next time)")
+        else:
+            save_choice(path, key, timings, notify)
     return KernelChoice(decide(timings), timings, measured, path)

@@ -17,6 +17,7 @@ from specframe.cost.kernel_choice import (
     measure_kernels,
 )
 from specframe.cpu_linear import ALWAYS, NEVER, UNBOUNDED, LinearKernels
+from specframe.testing.load_window import FixedLoadWindow
 
 
 def timings(default: dict[int, float], onednn: dict[int, float]) -> KernelTimings:
@@ -76,9 +77,14 @@ def test_measurement_alternates_the_kernels_and_keeps_medians(monkeypatch: pytes
     assert len(state["log"]) == 2 * 2 * (3 + 1) and state["rule"] == ALWAYS  # warm-ups included; packed again
 
 
+class FakeWindow(FixedLoadWindow):
+    """This file's own subclass, so that setting ``contended`` on it leaves other tests alone."""
+
+
 @pytest.fixture
 def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernel_choice, "LoadWindow", FakeWindow)
     return tmp_path
 
 
@@ -141,7 +147,24 @@ def test_a_corrupt_cache_file_is_measured_again_with_a_notice(cache: Path, conte
     assert json.loads(path.read_text())["key"] == key  # replaced by the new measurement
 
 
+def test_a_choice_measured_on_busy_cores_is_used_but_not_cached(cache: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured while another job kept 1.6 cores busy: the run uses the choice and says so; nothing is cached, so
+    the next run measures again (on a quiet machine it is then cached)."""
+    key = choice_key(model="abc", dtype="float32")
+    monkeypatch.setattr(FakeWindow, "contended", True)
+    notes: list[str] = []
+    measure = Measure(INTEL)
+    busy = choose_linear_kernels(key, measure, notes.append)
+    assert busy.measured and busy.kernels == LinearKernels(low=4) and not busy.path.exists()
+    assert len(notes) == 1 and "1.6 cores busy" in notes[0] and "not caching" in notes[0]
+    monkeypatch.setattr(FakeWindow, "contended", False)
+    quiet = choose_linear_kernels(key, measure, notes.append)
+    assert quiet.measured and measure.calls == 2 and quiet.path.exists() and len(notes) == 1
+
+
 def test_an_unwritable_cache_is_a_notice_not_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(kernel_choice, "LoadWindow", FakeWindow)
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("SPECFRAME_CACHE", str(blocker))

@@ -116,6 +116,15 @@ def saved_llama(tmp_path, monkeypatch):
     return directory
 
 
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel choice is cached only when measured on a quiet machine: these tests say it is one."""
+    from specframe.cost import kernel_choice
+    from specframe.testing.load_window import FixedLoadWindow
+
+    monkeypatch.setattr(kernel_choice, "LoadWindow", FixedLoadWindow)
+
+
 def _inject(monkeypatch, result: KernelTimings) -> list[int]:
     """Replace the timing of ``cpu_linear: auto`` by ``result``; returns the list its calls are counted in."""
     from specframe_hf import kernel_probe
