@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -52,12 +53,16 @@ def test_min_ngram_and_no_match():
     assert lookup([9]) == []  # a lone root has no earlier context
 
 
-def test_proposal_shape_and_deterministic_logprobs():
+def test_proposal_shape_and_match_length_scores():
+    """The docstring's example matched a 2-token suffix of at most 3: every token scores log(2/3); a 3-token match
+    scores 0."""
     drafter = NgramDrafter(NgramConfig(num_speculative_tokens=3))
     proposal = drafter.propose(state_of([4, 8, 15, 16, 4, 8, 23, 4, 8]))
     assert proposal.tokens.tolist() == [[[23], [4], [8]]]
-    assert proposal.logprobs.tolist() == [[[0.0], [0.0], [0.0]]]
+    assert torch.allclose(proposal.logprobs, torch.full((1, 3, 1), math.log(2 / 3)))
     assert proposal.root.tolist() == [8] and proposal.logits is None
+    longest = drafter.propose(state_of([1, 2, 3, 9, 5, 1, 2, 3]))
+    assert longest.tokens[0, :, 0].tolist() == [9, 5, 1] and longest.logprobs.eq(0).all()
 
 
 def test_no_match_gives_an_empty_proposal():
@@ -70,7 +75,7 @@ def test_batch_rows_with_shorter_matches_are_padded_with_minus_inf():
         state_of([1, 2, 3, 4, 5, 1], [6, 7, 8, 5, 9, 9]))  # row 1: [9] matched right before the end
     assert proposal.tokens.shape == (2, 4, 1)
     assert proposal.tokens[0, :, 0].tolist() == [2, 3, 4, 5]
-    assert proposal.tokens[1, 0, 0] == 9 and proposal.logprobs[1, 0, 0] == 0
+    assert proposal.tokens[1, 0, 0] == 9 and proposal.logprobs[1, 0, 0] == pytest.approx(math.log(1 / 3))
     assert proposal.logprobs[1, 1:, 0].tolist() == [float("-inf")] * 3
 
 
