@@ -18,7 +18,8 @@ decoding, whose token count it takes), every output is checked token for token a
 method gets its speedup over ``generate()`` and over the plain loop: aggregate (Σ tokens / Σ time ratio) with a
 percentile bootstrap interval over prompts, the geometric mean and the median of per-prompt ratios, and the worst
 prompt's ratio with its question id. ``--warm-tune K`` first runs K tune-split prompts per set through the ``budget:
-auto`` methods (untimed), so whatever the controller learns comes from the tune split.
+auto`` pipelines (untimed; the shipped prompt-lookup example is one), so whatever the controller learns comes
+from the tune split.
 
 The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), the load average
 before and after, and per row how many of its requests ran under contention. The script refuses to start on a
@@ -191,15 +192,15 @@ def print_table(console: Console, title: str, rows: list[dict[str, Any]]) -> Non
 
 
 def warm_on_tune(args: argparse.Namespace, methods: dict[str, Any], names: Sequence[str]) -> int:
-    """Run ``--warm-tune`` tune-split prompts per set through the ``budget: auto`` methods (untimed)."""
+    """Run ``--warm-tune`` tune-split prompts per set through the ``budget: auto`` pipelines (untimed)."""
     if args.warm_tune <= 0:
         return 0
     tune = load_prompt_sets([args.data], n=args.warm_tune, split="tune", names=names)
     done = 0
     for prompts in tune.values():
         for item in prompts.prompts:
-            for label, pipe in methods.items():
-                if label.endswith(" auto"):
+            for pipe in methods.values():
+                if pipe is not None and pipe.config.budget == "auto":
                     pipe.generate(item.text, args.max_new_tokens)
                     done += 1
     return done
