@@ -35,11 +35,8 @@ def _num(value: float, digits: int = 2, suffix: str = "") -> str:
 
 
 def speedup_of(cell: CellStats, kind: SpeedupKind) -> float:
-    if kind == "aggregate":
-        return cell.speedup_aggregate.value
-    if kind == "geomean":
-        return cell.speedup_geomean.value
-    return cell.speedup_tpot
+    """The cell's speedup over the baseline, as :func:`versus_of` reads a speedup over any reference."""
+    return versus_of(Versus(cell.speedup_aggregate, cell.speedup_geomean, cell.speedup_tpot), kind)
 
 
 def versus_of(versus: Versus, kind: SpeedupKind) -> float:
