@@ -192,22 +192,22 @@ def bf16_pays(prompt: str, console: Console, *, tokens: int = 24) -> bool:
     """Whether plain decoding in bf16 is faster than in float32 here: bf16 must be native on the device the
     pipelines run on (CPU flags, or the GPU), then the two are timed on ``prompt`` (best of two runs each, one
     shared process). Says what it found."""
-    import torch
-
+    from specframe.config.validate import load_pipeline_config
     from specframe.metrics.machine_info import cpu_model, native_bf16
     from specframe.pipeline import Pipeline
+    from specframe.placement import resolve_device
     from specframe.plugins import PluginHost
 
     root, host = repo_root() / "examples" / "smollm2", PluginHost()
-    plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
-    device = getattr(plain.target, "device", torch.device("cpu"))
+    config, _ = load_pipeline_config(str(root / "plain.yaml"), host=host)  # no model is loaded to learn the device
+    device = resolve_device(config.target.device, field="target.device")
     if not native_bf16(device):
-        where = f"this CPU ({cpu_model()})" if torch.device(device).type == "cpu" else f"the device {device}"
+        where = f"this CPU ({cpu_model()})" if device.type == "cpu" else f"the device {device}"
         console.print(f"bf16: not native on {where}: the demo runs in float32 only", style="dim", highlight=False)
         return False
     speeds = {}
     for name in ("plain.yaml", "plain-bf16.yaml"):
-        pipe = plain if name == "plain.yaml" else Pipeline.from_yaml(root / name, host=host)
+        pipe = Pipeline.from_yaml(root / name, host=host)
         pipe.generate(prompt, 4)
         speeds[name] = max(pipe.generate(prompt, tokens).tokens_per_s for _ in range(2))
     pays = speeds["plain-bf16.yaml"] > 1.05 * speeds["plain.yaml"]
