@@ -66,8 +66,8 @@ class ControllerMemory:
     def observe_request(self, signature: tuple[float, ...], gain: float) -> None:
         """A finished request's prompt signature and the mean expected tokens of its drafted rounds."""
         if len(signature) == SIGNATURE_SIZE and math.isfinite(gain):
-            self.requests = [*self.requests, (signature, min(max(gain, GAIN_RANGE[0]), GAIN_RANGE[1]))]
-            self.requests = self.requests[-MAX_REQUESTS:]
+            self.requests.append((signature, min(max(gain, GAIN_RANGE[0]), GAIN_RANGE[1])))
+            del self.requests[:-MAX_REQUESTS]
 
     def predict_gain(self, signature: tuple[float, ...] | None) -> float | None:
         """The expected tokens of a drafted round for a request with this prompt signature: the similarity-weighted
