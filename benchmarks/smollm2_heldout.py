@@ -102,14 +102,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{args.recipe}: its data sections hold no held-out sequence (generate the data first)")
     model_dir = args.target or recipe.target or str(target_dir())
     target = load_model(model_directory(model_dir), dtype=torch.float32, device=torch.device("cpu"), role="target")
-    head_recipes = dict(item.split("=", 1) for item in args.head_recipe)
+    def pair(item: str, sep: str, flag: str, form: str) -> tuple[str, str]:
+        left, found, right = item.partition(sep)
+        if not (left and found and right):
+            ap.error(f"{flag} {item!r}: expected {form}")
+        return left, right
+
+    head_recipes = dict(pair(item, "=", "--head-recipe", "NAME=RECIPE") for item in args.head_recipe)
     results: dict[str, dict[str, EvalResult]] = {}
     for item in args.drafter:
-        name, path = item.split("=", 1)
+        name, path = pair(item, "=", "--drafter", "NAME=DIR")
         results[name] = evaluate(drafter_objective(recipe, target, path), groups, args.anchors, args.seed)
     for item in args.head:
-        name, paths = item.split("=", 1)
-        head, base = paths.split(":", 1)
+        name, paths = pair(item, "=", "--head", "NAME=HEAD_DIR:BASE_DIR")
+        head, base = pair(paths, ":", "--head", "NAME=HEAD_DIR:BASE_DIR")
         if name not in head_recipes:
             ap.error(f"--head {name} needs --head-recipe {name}=RECIPE")
         head_recipe = load_recipe(Path(head_recipes[name]))
