@@ -1,12 +1,14 @@
 """Registration of the tree stages (entry point ``trees`` in the ``specframe`` group).
 
-Correctors: ``random_gru``, ``random_markov``. Tree builders: ``heap``, ``heap_sequential``, ``dartree``,
-``chain_then_heap``. Pruners: ``deferred_topb``. Plus a
+Correctors: ``random_gru``, ``random_markov``, ``random_path_selector``, ``random_lilicorr``. Tree builders:
+``heap``, ``heap_sequential``, ``dartree``, ``chain_then_heap``, ``pctree``. Pruners: ``deferred_topb``. Plus a
 ``specframe_validate_pipeline`` check (see :mod:`specframe_trees.validation`).
 
 Capabilities of the learned correctors are the most any of their configurations needs: ``random_markov``
 is ``stateful`` (its rnn variant) and ``needs_features`` (gated and rnn); vanilla needs neither. Neither
-needs logits unless ``normalize: full_vocab``, which the validation hook checks against the drafter.
+needs logits unless ``normalize: full_vocab``, which the validation hook checks against the drafter. The path
+selector and the lattice reranker read the drafter's features and condition on the parent token (path-dependent)
+without a per-node state.
 """
 
 from __future__ import annotations
@@ -20,16 +22,23 @@ from specframe_trees.builders.chain_then_heap import ChainThenHeapConfig, build_
 from specframe_trees.builders.dartree import DARTreeConfig, build_dartree
 from specframe_trees.builders.heap import HeapConfig, build_heap
 from specframe_trees.builders.heap_sequential import HeapSequentialConfig, build_heap_sequential
+from specframe_trees.builders.pctree import PCTreeConfig, build_pctree
 from specframe_trees.correctors.random_heads import (
     RandomGRUConfig,
+    RandomLiLiCorrConfig,
     RandomMarkovConfig,
+    RandomPathSelectorConfig,
     build_random_gru,
+    build_random_lilicorr,
     build_random_markov,
+    build_random_path_selector,
 )
 from specframe_trees.pruners.deferred_topb import DeferredTopBConfig, build_deferred_topb
 from specframe_trees.validation import pipeline_problems
 
 LEARNED_CORRECTOR = CorrectorCapabilities(stateful=True, needs_features=True, path_dependent=True)
+#: The path selector and the lattice reranker: features in, the parent token as the only path information.
+PARENT_CONDITIONED = CorrectorCapabilities(needs_features=True, path_dependent=True)
 
 
 @hookimpl
@@ -43,6 +52,16 @@ def specframe_correctors() -> Iterator[ComponentSpec]:
         kind="corrector", name="random_markov", config=RandomMarkovConfig, factory=build_random_markov,
         capabilities=LEARNED_CORRECTOR,
         summary="DSpark Markov head (vanilla/gated/rnn) with random weights (tests, benchmarks)",
+    )
+    yield ComponentSpec(
+        kind="corrector", name="random_path_selector", config=RandomPathSelectorConfig,
+        factory=build_random_path_selector, capabilities=PARENT_CONDITIONED,
+        summary="DFlash2 path selector (bilinear predecessor x candidate score) with random weights (tests)",
+    )
+    yield ComponentSpec(
+        kind="corrector", name="random_lilicorr", config=RandomLiLiCorrConfig, factory=build_random_lilicorr,
+        capabilities=PARENT_CONDITIONED,
+        summary="LiLiCorr candidate-lattice reranker (2-layer lattice transformer) with random weights (tests)",
     )
 
 
@@ -63,6 +82,10 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="tree_builder", name="chain_then_heap", config=ChainThenHeapConfig, factory=build_chain_then_heap,
         summary="Domino-chain + DDTree: heap over the corrected rows along the greedy chain",
+    )
+    yield ComponentSpec(
+        kind="tree_builder", name="pctree", config=PCTreeConfig, factory=build_pctree,
+        summary="PCTree: a fixed number of parent-conditioned children per node, the DSpark chain kept whole",
     )
 
 

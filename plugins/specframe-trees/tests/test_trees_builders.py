@@ -17,6 +17,8 @@ from specframe_trees.builders import (
     HeapConfig,
     HeapSequentialBuilder,
     HeapSequentialConfig,
+    PCTreeBuilder,
+    PCTreeConfig,
 )
 from trees_testkit import CORRECTORS, brute_force_top_prefixes, ctx, small_gru, small_markov
 
@@ -39,6 +41,7 @@ def _builders(width: int) -> dict[str, TreeBuilder]:
         "dartree_pruned": DARTreeBuilder(DARTreeConfig(width=width)),
         "dartree_fixed": DARTreeBuilder(DARTreeConfig(mode="fixed")),
         "chain_then_heap": ChainThenHeapBuilder(ChainThenHeapConfig()),
+        "pctree": PCTreeBuilder(PCTreeConfig(width=width)),
     }
 
 
@@ -70,7 +73,7 @@ def test_every_builder_returns_a_valid_tree_within_budget(p: DraftProposal, corr
         assert tree.max_depth <= p.depth
         _assert_consistent(tree, p)
         per_depth = torch.stack([(tree.valid & (tree.depth == d)).sum(dim=1) for d in range(1, p.depth + 1)], 1)
-        if name == "dartree_pruned":
+        if name in ("dartree_pruned", "pctree"):
             assert bool((per_depth <= width).all())
         if name == "chain":
             assert bool((per_depth <= 1).all())

@@ -13,9 +13,13 @@ from collections.abc import Callable
 
 from specframe_trees.correctors import (
     RandomGRUConfig,
+    RandomLiLiCorrConfig,
     RandomMarkovConfig,
+    RandomPathSelectorConfig,
     build_random_gru,
+    build_random_lilicorr,
     build_random_markov,
+    build_random_path_selector,
 )
 
 from specframe.builtin.identity import IdentityCorrector
@@ -46,6 +50,19 @@ def small_markov(variant: str = "vanilla", *, dtype: str = "float64", seed: int 
     return build_random_markov(config)
 
 
+def small_path_selector(*, dtype: str = "float64", seed: int = 0, **overrides: object) -> Corrector:
+    config = RandomPathSelectorConfig(seed=seed, vocab_size=VOCAB, rank=4, hidden_size=HIDDEN, dtype=dtype,
+                                      **{"top_k": 3, "init_std": 0.6, **overrides})
+    return build_random_path_selector(config)
+
+
+def small_lilicorr(*, dtype: str = "float64", seed: int = 0, **overrides: object) -> Corrector:
+    config = RandomLiLiCorrConfig(seed=seed, vocab_size=VOCAB, model_hidden_size=HIDDEN, dtype=dtype,
+                                  **{"hidden_size": 8, "num_heads": 2, "num_slots": 4, "candidate_topk": 4,
+                                     "factor_dim": 4, **overrides})
+    return build_random_lilicorr(config)
+
+
 #: Corrector factories exercised by the builder property tests.
 CORRECTORS: dict[str, Callable[[], Corrector]] = {
     "identity": IdentityCorrector,
@@ -54,6 +71,8 @@ CORRECTORS: dict[str, Callable[[], Corrector]] = {
     "markov_vanilla": small_markov,
     "markov_gated": lambda: small_markov("gated"),
     "markov_rnn": lambda: small_markov("rnn", pure_prefix_len=1),
+    "path_selector": small_path_selector,
+    "lilicorr": small_lilicorr,
 }
 
 
