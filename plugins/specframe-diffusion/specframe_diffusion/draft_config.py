@@ -6,6 +6,10 @@ layouts:
 * **z-lab layout** (``z-lab/Qwen3-*-DFlash-b16``, ``Huang2020/Qwen3-*-Domino-b16``, SpecForge / Model-Optimizer
   DSpark exports): a Qwen3 config plus a ``dflash_config`` dict. ``dflash_config.projector_type`` selects the
   family: absent -> DFlash, ``"domino"`` (older ``"causal_v5"``) -> Domino, ``"dspark"`` -> DSpark.
+  Two optional heads ride on a DFlash backbone and keep the family DFlash (the ``dflash`` drafter loads the
+  backbone, a corrector the head): DFlash2's path selector (``dflash_config.selector_rank`` and
+  ``selector_top_k``, as SGLang and vLLM switch it on) and LiLiCorr's lattice reranker
+  (``projector_type: "lilicorr"`` with the ``lilicorr_*`` geometry, Model-Optimizer's export).
 * **DeepSeek layout** (``deepseek-ai/dspark_qwen3_*_block7``, ``architectures: ["Qwen3DSparkModel"]``): every
   DSpark field at the top level, and the checkpoint carries its own ``embed_tokens`` / ``lm_head`` copies. The
   same model class with ``markov_rank: 0`` is DeepSpec's retrained DFlash (``deepseek-ai/dflash_qwen3_*_block7``):
@@ -45,7 +49,32 @@ PROJECTOR_FAMILIES: dict[str | None, DraftFamily] = {
     "domino": "domino",
     "causal_v5": "domino",
     "dspark": "dspark",
+    "lilicorr": "dflash",
 }
+
+#: LiLiCorr geometry fields of ``dflash_config`` (all required together) and their types.
+LILICORR_FIELDS: dict[str, type] = {
+    "lilicorr_num_layers": int, "lilicorr_num_heads": int, "lilicorr_mlp_ratio": float,
+    "lilicorr_candidate_topk": int, "lilicorr_factor_dim": int, "lilicorr_vector_eps": float,
+    "lilicorr_logit_scale": float,
+}
+#: The anchors a LiLiCorr head can be trained with (specframe serves ``root_embedding``; see the head).
+LILICORR_ANCHORS = ("root_embedding", "target_row")
+
+
+@dataclass(frozen=True)
+class LiLiCorrGeometry:
+    """The ``lilicorr_*`` fields of a LiLiCorr checkpoint (``hidden_size`` defaults to the drafter's)."""
+
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    mlp_ratio: float
+    candidate_topk: int
+    factor_dim: int
+    vector_eps: float
+    logit_scale: float
+    anchor: str = "root_embedding"
 
 
 def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
@@ -94,6 +123,11 @@ class DraftModelConfig:
     markov_head_type: MarkovHeadType | None = None
     confidence_head: bool = False
     confidence_with_markov: bool = False
+    # DFlash2 path selector (optional on a DFlash backbone)
+    selector_rank: int | None = None
+    selector_top_k: int | None = None
+    # LiLiCorr lattice reranker (projector_type "lilicorr")
+    lilicorr: LiLiCorrGeometry | None = None
     torch_dtype: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -190,6 +224,7 @@ class DraftModelConfig:
             shift = True  # DSpark predicts from the anchor on (both layouts)
         else:
             shift = bool(dflash.get("shift_label", False))
+            kwargs.update(_optional_heads(reader, dflash, hidden, projector=dflash.get("projector_type")))
         if layout == "deepseek":  # anchor-as-prediction, with or without a Markov head
             shift = True
             kwargs["confidence_head"] = bool(data.get("enable_confidence_head", False))
@@ -218,6 +253,49 @@ class DraftModelConfig:
             raw=dict(data),
             **kwargs,
         )
+
+
+def _optional_heads(reader: _FieldReader, dflash: dict[str, Any], hidden: int, *,
+                    projector: str | None) -> dict[str, Any]:
+    """The path selector's and LiLiCorr's fields of a DFlash-family ``dflash_config`` (each all-or-nothing)."""
+    out: dict[str, Any] = {}
+    selector = [n for n in ("selector_rank", "selector_top_k") if dflash.get(n) is not None]
+    if len(selector) == 1:
+        raise CheckpointError(f"{reader.source}: dflash_config.{selector[0]} is set without "
+                              f"{'selector_top_k' if selector[0] == 'selector_rank' else 'selector_rank'}",
+                              hint="DFlash2's path selector needs both selector_rank and selector_top_k")
+    if selector:
+        for name in ("selector_rank", "selector_top_k"):
+            value = reader.int_in((), dflash, name)
+            if value <= 0:
+                raise CheckpointError(f"{reader.source}: dflash_config.{name} must be positive, found {value}")
+            out[name] = value
+    if projector != "lilicorr":
+        return out
+    missing = [n for n in LILICORR_FIELDS if dflash.get(n) is None]
+    if missing:
+        raise CheckpointError(f"{reader.source}: a LiLiCorr checkpoint (projector_type lilicorr) lacks "
+                              f"dflash_config.{', '.join(missing)}",
+                              hint="the lilicorr_* geometry fields are required together (Model-Optimizer exports "
+                                   "write them all)")
+    values: dict[str, Any] = {}
+    for name, kind in LILICORR_FIELDS.items():
+        raw = dflash[name]
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or (kind is int and not isinstance(raw, int)) \
+                or raw <= 0:
+            raise CheckpointError(f"{reader.source}: dflash_config.{name} must be a positive "
+                                  f"{'integer' if kind is int else 'number'}, found {raw!r}")
+        values[name.removeprefix("lilicorr_")] = kind(raw)
+    anchor = dflash.get("lilicorr_anchor", "root_embedding")
+    if anchor not in LILICORR_ANCHORS:
+        raise CheckpointError(f"{reader.source}: dflash_config.lilicorr_anchor is {anchor!r}",
+                              hint=f"known anchors: {', '.join(LILICORR_ANCHORS)}")
+    width = dflash.get("lilicorr_hidden_size") or hidden
+    if isinstance(width, bool) or not isinstance(width, int) or width <= 0 or width % values["num_heads"]:
+        raise CheckpointError(f"{reader.source}: dflash_config.lilicorr_hidden_size {width!r} must be a positive "
+                              f"multiple of lilicorr_num_heads ({values['num_heads']})")
+    out["lilicorr"] = LiLiCorrGeometry(hidden_size=width, anchor=anchor, **values)
+    return out
 
 
 class _FieldReader:

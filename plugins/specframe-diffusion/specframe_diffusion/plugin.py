@@ -1,5 +1,5 @@
-"""The ``diffusion`` plugin: registers the ``dflash`` / ``domino`` / ``dspark`` drafters, the ``ar`` / ``markov``
-correctors, and a cross-stage check (:mod:`specframe_diffusion.validation`).
+"""The ``diffusion`` plugin: registers the ``dflash`` / ``domino`` / ``dspark`` drafters, the ``ar`` / ``markov`` /
+``path_selector`` / ``lilicorr`` correctors, and a cross-stage check (:mod:`specframe_diffusion.validation`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ import specframe
 from specframe.registry import ComponentRegistry, ComponentSpec, CorrectorCapabilities, DrafterCapabilities
 from specframe_diffusion.correctors import (
     ARCorrectorConfig,
+    LiLiCorrCorrectorConfig,
     MarkovCorrectorConfig,
+    PathSelectorCorrectorConfig,
     build_ar_corrector,
+    build_lilicorr_corrector,
     build_markov_corrector,
+    build_path_selector_corrector,
 )
 from specframe_diffusion.drafters import (
     DFlashDrafterConfig,
@@ -59,6 +63,18 @@ def specframe_correctors() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="corrector", name="markov", config=MarkovCorrectorConfig, factory=build_markov_corrector,
         capabilities=head, summary="DSpark Markov head (vanilla/gated/rnn) from a DSpark checkpoint",
+    )
+    yield ComponentSpec(
+        kind="corrector", name="path_selector", config=PathSelectorCorrectorConfig,
+        factory=build_path_selector_corrector,
+        capabilities=CorrectorCapabilities(needs_features=True, path_dependent=True, needs_target_embeddings=True),
+        summary="DFlash2 path selector (predecessor x candidate bilinear score over the top-16) from a DFlash2 "
+                "checkpoint",
+    )
+    yield ComponentSpec(
+        kind="corrector", name="lilicorr", config=LiLiCorrCorrectorConfig, factory=build_lilicorr_corrector,
+        capabilities=CorrectorCapabilities(needs_features=True, path_dependent=True, needs_target_embeddings=True),
+        summary="LiLiCorr candidate-lattice reranker (2-layer lattice transformer) from a LiLiCorr checkpoint",
     )
 
 

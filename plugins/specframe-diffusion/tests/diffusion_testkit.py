@@ -26,6 +26,11 @@ MASK_TOKEN = 511  # in the "padded" top of the vocabulary, like Qwen3's 151669
 TARGET_LAYERS = 4
 TAPS = [0, 2]
 EMB_DIM, GRU_DIM, MARKOV_RANK = 16, 24, 12
+SELECTOR_RANK, SELECTOR_TOP_K = 8, 4  # DFlash2 path selector (z-lab: 256, 16)
+#: LiLiCorr geometry of the tiny checkpoints (dflash_config.lilicorr_*; lilicorr_hidden_size differs from HIDDEN).
+LILICORR = {"lilicorr_hidden_size": 32, "lilicorr_num_layers": 2, "lilicorr_num_heads": 2, "lilicorr_mlp_ratio": 2.0,
+            "lilicorr_candidate_topk": 4, "lilicorr_factor_dim": 8, "lilicorr_vector_eps": 1e-6,
+            "lilicorr_logit_scale": 10.0}
 
 
 def qwen3_fields(*, layers: int = 2, hidden: int = HIDDEN, vocab: int = VOCAB) -> dict[str, Any]:
@@ -62,7 +67,12 @@ def qwen3_fields(*, layers: int = 2, hidden: int = HIDDEN, vocab: int = VOCAB) -
 def published_config(kind: str, *, layers: int = 2, block_size: int | None = None, head_type: str = "vanilla",
                      confidence: bool = True, taps: list[int] | None = None, hidden: int = HIDDEN,
                      vocab: int = VOCAB, mask: int = MASK_TOKEN) -> dict[str, Any]:
-    """config.json of ``kind`` in {"dflash", "domino", "dspark_deepseek", "dspark_zlab", "dflash_deepseek"}.
+    """config.json of ``kind`` in {"dflash", "domino", "dspark_deepseek", "dspark_zlab", "dflash_deepseek",
+    "dflash_selector", "dflash_lilicorr"}.
+
+    ``dflash_selector`` is a DFlash checkpoint with DFlash2's path selector switched on the way SGLang reads it
+    (``selector_rank`` / ``selector_top_k``); ``dflash_lilicorr`` a Model-Optimizer LiLiCorr export
+    (``projector_type: lilicorr`` and the ``lilicorr_*`` geometry).
 
     ``dflash_deepseek`` is DeepSpec's retrained DFlash: the DSpark model class with ``markov_rank: 0`` and no
     confidence head (``config/dflash/dflash_qwen3_4b.py``).
@@ -97,6 +107,10 @@ def published_config(kind: str, *, layers: int = 2, block_size: int | None = Non
         cfg["emb_dim"] = EMB_DIM
         dflash.update({"projector_type": "domino", "emb_dim": EMB_DIM, "gru_hidden_dim": GRU_DIM,
                        "pure_draft_prefix_len": 1, "shift_label": True})
+    elif kind == "dflash_selector":
+        dflash.update({"selector_rank": SELECTOR_RANK, "selector_top_k": SELECTOR_TOP_K, "shift_label": True})
+    elif kind == "dflash_lilicorr":
+        dflash.update({"projector_type": "lilicorr", "shift_label": True, **LILICORR})
     elif kind == "dspark_zlab":
         cfg["architectures"] = ["DSparkDraftModel"]
         dflash.update({"projector_type": "dspark", "shift_label": True, "markov_rank": MARKOV_RANK,
@@ -136,6 +150,12 @@ def published_keys(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
             "embed_proj.0.weight": (EMB_DIM, h + GRU_DIM),
             "embed_proj.2.weight": (v, EMB_DIM),
         }
+    if dflash.get("selector_rank"):
+        r = dflash["selector_rank"]
+        keys |= {"candidate_selector.predecessor_codebook": (v, r), "candidate_selector.successor_codebook": (v, r),
+                 "candidate_selector.hidden_projection.weight": (r, h)}
+    if dflash.get("projector_type") == "lilicorr":
+        keys |= lilicorr_keys(cfg)
     deepseek = "Qwen3DSparkModel" in cfg["architectures"]
     if deepseek:
         keys |= {"embed_tokens.weight": (v, h), "lm_head.weight": (v, h)}
@@ -153,6 +173,31 @@ def published_keys(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
         if not deepseek and dflash["use_confidence_head"]:
             keys |= {"confidence_proj.weight": (1, h + r), "confidence_proj.bias": (1,)}
     return keys
+
+
+def lilicorr_keys(cfg: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """LiLiCorr's ``lilicorr.*`` keys, spelled from the public module (Model-Optimizer ``LiLiCorrHead``)."""
+    d, dfc = cfg["hidden_size"], cfg["dflash_config"]
+    h, n, k, f = dfc["lilicorr_hidden_size"], dfc["lilicorr_num_heads"], dfc["lilicorr_candidate_topk"], \
+        dfc["lilicorr_factor_dim"]
+    inner, bs = int(h * dfc["lilicorr_mlp_ratio"]), cfg["block_size"]
+    slots = bs if dfc.get("shift_label") else bs - 1
+    keys = {"token_proj.weight": (h, d), "token_proj.bias": (h,), "pass_hidden_proj.weight": (h, d),
+            "pass_hidden_proj.bias": (h,), "feature_mlp.0.weight": (5,), "feature_mlp.0.bias": (5,),
+            "feature_mlp.1.weight": (h, 5), "feature_mlp.1.bias": (h,), "feature_mlp.3.weight": (h, h),
+            "feature_mlp.3.bias": (h,), "slot_embedding": (1, 1, slots, 1, h), "rank_embedding": (1, 1, 1, k, h),
+            "relative_slot_bias": (n, 2 * bs - 1), "same_slot_bias": (n,), "context_proj.weight": (h, d),
+            "context_proj.bias": (h,), "output_norm.weight": (h,), "anchor_norm.weight": (h,),
+            "factor_input_proj.weight": (h, 3 * h), "factor_input_proj.bias": (h,)}
+    for i in range(dfc["lilicorr_num_layers"]):
+        keys |= {f"layers.{i}.attn_norm.weight": (h,), f"layers.{i}.attn.in_proj_weight": (3 * h, h),
+                 f"layers.{i}.attn.in_proj_bias": (3 * h,), f"layers.{i}.attn.out_proj.weight": (h, h),
+                 f"layers.{i}.attn.out_proj.bias": (h,), f"layers.{i}.mlp_norm.weight": (h,),
+                 f"layers.{i}.mlp.0.weight": (inner, h), f"layers.{i}.mlp.0.bias": (inner,),
+                 f"layers.{i}.mlp.2.weight": (h, inner), f"layers.{i}.mlp.2.bias": (h,)}
+    for name in ("out_head", "in_head", "anchor_out_head"):
+        keys |= {f"{name}.weight": (f, h), f"{name}.bias": (f,)}
+    return {"lilicorr." + key: shape for key, shape in keys.items()}
 
 
 def random_tensors(keys: dict[str, tuple[int, ...]], seed: int, scale: float = 0.2) -> dict[str, torch.Tensor]:

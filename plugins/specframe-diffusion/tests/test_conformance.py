@@ -1,5 +1,6 @@
 """The conformance kit on every component of specframe-diffusion: the dflash / domino / dspark drafters and the
-ar / markov correctors, each loaded from a tiny checkpoint in its published layout next to a tiny Qwen3 target."""
+ar / markov / path_selector / lilicorr correctors, each loaded from a tiny checkpoint in its published layout next to
+a tiny Qwen3 target."""
 
 from __future__ import annotations
 
@@ -74,4 +75,10 @@ class TestDiffusionConformance(ConformanceSuite):
                         target=hf_target, proposal=SHAPE, variant="zlab-gated"),
         ConformanceCase("corrector", "markov", config=checkpoint("dspark_zlab", block_size=5, head_type="rnn"),
                         target=hf_target, proposal=SHAPE, variant="zlab-rnn"),
+        ConformanceCase("corrector", "path_selector", config=checkpoint("dflash_selector", block_size=6),
+                        target=hf_target, proposal=SHAPE),
+        ConformanceCase("corrector", "path_selector", config=lambda w: checkpoint("dflash_selector", block_size=6)(w)
+                        | {"top_k": 2}, target=hf_target, proposal=SHAPE, variant="top2"),
+        ConformanceCase("corrector", "lilicorr", config=checkpoint("dflash_lilicorr", block_size=6),
+                        target=hf_target, proposal=SHAPE),
     )

@@ -9,6 +9,8 @@ group          z-lab layout key                      DeepSeek layout key
 backbone       ``fc.weight``, ``layers.{i}.*``, ...   same
 domino_head    ``prefix_gru.*``, ``embed_proj.*``     (Domino ships only in the z-lab layout)
 markov_head    ``markov_w1.weight``, ``gate_proj.*``  ``markov_head.markov_w1.weight``, ...
+path_selector  ``candidate_selector.*`` (DFlash2)      (z-lab layout only)
+lilicorr_head  ``lilicorr.*`` (LiLiCorr)               (z-lab layout only)
 confidence     ``confidence_proj.{weight,bias}``      ``confidence_head.proj.{weight,bias}``
 embeddings     (shared with the target, not stored)   ``embed_tokens.weight``, ``lm_head.weight``
 ============== ===================================== =====================================================
@@ -24,7 +26,8 @@ from typing import Literal
 
 from specframe_diffusion.draft_config import DraftModelConfig
 
-Group = Literal["backbone", "domino_head", "markov_head", "confidence", "embeddings"]
+Group = Literal["backbone", "domino_head", "markov_head", "path_selector", "lilicorr_head", "confidence",
+                "embeddings"]
 
 #: Keys some writers add that carry no information (RoPE tables are recomputed); accepted and ignored.
 IGNORED_SUFFIXES: tuple[str, ...] = ("rotary_emb.inv_freq",)
@@ -94,6 +97,46 @@ def markov_head_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def path_selector_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
+    """DFlash2's path selector (z-lab keys under ``candidate_selector.``): two codebooks and a projection."""
+    v, r, h = cfg.vocab_size, cfg.selector_rank or 0, cfg.hidden_size
+    return {"predecessor_codebook": (v, r), "successor_codebook": (v, r), "hidden_projection.weight": (r, h)}
+
+
+def lilicorr_head_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
+    """LiLiCorr's lattice reranker (keys under ``lilicorr.``; :mod:`specframe_trees.heads.lattice` names them)."""
+    geo = cfg.lilicorr
+    if geo is None:
+        return {}
+    d, h, f, n, k = cfg.hidden_size, geo.hidden_size, geo.factor_dim, geo.num_heads, geo.candidate_topk
+    inner = int(h * geo.mlp_ratio)
+    shapes: dict[str, tuple[int, ...]] = {}
+    if h != d:
+        shapes |= {"token_proj.weight": (h, d), "token_proj.bias": (h,)}
+    shapes |= {
+        "pass_hidden_proj.weight": (h, d), "pass_hidden_proj.bias": (h,),
+        "feature_mlp.0.weight": (5,), "feature_mlp.0.bias": (5,),
+        "feature_mlp.1.weight": (h, 5), "feature_mlp.1.bias": (h,),
+        "feature_mlp.3.weight": (h, h), "feature_mlp.3.bias": (h,),
+        "slot_embedding": (1, 1, cfg.num_slots, 1, h), "rank_embedding": (1, 1, 1, k, h),
+        "relative_slot_bias": (n, 2 * cfg.block_size - 1), "same_slot_bias": (n,),
+        "context_proj.weight": (h, d), "context_proj.bias": (h,),
+    }
+    for i in range(geo.num_layers):
+        p = f"layers.{i}."
+        shapes |= {
+            p + "attn_norm.weight": (h,), p + "attn.in_proj_weight": (3 * h, h), p + "attn.in_proj_bias": (3 * h,),
+            p + "attn.out_proj.weight": (h, h), p + "attn.out_proj.bias": (h,), p + "mlp_norm.weight": (h,),
+            p + "mlp.0.weight": (inner, h), p + "mlp.0.bias": (inner,), p + "mlp.2.weight": (h, inner),
+            p + "mlp.2.bias": (h,),
+        }
+    shapes |= {"output_norm.weight": (h,), "anchor_norm.weight": (h,), "factor_input_proj.weight": (h, 3 * h),
+               "factor_input_proj.bias": (h,)}
+    for head in ("out_head", "in_head", "anchor_out_head"):
+        shapes |= {f"{head}.weight": (f, h), f"{head}.bias": (f,)}
+    return shapes
+
+
 def confidence_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
     """DSpark confidence head: ``Linear(H [+ r] -> 1)``; kept so that saving reproduces the checkpoint."""
     in_dim = cfg.hidden_size + ((cfg.markov_rank or 0) if cfg.confidence_with_markov else 0)
@@ -108,6 +151,11 @@ def checkpoint_layout(cfg: DraftModelConfig) -> list[TensorSlot]:
     if cfg.family == "dspark":
         prefix = "markov_head." if cfg.layout == "deepseek" else ""
         slots += [TensorSlot(prefix + k, "markov_head", k, s) for k, s in markov_head_shapes(cfg).items()]
+    if cfg.selector_rank is not None:
+        slots += [TensorSlot("candidate_selector." + k, "path_selector", k, s)
+                  for k, s in path_selector_shapes(cfg).items()]
+    if cfg.lilicorr is not None:
+        slots += [TensorSlot("lilicorr." + k, "lilicorr_head", k, s) for k, s in lilicorr_head_shapes(cfg).items()]
     if cfg.confidence_head:
         prefix = "confidence_head.proj." if cfg.layout == "deepseek" else "confidence_proj."
         slots += [TensorSlot(prefix + k, "confidence", k, s) for k, s in confidence_shapes(cfg).items()]

@@ -96,6 +96,10 @@ def _group_hint(group: Group) -> str:
     return {
         "domino_head": "the `ar` corrector needs a Domino checkpoint (dflash_config.projector_type: domino)",
         "markov_head": "the `markov` corrector needs a DSpark checkpoint (markov_rank > 0)",
+        "path_selector": "the `path_selector` corrector needs a DFlash2 checkpoint (dflash_config.selector_rank "
+                         "and selector_top_k, candidate_selector.* weights)",
+        "lilicorr_head": "the `lilicorr` corrector needs a LiLiCorr checkpoint (dflash_config.projector_type: "
+                         "lilicorr, lilicorr.* weights)",
         "embeddings": "only DeepSeek-layout DSpark checkpoints carry embed_tokens / lm_head",
     }.get(group, "check that the checkpoint matches the component")
 

@@ -1,4 +1,5 @@
-"""The ``ar`` (Domino GRU) and ``markov`` (DSpark) correctors, loaded from the drafter checkpoints."""
+"""The ``ar`` (Domino GRU), ``markov`` (DSpark), ``path_selector`` (DFlash2) and ``lilicorr`` (LiLiCorr) correctors,
+loaded from the drafter checkpoints."""
 
 from specframe_diffusion.correctors.checkpoint_heads import (
     ARCorrectorConfig,
@@ -6,5 +7,13 @@ from specframe_diffusion.correctors.checkpoint_heads import (
     build_ar_corrector,
     build_markov_corrector,
 )
+from specframe_diffusion.correctors.selector_heads import (
+    LiLiCorrCorrectorConfig,
+    PathSelectorCorrectorConfig,
+    build_lilicorr_corrector,
+    build_path_selector_corrector,
+)
 
-__all__ = ["ARCorrectorConfig", "MarkovCorrectorConfig", "build_ar_corrector", "build_markov_corrector"]
+__all__ = ["ARCorrectorConfig", "LiLiCorrCorrectorConfig", "MarkovCorrectorConfig", "PathSelectorCorrectorConfig",
+           "build_ar_corrector", "build_lilicorr_corrector", "build_markov_corrector",
+           "build_path_selector_corrector"]

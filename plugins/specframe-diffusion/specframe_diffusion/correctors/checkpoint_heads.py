@@ -29,6 +29,7 @@ from specframe_trees.heads import DominoGRUHead, GRUHeadSizes, MarkovHead, Marko
 from specframe.config.base import ComponentConfig
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import BuildContext
+from specframe_diffusion.checkpoint.key_layout import Group
 from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import CONFIG_FILE
 from specframe_diffusion.draft_config import DraftModelConfig
@@ -66,8 +67,9 @@ class MarkovCorrectorConfig(CheckpointHeadConfig):
                                                       "with the root as previous token)")
 
 
-def _open_head_checkpoint(config: CheckpointHeadConfig, ctx: BuildContext, family: str) -> CheckpointFiles:
-    """The corrector's checkpoint (its own or the drafter's), checked for family and slot count."""
+def open_head_checkpoint(config: CheckpointHeadConfig, ctx: BuildContext, family: str,
+                         group: Group | None = None) -> CheckpointFiles:
+    """The corrector's checkpoint (its own or the drafter's), checked for family, head ``group`` and slot count."""
     drafter_cfg = getattr(ctx.pipeline, "drafter", None)
     drafter_ckpt = getattr(drafter_cfg, "checkpoint", None)
     path = config.checkpoint or drafter_ckpt
@@ -75,11 +77,12 @@ def _open_head_checkpoint(config: CheckpointHeadConfig, ctx: BuildContext, famil
         raise ConfigError(f"corrector '{config.type}' needs a checkpoint, and the drafter has none",
                           hint=f"set corrector.checkpoint to the {family} checkpoint directory")
     files = open_checkpoint(path)
-    if files.config.family != family:
+    if files.config.family != family or (group is not None and not files.has_group(group)):
         raise CheckpointError(
             f"corrector '{config.type}': checkpoint {files.directory} is a {files.config.family} checkpoint "
-            f"without the {family} head",
-            hint="use corrector `ar` with Domino checkpoints, `markov` with DSpark checkpoints, or `identity`",
+            f"without the {family if group is None else config.type} head",
+            hint="use corrector `ar` with Domino checkpoints, `markov` with DSpark checkpoints, `path_selector` with "
+                 "DFlash2 checkpoints (selector_rank), `lilicorr` with LiLiCorr checkpoints, or `identity`",
         )
     if drafter_ckpt and config.checkpoint and drafter_ckpt != config.checkpoint:
         drafter_slots = DraftModelConfig.from_file(Path(drafter_ckpt) / CONFIG_FILE).num_slots
@@ -93,7 +96,7 @@ def _open_head_checkpoint(config: CheckpointHeadConfig, ctx: BuildContext, famil
 
 
 def build_ar_corrector(config: ARCorrectorConfig, ctx: BuildContext) -> GRUCorrector:
-    files = _open_head_checkpoint(config, ctx, "domino")
+    files = open_head_checkpoint(config, ctx, "domino")
     cfg = files.config
     parts = target_parts(ctx.target, component=f"corrector '{config.type}'")
     check_fits_target(cfg, parts, source=str(files.directory))
@@ -110,7 +113,7 @@ def build_ar_corrector(config: ARCorrectorConfig, ctx: BuildContext) -> GRUCorre
 
 
 def build_markov_corrector(config: MarkovCorrectorConfig, ctx: BuildContext) -> MarkovCorrector:
-    files = _open_head_checkpoint(config, ctx, "dspark")
+    files = open_head_checkpoint(config, ctx, "dspark")
     cfg = files.config
     parts = target_parts(ctx.target, component=f"corrector '{config.type}'")
     check_fits_target(cfg, parts, source=str(files.directory))
