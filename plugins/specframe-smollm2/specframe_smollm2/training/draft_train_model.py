@@ -73,6 +73,25 @@ def multi_block_forward(backbone: DFlashBackbone, taps: torch.Tensor, tap_scale:
     return backbone.norm(h)
 
 
+def anchor_block_features(backbone: DFlashBackbone, embed_weight: torch.Tensor, tap_scale: torch.Tensor,
+                          taps: torch.Tensor, block_ids: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+    """The backbone's outputs ``[S*K, bs, H]`` for anchor blocks ``block_ids [S, K, bs]`` (slot 0 = the anchor's
+    token, the rest masks), over ``taps [S, T, n*H]`` with anchors ``[S, K]`` (the inference block, in bulk)."""
+    s, k, bs = block_ids.shape
+    block = torch.full_like(block_ids, backbone.config.mask_token_id)
+    block[..., 0] = block_ids[..., 0]
+    embeds = nn.functional.embedding(block.view(s, k * bs), embed_weight)  # [S, K*bs, H]
+    z = multi_block_forward(backbone, taps, tap_scale, embeds, anchors)
+    return z.view(s * k, bs, -1)
+
+
+def context_rows(backbone: DFlashBackbone, tap_scale: torch.Tensor, taps: torch.Tensor,
+                 positions: torch.Tensor) -> torch.Tensor:  # [S, K, H]
+    """``hidden_norm(fc(taps))`` at ``positions [S, K]`` of ``taps [S, T, n*H]``: the projected context rows."""
+    rows = taps.gather(1, positions[..., None].expand(-1, -1, taps.shape[-1]))  # [S, K, n*H]
+    return backbone.hidden_norm(backbone.fc(rows * tap_scale))
+
+
 @torch.no_grad()
 def init_from_target(backbone: DFlashBackbone, target: nn.Module, init_layers: tuple[int, ...] | None,
                      tap_rms: torch.Tensor, fc_init: str, num_taps: int, gen: torch.Generator) -> None:

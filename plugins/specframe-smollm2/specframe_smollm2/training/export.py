@@ -4,6 +4,10 @@
 * ar_head -> Domino config (``projector_type: domino``, ``pure_draft_prefix_len: 1``), backbone + ``prefix_gru.*`` /
   ``embed_proj.*``;
 * markov_head -> z-lab-compatible DSpark config (``projector_type: dspark``), backbone + ``markov_w1/w2``.
+* path_selector -> the drafter's DFlash config plus ``selector_rank`` / ``selector_top_k`` (SGLang's switch for
+  DFlash2's selector), backbone + ``candidate_selector.*``;
+* lattice_head -> ``projector_type: lilicorr`` with the ``lilicorr_*`` geometry (Model-Optimizer's fields, plus
+  ``lilicorr_anchor``), backbone + ``lilicorr.*``.
 
 Weights are stored in bfloat16. The tap normalisation is folded into ``fc.weight`` so the files take raw taps.
 """
@@ -20,6 +24,7 @@ from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
 from specframe_smollm2.training.draft_train_model import fold_tap_scale
+from specframe_smollm2.training.recipe import HeadConfig
 
 
 def drafter_config(target_cfg: Any, *, num_layers: int, block_size: int, mask_token_id: int,
@@ -51,21 +56,36 @@ def drafter_config(target_cfg: Any, *, num_layers: int, block_size: int, mask_to
     }
 
 
-def head_config(base: DraftModelConfig, kind: str, *, gru_hidden_dim: int, emb_dim: int, markov_rank: int,
-                markov_head_type: str) -> dict[str, Any]:
-    """The base drafter's config turned into a Domino or DSpark (z-lab) config."""
+#: The checkpoint group each head kind is stored under (:mod:`specframe_diffusion.checkpoint.key_layout`).
+HEAD_GROUPS = {"ar_head": "domino_head", "markov_head": "markov_head", "path_selector": "path_selector",
+               "lattice_head": "lilicorr_head"}
+
+
+def head_config(base: DraftModelConfig, kind: str, head: HeadConfig) -> dict[str, Any]:
+    """The base drafter's config turned into the config of a checkpoint carrying the ``kind`` head."""
     raw = copy.deepcopy(base.raw)
     raw.pop("torch_dtype", None)
     dflash = raw.setdefault("dflash_config", {})
     if kind == "ar_head":
         raw["architectures"] = ["DFlashDraftModel"]
-        raw["emb_dim"] = emb_dim
-        dflash.update(projector_type="domino", emb_dim=emb_dim, gru_hidden_dim=gru_hidden_dim,
+        raw["emb_dim"] = head.emb_dim
+        dflash.update(projector_type="domino", emb_dim=head.emb_dim, gru_hidden_dim=head.gru_hidden_dim,
                       pure_draft_prefix_len=1, shift_label=True)
-    else:
+    elif kind == "markov_head":
         raw["architectures"] = ["DSparkDraftModel"]
-        dflash.update(projector_type="dspark", markov_rank=markov_rank, markov_head_type=markov_head_type,
+        dflash.update(projector_type="dspark", markov_rank=head.markov_rank, markov_head_type=head.markov_head_type,
                       shift_label=True)
+    elif kind == "path_selector":
+        raw["architectures"] = ["DFlashDraftModel"]
+        dflash.update(selector_rank=head.selector_rank, selector_top_k=head.top_k, shift_label=True)
+    else:
+        lat = head.lattice
+        raw["architectures"] = ["DFlashDraftModel"]
+        dflash.update(projector_type="lilicorr", shift_label=True, lilicorr_hidden_size=lat.hidden_size,
+                      lilicorr_num_layers=lat.num_layers, lilicorr_num_heads=lat.num_heads,
+                      lilicorr_mlp_ratio=lat.mlp_ratio, lilicorr_candidate_topk=head.top_k,
+                      lilicorr_factor_dim=lat.factor_dim, lilicorr_vector_eps=lat.vector_eps,
+                      lilicorr_logit_scale=lat.logit_scale, lilicorr_anchor=lat.anchor)
     return raw
 
 
@@ -84,6 +104,6 @@ def write_export(directory: Path, config: dict[str, Any], backbone: DFlashBackbo
     others: dict = {}
     if head is not None:
         state = {k: v.detach().float() for k, v in head.state_dict().items()}
-        others["domino_head" if kind == "ar_head" else "markov_head"] = state
+        others[HEAD_GROUPS[kind]] = state
     ckpt = DraftCheckpoint(cfg, export_backbone(backbone, tap_scale), others)
     return save_checkpoint(ckpt, directory, dtype=torch.bfloat16)

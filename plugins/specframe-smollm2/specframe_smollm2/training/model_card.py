@@ -33,21 +33,31 @@ SHIPPED: dict[str, list[tuple[str, str]]] = {
     "checkpoints/smollm2-135m/markov-head": [("recipes/smollm2/markov-head.yaml", "runs/smollm2-markov-head-gated"),
                                              ("recipes/smollm2/markov-head-stage3.yaml",
                                               "runs/smollm2-markov-head-stage3")],
+    "checkpoints/smollm2-135m/path-selector": [("recipes/smollm2/path-selector-stage3.yaml",
+                                                "runs/smollm2-path-selector-stage3")],
+    "checkpoints/smollm2-135m/lattice-head": [("recipes/smollm2/lattice-head-stage3.yaml",
+                                               "runs/smollm2-lattice-head-stage3")],
 }
 #: Benchmark rows reported on each card, by recipe kind.
 SWEEP_METHODS = {
     "drafter": ("ddtree",),
     "ar_head": ("domino-chain-ddtree", "dartree-fixed", "dartree-pruned"),
     "markov_head": (),
+    "path_selector": (),
+    "lattice_head": (),
 }
 CARD_METHODS = {
     "drafter": ("DFlash chain", "DDTree"),
     "ar_head": ("Domino chain", "Domino-chain + DDTree", "DARTree fixed", "DARTree pruned B=16", "DARTree pruned"),
-    "markov_head": ("DSpark chain",),
+    "markov_head": ("DSpark chain", "PCTree"),
+    "path_selector": ("Path-selector chain", "Path-selector DARTree"),
+    "lattice_head": ("LiLiCorr chain", "LiLiCorr DARTree"),
 }
 TITLES = {"drafter": "DFlash-style block drafter (shift layout) for SmolLM2-135M-Instruct, trained on CPU.",
           "ar_head": "Domino GRU correction head (`ar` corrector) on the frozen shipped drafter.",
-          "markov_head": "DSpark Markov head (`markov` corrector) on the frozen shipped drafter."}
+          "markov_head": "DSpark Markov head (`markov` corrector) on the frozen shipped drafter.",
+          "path_selector": "DFlash2 path selector (`path_selector` corrector) on the frozen shipped drafter.",
+          "lattice_head": "LiLiCorr candidate-lattice reranker (`lilicorr` corrector) on the frozen shipped drafter."}
 
 
 def _eval_history(metrics: Path) -> list[dict[str, Any]]:
@@ -75,6 +85,14 @@ def _config_rows(config: dict[str, Any], kind: str) -> list[str]:
                     f"{dfc.get('pure_draft_prefix_len')} |")
     if kind == "markov_head":
         rows.append(f"| Markov rank / type | {dfc.get('markov_rank')} / {dfc.get('markov_head_type')} |")
+    if kind == "path_selector":
+        rows.append(f"| selector rank / top-K | {dfc.get('selector_rank')} / {dfc.get('selector_top_k')} |")
+    if kind == "lattice_head":
+        rows.append(f"| lattice width / layers / heads / top-K / factor / scale / anchor | "
+                    f"{dfc.get('lilicorr_hidden_size')} / {dfc.get('lilicorr_num_layers')} / "
+                    f"{dfc.get('lilicorr_num_heads')} / {dfc.get('lilicorr_candidate_topk')} / "
+                    f"{dfc.get('lilicorr_factor_dim')} / {dfc.get('lilicorr_logit_scale')} / "
+                    f"{dfc.get('lilicorr_anchor')} |")
     return rows
 
 

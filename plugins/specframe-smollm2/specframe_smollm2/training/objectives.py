@@ -22,7 +22,7 @@ from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
 from specframe_smollm2.training.dataset import IGNORE, Batch
-from specframe_smollm2.training.draft_train_model import multi_block_forward
+from specframe_smollm2.training.draft_train_model import anchor_block_features
 from specframe_smollm2.training.losses import candidate_set, leading_accept, sampled_loss, slot_weights
 from specframe_smollm2.training.recipe import Recipe
 
@@ -57,12 +57,8 @@ class Objective:
         return self.backbone if self.kind == "drafter" else self.head  # type: ignore[return-value]
 
     def features(self, batch: Batch) -> torch.Tensor:  # [N, bs, H]
-        s, k, bs = batch.block_ids.shape
-        block = torch.full_like(batch.block_ids, self.mask_id)
-        block[..., 0] = batch.block_ids[..., 0]
-        embeds = nn.functional.embedding(block.view(s, k * bs), self.w)  # [S, K*bs, H]
-        z = multi_block_forward(self.backbone, batch.taps, self.tap_scale, embeds, batch.anchors)
-        return z.view(s * k, bs, -1)
+        return anchor_block_features(self.backbone, self.w, self.tap_scale, batch.taps, batch.block_ids,
+                                     batch.anchors)
 
     def _gru_states(self, block_ids: torch.Tensor) -> torch.Tensor:  # [N, bs] -> [N, bs, G]
         states, _ = self.head.prefix_gru(nn.functional.embedding(block_ids, self.w))  # type: ignore[union-attr]

@@ -1,6 +1,7 @@
 """Training recipes: a pydantic model of ``RECIPE.yaml`` for ``specframe train``.
 
-Three kinds share one file format::
+Five kinds share one file format (``path_selector`` and ``lattice_head`` are heads too: DFlash2's path selector
+and LiLiCorr's lattice reranker over the frozen drafter's top-K candidates, :mod:`.candidate_objectives`)::
 
     kind: drafter            # a DFlash-style block drafter (shift layout) for the target
     name: smollm2-drafter
@@ -57,6 +58,35 @@ class DrafterModelConfig(_Strict):
         return self
 
 
+class LatticeConfig(_Strict):
+    """LiLiCorr's lattice reranker: geometry (exported as ``lilicorr_*``) and its three-term objective."""
+
+    hidden_size: int = Field(128, ge=8, description="width of the lattice transformer")
+    num_layers: int = Field(2, ge=1, le=8, description="lattice transformer layers (LiLiCorr: 2)")
+    num_heads: int = Field(4, ge=1, description="attention heads (divide hidden_size)")
+    mlp_ratio: float = Field(2.0, gt=0, le=8, description="MLP width / hidden_size")
+    factor_dim: int = Field(64, ge=2, description="width of the out / in factor vectors")
+    logit_scale: float = Field(10.0, gt=0, description="factors are logit_scale x cosine (fixed)")
+    vector_eps: float = Field(1e-6, gt=0, lt=0.5, description="epsilon of the factor vectors' L2 normalisation")
+    anchor: Literal["root_embedding", "target_row"] = Field(
+        "root_embedding", description="root_embedding: the root token's target embedding (what specframe serves); "
+                                      "target_row: the target's projected tap row before the block (LiLiCorr's "
+                                      "own anchor, an ablation: not servable by specframe's drafters)")
+    w_ce: float = Field(0.25, ge=0, description="weight of the K-way cross-entropy along the true path")
+    w_margin: float = Field(0.0, ge=0, description="weight of the hinge pushing the true candidate above the best "
+                                                   "other one by `margin`")
+    margin: float = Field(2.0, gt=0, description="hinge width")
+    w_pen: float = Field(0.25, ge=0, description="weight of the head's expected target-logit gap to the true token")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LatticeConfig:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not a multiple of num_heads {self.num_heads}")
+        if self.w_ce + self.w_margin + self.w_pen <= 0:
+            raise ValueError("w_ce, w_margin and w_pen are all 0: the reranker would get no gradient")
+        return self
+
+
 class HeadConfig(_Strict):
     """Sizes of a correction head trained on a frozen drafter."""
 
@@ -64,6 +94,12 @@ class HeadConfig(_Strict):
     emb_dim: int = Field(128, ge=8, description="Domino projection width E")
     markov_rank: int = Field(128, ge=8, description="DSpark Markov rank r")
     markov_head_type: Literal["vanilla", "gated"] = Field("vanilla", description="DSpark head variant")
+    selector_rank: int = Field(256, ge=1, description="DFlash2 path selector rank r")
+    top_k: int = Field(16, ge=1, description="candidates per slot of the path selector / lattice (DFlash2: 16)")
+    draft_vocab: str | None = Field(None, description="candidates from this reduced draft vocabulary (a d2t/t2d "
+                                                      "safetensors file), as the pipelines serve the drafter; "
+                                                      "None: the whole vocabulary")
+    lattice: LatticeConfig = LatticeConfig()
 
 
 class OptimConfig(_Strict):
@@ -96,7 +132,7 @@ class EvalConfig(_Strict):
 class Recipe(_Strict):
     """A complete training recipe (see the module docstring)."""
 
-    kind: Literal["drafter", "ar_head", "markov_head"]
+    kind: Literal["drafter", "ar_head", "markov_head", "path_selector", "lattice_head"]
     name: str
     output: str = Field(description="directory of the published-layout checkpoint")
     work_dir: str = Field(description="directory of the resumable state and metrics log")

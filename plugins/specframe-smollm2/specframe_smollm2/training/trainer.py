@@ -24,10 +24,12 @@ from typing import Any
 import torch
 
 from specframe.distributed import DistContext, from_env
+from specframe.draft_vocab import load_draft_vocab
 from specframe.errors import CheckpointError, ConfigError
 from specframe.files import write_text
 from specframe.locking import hold_lock
 from specframe.tensor_files import load_tensor_file, save_tensor_file
+from specframe_smollm2.training.candidate_objectives import CandidateObjective, new_candidate_head
 from specframe_smollm2.training.data_parallel import loss_function
 from specframe_smollm2.training.dataset import load_sequences, make_batch, split, tap_rms
 from specframe_smollm2.training.export import drafter_config, head_config, write_export
@@ -48,7 +50,7 @@ def _lr_at(step: int, recipe: Recipe) -> float:
 
 
 def build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Generator, *,
-                     warm_start: bool = True) -> tuple[Objective, dict]:
+                     warm_start: bool = True) -> tuple[Objective | CandidateObjective, dict]:
     """Modules of the recipe kind, and the exported config dict (``warm_start``: apply ``init_from``)."""
     from specframe_diffusion.checkpoint import DraftModelConfig, open_checkpoint
     from specframe_diffusion.models.backbone import DFlashBackbone
@@ -78,8 +80,13 @@ def build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Ge
                               hint="train the head on data generated with the drafter's taps")
     backbone = files.load_backbone(dtype=torch.float32)
     h = recipe.head
-    config = head_config(base_cfg, recipe.kind, gru_hidden_dim=h.gru_hidden_dim, emb_dim=h.emb_dim,
-                         markov_rank=h.markov_rank, markov_head_type=h.markov_head_type)
+    config = head_config(base_cfg, recipe.kind, h)
+    if recipe.kind in ("path_selector", "lattice_head"):
+        head = new_candidate_head(recipe, base_cfg, gen)
+        if recipe.init_from and warm_start:
+            warm_start_head(head, open_checkpoint(recipe.init_from), recipe.kind)
+        rows = None if h.draft_vocab is None else load_draft_vocab(h.draft_vocab).target_ids
+        return CandidateObjective(recipe, embed, backbone, head, rows), config
     if recipe.kind == "ar_head":
         from specframe_trees.heads.gru import DominoGRUHead, GRUHeadSizes
 

@@ -21,6 +21,7 @@ from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
 from specframe.errors import CheckpointError
+from specframe_smollm2.training.export import HEAD_GROUPS
 
 _SHAPE_FIELDS = ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size", "block_size",
                  "target_layer_ids", "mask_token_id")
@@ -52,8 +53,8 @@ def warm_start_backbone(backbone: DFlashBackbone, tap_scale: torch.Tensor, files
 
 @torch.no_grad()
 def warm_start_head(head: nn.Module, files: CheckpointFiles, kind: str) -> None:
-    """Load the Domino (``ar_head``) or DSpark (``markov_head``) head of ``files`` into ``head``."""
-    group = "domino_head" if kind == "ar_head" else "markov_head"
+    """Load the ``kind`` head of ``files`` (Domino, DSpark, DFlash2 selector or LiLiCorr) into ``head``."""
+    group = HEAD_GROUPS[kind]
     state = files.group_state(group, dtype=torch.float32)
     mine = head.state_dict()
     wrong = [f"{k} {tuple(v.shape)} (recipe: {tuple(mine[k].shape)})" for k, v in state.items()
