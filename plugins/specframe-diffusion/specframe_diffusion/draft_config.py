@@ -75,6 +75,7 @@ class LiLiCorrGeometry:
     vector_eps: float
     logit_scale: float
     anchor: str = "root_embedding"
+    unary: bool = False  # lilicorr_unary: the drafter's log-prob added to every factor (specframe's option)
 
 
 def build_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
@@ -294,7 +295,10 @@ def _optional_heads(reader: _FieldReader, dflash: dict[str, Any], hidden: int, *
     if isinstance(width, bool) or not isinstance(width, int) or width <= 0 or width % values["num_heads"]:
         raise CheckpointError(f"{reader.source}: dflash_config.lilicorr_hidden_size {width!r} must be a positive "
                               f"multiple of lilicorr_num_heads ({values['num_heads']})")
-    out["lilicorr"] = LiLiCorrGeometry(hidden_size=width, anchor=anchor, **values)
+    unary = dflash.get("lilicorr_unary", False)
+    if not isinstance(unary, bool):
+        raise CheckpointError(f"{reader.source}: dflash_config.lilicorr_unary must be true or false, found {unary!r}")
+    out["lilicorr"] = LiLiCorrGeometry(hidden_size=width, anchor=anchor, unary=unary, **values)
     return out
 
 

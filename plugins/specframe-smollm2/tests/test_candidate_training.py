@@ -76,7 +76,7 @@ def test_a_draft_vocabulary_restricts_the_candidates(tmp_path, tiny_target, tiny
     assert bool((c.ids % 2 == 0).all())
     odd = (c.labels % 2 == 1) & (c.labels >= 0)
     assert bool(torch.isinf(c.label_logp[odd]).all())  # a true token outside the subset is skipped
-    assert float(objective.loss(make_batch(seqs[:4], 4, 4, gen), gen)) > 0
+    assert float(objective.loss(make_batch(seqs[:4], 4, 4, gen), gen).detach()) > 0
 
 
 def test_the_lattice_penalty_weighs_candidates_by_the_targets_gap() -> None:

@@ -150,6 +150,15 @@ def test_lattice_head_matches_the_written_out_reference() -> None:
         assert torch.allclose(scores.pair[b].double(), pair, atol=1e-5)
 
 
+def test_lattice_unary_option_adds_the_drafters_log_probs() -> None:
+    p = _proposal(4, k=4)
+    plain, unary = small_lilicorr(), small_lilicorr(unary=True)
+    a, b = plain._round.get(p), unary._round.get(p)
+    lp = p.logprobs.double()
+    assert torch.allclose(b.start.double(), a.start.double() + lp[:, 0], atol=1e-6)
+    assert torch.allclose(b.pair.double(), a.pair.double() + lp[:, 1:, None, :], atol=1e-6)
+
+
 def test_lattice_head_has_the_public_parameter_names() -> None:
     sizes = LatticeHeadSizes(model_hidden_size=8, hidden_size=4, num_layers=2, num_heads=2, mlp_ratio=2.0,
                              num_slots=3, block_size=3, candidate_topk=5, factor_dim=2)

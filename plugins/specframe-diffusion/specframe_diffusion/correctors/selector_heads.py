@@ -88,7 +88,7 @@ def build_lilicorr_corrector(config: LiLiCorrCorrectorConfig, ctx: BuildContext)
                              num_layers=geo.num_layers, num_heads=geo.num_heads, mlp_ratio=geo.mlp_ratio,
                              num_slots=cfg.num_slots, block_size=cfg.block_size, candidate_topk=geo.candidate_topk,
                              factor_dim=geo.factor_dim, rms_norm_eps=cfg.rms_norm_eps, vector_eps=geo.vector_eps,
-                             logit_scale=geo.logit_scale)
+                             logit_scale=geo.logit_scale, unary=geo.unary)
     head = LatticeHead(sizes, device="meta")
     head.load_state_dict(files.group_state("lilicorr_head", dtype=dtype, device=device), strict=True, assign=True)
     head.requires_grad_(False).eval()

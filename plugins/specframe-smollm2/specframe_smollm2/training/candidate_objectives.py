@@ -244,7 +244,7 @@ def new_candidate_head(recipe: Recipe, base: DraftModelConfig, gen: torch.Genera
                              num_layers=lat.num_layers, num_heads=lat.num_heads, mlp_ratio=lat.mlp_ratio,
                              num_slots=base.num_slots, block_size=base.block_size, candidate_topk=h.top_k,
                              factor_dim=lat.factor_dim, rms_norm_eps=base.rms_norm_eps, vector_eps=lat.vector_eps,
-                             logit_scale=lat.logit_scale)
+                             logit_scale=lat.logit_scale, unary=lat.unary)
     return LatticeHead(sizes, generator=gen)
 
 

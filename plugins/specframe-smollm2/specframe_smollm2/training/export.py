@@ -85,7 +85,7 @@ def head_config(base: DraftModelConfig, kind: str, head: HeadConfig) -> dict[str
                       lilicorr_num_layers=lat.num_layers, lilicorr_num_heads=lat.num_heads,
                       lilicorr_mlp_ratio=lat.mlp_ratio, lilicorr_candidate_topk=head.top_k,
                       lilicorr_factor_dim=lat.factor_dim, lilicorr_vector_eps=lat.vector_eps,
-                      lilicorr_logit_scale=lat.logit_scale, lilicorr_anchor=lat.anchor)
+                      lilicorr_logit_scale=lat.logit_scale, lilicorr_anchor=lat.anchor, lilicorr_unary=lat.unary)
     return raw
 
 

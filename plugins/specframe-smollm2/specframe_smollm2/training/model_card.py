@@ -88,11 +88,11 @@ def _config_rows(config: dict[str, Any], kind: str) -> list[str]:
     if kind == "path_selector":
         rows.append(f"| selector rank / top-K | {dfc.get('selector_rank')} / {dfc.get('selector_top_k')} |")
     if kind == "lattice_head":
-        rows.append(f"| lattice width / layers / heads / top-K / factor / scale / anchor | "
+        rows.append(f"| lattice width / layers / heads / top-K / factor / scale / anchor / unary | "
                     f"{dfc.get('lilicorr_hidden_size')} / {dfc.get('lilicorr_num_layers')} / "
                     f"{dfc.get('lilicorr_num_heads')} / {dfc.get('lilicorr_candidate_topk')} / "
                     f"{dfc.get('lilicorr_factor_dim')} / {dfc.get('lilicorr_logit_scale')} / "
-                    f"{dfc.get('lilicorr_anchor')} |")
+                    f"{dfc.get('lilicorr_anchor')} / {dfc.get('lilicorr_unary', False)} |")
     return rows
 
 

@@ -102,6 +102,7 @@ class RandomLiLiCorrConfig(ComponentConfig):
     candidate_topk: int = Field(8, ge=1, le=4096, description="k: candidates per slot in the lattice")
     factor_dim: int = Field(16, ge=1, le=MAX_DIM, description="f: width of the out/in factor vectors")
     logit_scale: float = Field(10.0, gt=0, le=1000, description="factors are logit_scale x cosine")
+    unary: bool = Field(False, description="add the drafter's log-prob of the later candidate to every factor")
     dtype: DTypeName = Field("float32", description="parameter dtype")
 
     @model_validator(mode="after")
@@ -156,7 +157,7 @@ def build_random_lilicorr(config: RandomLiLiCorrConfig, ctx: BuildContext | None
                              num_layers=config.num_layers, num_heads=config.num_heads, mlp_ratio=config.mlp_ratio,
                              num_slots=config.num_slots, block_size=config.num_slots,
                              candidate_topk=config.candidate_topk, factor_dim=config.factor_dim,
-                             logit_scale=config.logit_scale)
+                             logit_scale=config.logit_scale, unary=config.unary)
     head = LatticeHead(sizes, generator=generator, dtype=dtype)
     _randomise_zero_init(head, generator)
     head.requires_grad_(False).eval()

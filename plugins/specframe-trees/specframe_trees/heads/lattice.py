@@ -26,6 +26,10 @@ Choices made where the sources leave the serving setting open (documented so a c
 * **dead candidates** (``-inf`` base log-probs: a vocabulary smaller than k, padded rows) enter the features with
   log-prob ``LOGPROB_FLOOR``, are masked as attention keys and get no score; the public head never sees them.
 * the attention's ``in_proj_weight`` starts normal(0.02) like every Linear (PyTorch's default is Xavier).
+* **unary** (``lilicorr_unary``, default off = LiLiCorr): add the drafter's own log-prob of the later candidate to
+  every factor, ``start[j] + logp[0, j]`` and ``pair[s, i, j] + logp[s + 1, j]``, so the head learns a residual
+  correction of the drafter's law (DFlash2's form) instead of the whole law from the features. For a head trained
+  on a frozen drafter in few steps this starts at the drafter's own chain (the SmolLM2 recipe measures both).
 
 Parameter names (prefix ``lilicorr.`` in checkpoints), ``D`` the drafter width, ``h`` the head width, ``f`` the
 factor width, ``n`` heads::
@@ -79,6 +83,7 @@ class LatticeHeadSizes:
     rms_norm_eps: float = 1e-6
     vector_eps: float = 1e-6
     logit_scale: float = 10.0
+    unary: bool = False  # add the drafter's log-prob of the later candidate to every factor
 
 
 @dataclass
@@ -225,8 +230,12 @@ class LatticeHead(nn.Module):
         anchor_out = F.normalize(self.anchor_out_head(a), dim=-1, eps=eps)  # [B, f]
         start = torch.matmul(in_vec[:, 0], anchor_out[:, :, None])[..., 0]  # [B, k]
         pair = torch.matmul(out_vec[:, :-1], in_vec[:, 1:].transpose(-1, -2))  # [B, S-1, k, k]
-        scale = sz.logit_scale
-        return LatticeScores(start=scale * start.float(), pair=scale * pair.float())
+        start, pair = sz.logit_scale * start.float(), sz.logit_scale * pair.float()
+        if sz.unary:
+            lp = candidate_logprobs.float().clamp(min=LOGPROB_FLOOR)  # [B, S, k]
+            start = start + lp[:, 0]
+            pair = pair + lp[:, 1:, None, :]
+        return LatticeScores(start=start, pair=pair)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
