@@ -59,7 +59,7 @@ class PCTreeConfig(TreeShapeConfig):
 
     type: Literal["pctree"] = "pctree"
     children: tuple[int, ...] = Field(
-        (2, 2, 2, 1), description="children of every node at depth 0, 1, ... (the best under the node's own "
+        (3, 2, 1), description="children of every node at depth 0, 1, ... (the best under the node's own "
                                   "parent-conditioned law); the last entry repeats for deeper nodes")
     width: int = Field(8, ge=1, le=MAX_TREE_NODES, description="most nodes kept per depth (the spine node and the "
                                                                "best others by path score)")
