@@ -24,6 +24,8 @@ batch, so data-parallel shares add up (:mod:`~specframe_smollm2.training.data_pa
 Evaluation (held-out anchors): the teacher-forced argmax per slot over the candidates. Up to the first miss every
 predecessor the head used is the true token, so the leading run of hits is the chain's accepted length exactly:
 τ = 1 + the mean run. The base is the drafter's own argmax over the same vocabulary rows, on the same anchors.
+Per-slot accuracies of the lattice head (and of the base beside it) count only slots whose true predecessor is a
+lattice node (the head has no row for any other predecessor); τ counts every block.
 
 Example: with K = 2 and slot 0's candidates ``[17, 4]`` (true token 4), the path selector's loss at slot 0 is
 ``-log softmax(S_0(root, [17, 4]))[1]``.
@@ -211,7 +213,7 @@ class CandidateObjective:
             c = self.candidates(batch)
             pred = self._predict(c)  # [N, bs]
             base_pred = c.ids[..., 0]
-            valid = c.labels != IGNORE
+            valid = (c.labels != IGNORE) & self._scored(c)
             hits += ((pred == c.labels) & valid).sum(0).float()
             base_hits += ((base_pred == c.labels) & valid).sum(0).float()
             counts += valid.sum(0).float()
@@ -221,6 +223,11 @@ class CandidateObjective:
         n = counts.clamp_min(1)
         return EvalResult((hits / n).tolist(), 1 + run / blocks, (base_hits / n).tolist(), 1 + base_run / blocks)
 
+    def _scored(self, c: Candidates) -> torch.Tensor:  # [N, bs] bool: slots counted in the per-slot accuracy
+        if self.kind == "path_selector":
+            return torch.ones_like(c.labels, dtype=torch.bool)
+        return torch.cat([torch.ones_like(c.labels[:, :1], dtype=torch.bool), c.hit.any(-1)[:, :-1]], dim=1)
+
     def _predict(self, c: Candidates) -> torch.Tensor:  # [N, bs] the head's teacher-forced choice per slot
         if self.kind == "path_selector":
             context = self.head.context(c.prev, c.z)  # [N, bs, r]
@@ -228,8 +235,7 @@ class CandidateObjective:
             return c.ids.gather(-1, scores.argmax(-1, keepdim=True))[..., 0]
         nodes = self._true_path_nodes(c)
         pred = c.ids.gather(-1, nodes.argmax(-1, keepdim=True))[..., 0]
-        in_lattice = torch.cat([torch.ones_like(c.labels[:, :1], dtype=torch.bool), c.hit.any(-1)[:, :-1]], dim=1)
-        return torch.where(in_lattice, pred, torch.full_like(pred, -1))  # no true predecessor node: a miss
+        return torch.where(self._scored(c), pred, torch.full_like(pred, -1))  # no true predecessor node: a miss
 
 
 def new_candidate_head(recipe: Recipe, base: DraftModelConfig, gen: torch.Generator) -> nn.Module:
