@@ -9,7 +9,9 @@ layouts:
   Two optional heads ride on a DFlash backbone and keep the family DFlash (the ``dflash`` drafter loads the
   backbone, a corrector the head): DFlash2's path selector (``dflash_config.selector_rank`` and
   ``selector_top_k``, as SGLang and vLLM switch it on) and LiLiCorr's lattice reranker
-  (``projector_type: "lilicorr"`` with the ``lilicorr_*`` geometry, Model-Optimizer's export).
+  (``projector_type: "lilicorr"`` with the ``lilicorr_*`` geometry, Model-Optimizer's export). A checkpoint of
+  such a head may leave the backbone out (``dflash_config.head_only: true``, specframe's exports): the drafter then
+  loads its base drafter's directory and the corrector this one.
 * **DeepSeek layout** (``deepseek-ai/dspark_qwen3_*_block7``, ``architectures: ["Qwen3DSparkModel"]``): every
   DSpark field at the top level, and the checkpoint carries its own ``embed_tokens`` / ``lm_head`` copies. The
   same model class with ``markov_rank: 0`` is DeepSpec's retrained DFlash (``deepseek-ai/dflash_qwen3_*_block7``):
@@ -129,6 +131,8 @@ class DraftModelConfig:
     selector_top_k: int | None = None
     # LiLiCorr lattice reranker (projector_type "lilicorr")
     lilicorr: LiLiCorrGeometry | None = None
+    head_only: bool = False  # dflash_config.head_only: the file holds a head, the backbone is the base drafter's
+    draft_vocab_size: int | None = None  # EAGLE-3 reduced vocabulary (d2t / t2d) stored with the weights
     torch_dtype: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -226,6 +230,13 @@ class DraftModelConfig:
         else:
             shift = bool(dflash.get("shift_label", False))
             kwargs.update(_optional_heads(reader, dflash, hidden, projector=dflash.get("projector_type")))
+            head_only = dflash.get("head_only", False)
+            if not isinstance(head_only, bool) or (head_only and "selector_rank" not in kwargs
+                                                    and "lilicorr" not in kwargs):
+                raise CheckpointError(f"{source}: dflash_config.head_only is {head_only!r}",
+                                      hint="head_only: true marks a path-selector or LiLiCorr head stored without "
+                                           "its drafter's backbone; other checkpoints hold the backbone")
+            kwargs["head_only"] = head_only
         if layout == "deepseek":  # anchor-as-prediction, with or without a Markov head
             shift = True
             kwargs["confidence_head"] = bool(data.get("enable_confidence_head", False))
@@ -251,6 +262,7 @@ class DraftModelConfig:
             shift_label=shift,
             num_target_layers=num_target_layers,
             torch_dtype=data.get("torch_dtype") or data.get("dtype"),
+            draft_vocab_size=reader.optional_int("draft_vocab_size"),
             raw=dict(data),
             **kwargs,
         )

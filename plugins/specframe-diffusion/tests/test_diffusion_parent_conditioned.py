@@ -136,3 +136,49 @@ def test_the_geometry_is_read_from_dflash_config() -> None:
     cfg = DraftModelConfig.from_dict(published_config("dflash_lilicorr", block_size=6))
     assert cfg.lilicorr is not None and cfg.lilicorr.hidden_size == 32 and cfg.lilicorr.candidate_topk == 4
     assert cfg.num_slots == 6 and cfg.selector_rank is None
+
+
+# ------------------------------------------------------------------------------------------- head-only exports
+def _head_only(source: Path, out: Path, *, vocab: list[int] | None = None) -> Path:
+    """``source``'s selector written as specframe exports it: no backbone, optionally codebooks over a vocabulary."""
+    from safetensors.torch import load_file, save_file
+
+    from specframe.draft_vocab import DraftVocab
+
+    cfg = json.loads((source / "config.json").read_text())
+    cfg["dflash_config"]["head_only"] = True
+    tensors = {k: v for k, v in load_file(str(source / "model.safetensors")).items()
+               if k.startswith("candidate_selector.")}
+    if vocab is not None:
+        cfg["draft_vocab_size"] = len(vocab)
+        for key in ("candidate_selector.predecessor_codebook", "candidate_selector.successor_codebook"):
+            rows = tensors[key][vocab]
+            tensors[key] = torch.cat([rows, rows.mean(0, keepdim=True)]).contiguous()
+        tensors |= DraftVocab.from_target_ids(vocab, cfg["vocab_size"]).tensors()
+    out.mkdir(parents=True)
+    (out / "config.json").write_text(json.dumps(cfg))
+    save_file(tensors, str(out / "model.safetensors"))
+    return out
+
+
+@pytest.mark.parametrize("vocab", [None, "half"])
+def test_a_head_only_selector_rides_on_the_base_drafter(host, targets, tmp_path: Path, vocab: str | None) -> None:
+    from specframe_hf import HFTarget
+
+    model, expected = targets["two_way"]
+    write_published_checkpoint(tmp_path / "full", "dflash_selector", seed=21, target=model, block_size=6)
+    ids = None if vocab is None else [*range(0, 512, 2), 301]  # both two-way tokens (300, 301) inside
+    head = _head_only(tmp_path / "full", tmp_path / "head", vocab=ids)
+    files = open_checkpoint(head)
+    assert files.config.head_only and not files.has_group("backbone") and files.has_group("path_selector")
+    config = {"budget": 10, "drafter": {"type": "dflash", "checkpoint": str(tmp_path / "full"), "top_k": 4},
+              "corrector": {"type": "path_selector", "checkpoint": str(head)},
+              "tree_builder": {"type": "dartree", "mode": "pruned", "width": 3}, "pruner": {"type": "deferred_topb"},
+              "generation": {"stop_at_eos": False}, "metrics": {"check_trees": True}}
+    pipe = Pipeline.from_dict(config, target=HFTarget.from_model(model), host=host)
+    assert (pipe.stages.corrector.head.row_of is None) == (vocab is None)
+    assert pipe.generate(PROMPT, max_new_tokens=NEW_TOKENS).tokens == expected
+    bad = dict(config, drafter={"type": "dflash", "checkpoint": str(head), "top_k": 4})
+    with pytest.raises(SpecframeError, match="no backbone weights") as info:
+        Pipeline.from_dict(bad, target=HFTarget.from_model(model), host=host)
+    assert "base drafter" in str(info.value.hint)

@@ -3,8 +3,9 @@ resume, and the objective's pieces do what the papers say."""
 
 from __future__ import annotations
 
+import pytest
 import torch
-from specframe_diffusion.checkpoint import load_checkpoint, open_checkpoint
+from specframe_diffusion.checkpoint import open_checkpoint
 from specframe_smollm2.testing import tiny_recipe
 from specframe_smollm2.training.candidate_objectives import _target_gap
 from specframe_smollm2.training.dataset import load_sequences, make_batch
@@ -26,21 +27,39 @@ def _drafter(tmp_path, tiny_target, tiny_data):  # type: ignore[no-untyped-def]
     return tmp_path / "out-drafter"
 
 
-def test_each_kind_exports_its_head_on_the_frozen_drafter(tmp_path, tiny_target, tiny_data) -> None:
+@pytest.mark.parametrize("kind, corrector", [("path_selector", "path_selector"), ("lattice_head", "lilicorr")])
+def test_each_kind_exports_a_head_the_corrector_serves_on_the_base_drafter(tmp_path, tiny_target, tiny_data, kind,
+                                                                           corrector) -> None:
+    from specframe_hf import HFTarget
+
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
     base = _drafter(tmp_path, tiny_target, tiny_data)
-    for kind, group in (("path_selector", "path_selector"), ("lattice_head", "lilicorr_head")):
-        recipe = tiny_recipe(kind, tmp_path, tiny_data, steps=3, base=base, head=HEADS[kind])
-        summary = train(recipe, target_dir=tmp_path, target_model=tiny_target, **QUIET)
-        assert summary["base_tau"] is not None and len(summary["eval_slot_acc"]) == 4
-        files = open_checkpoint(tmp_path / f"out-{kind}")
-        assert files.config.family == "dflash" and files.has_group(group)
-        if kind == "path_selector":
-            assert (files.config.selector_rank, files.config.selector_top_k) == (8, 4)
-        else:
-            assert files.config.lilicorr.candidate_topk == 4 and files.config.lilicorr.anchor == "root_embedding"
-        drafter = load_checkpoint(base).groups()["backbone"]
-        mine = files.group_state("backbone")
-        assert all(torch.equal(drafter[k].float(), mine[k].float()) for k in drafter)  # the drafter stays frozen
+    vocab = save_draft_vocab(DraftVocab.from_target_ids(range(0, 96, 2), 96), tmp_path / "half.safetensors")
+    head = {**HEADS[kind], "draft_vocab": str(vocab)}
+    summary = train(tiny_recipe(kind, tmp_path, tiny_data, steps=3, base=base, head=head), target_dir=tmp_path,
+                    target_model=tiny_target, **QUIET)
+    assert summary["base_tau"] is not None and len(summary["eval_slot_acc"]) == 4
+    files = open_checkpoint(tmp_path / f"out-{kind}")
+    assert files.config.family == "dflash" and files.config.head_only and not files.has_group("backbone")
+    if kind == "path_selector":
+        assert (files.config.selector_rank, files.config.selector_top_k) == (8, 4)
+        assert files.draft_vocab().size == 48 and files.config.draft_vocab_size == 48  # codebooks: 48 + 1 rows
+    else:
+        assert files.config.lilicorr.candidate_topk == 4 and files.config.lilicorr.anchor == "root_embedding"
+    # Served: the frozen base drafter proposes over the same draft vocabulary, the head corrects; greedy exact.
+    config = {"budget": 4, "corrector": {"type": corrector, "checkpoint": str(tmp_path / f"out-{kind}")},
+              "drafter": {"type": "dflash", "checkpoint": str(base), "top_k": 4, "draft_vocab": str(vocab)},
+              "tree_builder": {"type": "chain"}, "generation": {"stop_at_eos": False}}
+    pipe = Pipeline.from_dict(config, target=HFTarget.from_model(tiny_target), host=PluginHost())
+    prompt = torch.tensor([[5, 9, 17, 3]])
+    ids, plain = prompt, []
+    with torch.no_grad():
+        for _ in range(10):
+            plain.append(int(tiny_target(ids).logits[0, -1].argmax()))
+            ids = torch.cat([ids, torch.tensor([[plain[-1]]])], dim=1)
+    assert pipe.generate(prompt, max_new_tokens=10).tokens == plain
 
 
 def test_only_the_head_trains_and_the_loss_falls(tmp_path, tiny_target, tiny_data) -> None:

@@ -78,6 +78,23 @@ def test_path_selector_full_vocabulary_normalisation() -> None:
     assert torch.allclose(lp.double(), full.gather(1, p.tokens[:, 2]), atol=1e-9)
 
 
+def test_path_selector_over_a_draft_vocabulary_shares_one_row_outside_it() -> None:
+    draft = torch.tensor([1, 4, 6, 9])
+    sizes = PathSelectorSizes(vocab_size=VOCAB, rank=3, hidden_size=HIDDEN, codebook_rows=5)
+    head = PathSelectorHead(sizes, generator=torch.Generator().manual_seed(3), init_std=0.5, draft_ids=draft,
+                            dtype=torch.float64).requires_grad_(False)
+    assert head.rows_of(torch.tensor([1, 4, 6, 9, 0, 15])).tolist() == [0, 1, 2, 3, 4, 4]
+    h = torch.randn(1, 1, HIDDEN, dtype=torch.float64)
+    outside_a, outside_b = head.context(torch.tensor([[0]]), h), head.context(torch.tensor([[15]]), h)
+    assert torch.equal(outside_a, outside_b)  # every predecessor outside the vocabulary shares the last row
+    scores = head.candidate_scores(head.context(torch.tensor([[4]]), h), torch.tensor([[6, 2]]))
+    assert float(scores[0, 0, 1]) == 0.0 and float(scores[0, 0, 0]) != 0.0  # no transition term outside it
+    full = head.full_scores(head.context(torch.tensor([[4]]), h))[0, 0]
+    assert torch.allclose(full[[6, 2]], scores[0, 0])
+    with pytest.raises(ValueError, match="need 4 codebook rows"):
+        head.set_vocabulary(torch.tensor([1, 2, 3]))
+
+
 def test_path_selector_is_seeded_and_leaves_the_global_rng_alone() -> None:
     before = torch.get_rng_state()
     a, b, c = small_path_selector(seed=1), small_path_selector(seed=1), small_path_selector(seed=2)

@@ -98,8 +98,13 @@ def markov_head_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def path_selector_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
-    """DFlash2's path selector (z-lab keys under ``candidate_selector.``): two codebooks and a projection."""
-    v, r, h = cfg.vocab_size, cfg.selector_rank or 0, cfg.hidden_size
+    """DFlash2's path selector (z-lab keys under ``candidate_selector.``): two codebooks and a projection.
+
+    With a reduced draft vocabulary stored beside it (``draft_vocab_size``, d2t / t2d) the codebooks have one row
+    per draft token plus one for every token outside it (:class:`specframe_trees.heads.PathSelectorHead`).
+    """
+    v = cfg.vocab_size if cfg.draft_vocab_size is None else cfg.draft_vocab_size + 1
+    r, h = cfg.selector_rank or 0, cfg.hidden_size
     return {"predecessor_codebook": (v, r), "successor_codebook": (v, r), "hidden_projection.weight": (r, h)}
 
 
@@ -145,7 +150,7 @@ def confidence_shapes(cfg: DraftModelConfig) -> dict[str, tuple[int, ...]]:
 
 def checkpoint_layout(cfg: DraftModelConfig) -> list[TensorSlot]:
     """Every tensor a checkpoint of this config must hold, under its published key."""
-    slots = [TensorSlot(k, "backbone", k, s) for k, s in backbone_shapes(cfg).items()]
+    slots = [] if cfg.head_only else [TensorSlot(k, "backbone", k, s) for k, s in backbone_shapes(cfg).items()]
     if cfg.family == "domino":
         slots += [TensorSlot(k, "domino_head", k, s) for k, s in domino_head_shapes(cfg).items()]
     if cfg.family == "dspark":

@@ -94,6 +94,8 @@ class CheckpointFiles:
 
 def _group_hint(group: Group) -> str:
     return {
+        "backbone": "a head-only export (dflash_config.head_only) holds a correction head without its drafter: give "
+                    "the drafter its base drafter's checkpoint and the corrector this one (corrector.checkpoint)",
         "domino_head": "the `ar` corrector needs a Domino checkpoint (dflash_config.projector_type: domino)",
         "markov_head": "the `markov` corrector needs a DSpark checkpoint (markov_rank > 0)",
         "path_selector": "the `path_selector` corrector needs a DFlash2 checkpoint (dflash_config.selector_rank "
@@ -161,14 +163,17 @@ def _match_keys(directory: Path, config: DraftModelConfig,
 
 @dataclass
 class DraftCheckpoint:
-    """A fully loaded checkpoint: the backbone module plus every other group as plain tensors."""
+    """A fully loaded checkpoint: the backbone module (None for a head-only export) plus every other group as plain
+    tensors."""
 
     config: DraftModelConfig
-    backbone: DFlashBackbone
+    backbone: DFlashBackbone | None
     others: dict[Group, dict[str, torch.Tensor]] = field(default_factory=dict)
     stored_key: dict[tuple[Group, str], str] = field(default_factory=dict)
 
     def groups(self) -> dict[Group, dict[str, torch.Tensor]]:
+        if self.backbone is None:
+            return dict(self.others)
         return {"backbone": dict(self.backbone.state_dict()), **self.others}
 
 
@@ -178,8 +183,8 @@ def load_checkpoint(directory: str | Path, *, dtype: torch.dtype = torch.float32
     files = open_checkpoint(directory)
     groups = {g for g, _ in files.stored_key if g != "backbone"}
     others = {g: files.group_state(g, dtype=dtype, device=device) for g in sorted(groups)}
-    return DraftCheckpoint(files.config, files.load_backbone(dtype=dtype, device=device), others,
-                           dict(files.stored_key))
+    backbone = None if files.config.head_only else files.load_backbone(dtype=dtype, device=device)
+    return DraftCheckpoint(files.config, backbone, others, dict(files.stored_key))
 
 
 def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype: torch.dtype | None = None,

@@ -8,13 +8,15 @@
   embedding.
 
 Both read the checkpoint named by their own ``checkpoint:`` or, by default, the drafter's, whose family stays
-DFlash (the ``dflash`` drafter loads the backbone of the same directory), and load only the head's tensors into a
-head built on the ``meta`` device.
+DFlash (the ``dflash`` drafter loads the backbone of the same directory; a head-only export,
+``dflash_config.head_only``, leaves the backbone to the base drafter's directory), and load only the head's tensors
+into a head built on the ``meta`` device. A path selector stored with a draft vocabulary (``d2t`` / ``t2d``) has
+codebooks over that vocabulary plus one shared row.
 
 Example::
 
-    drafter:   {type: dflash, checkpoint: checkpoints/smollm2-135m/path-selector, top_k: 16}
-    corrector: {type: path_selector}             # same directory as the drafter, the checkpoint's top-16
+    drafter:   {type: dflash, checkpoint: checkpoints/smollm2-135m/drafter, top_k: 16}
+    corrector: {type: path_selector, checkpoint: checkpoints/smollm2-135m/path-selector}   # a head-only export
 """
 
 from __future__ import annotations
@@ -57,10 +59,12 @@ def build_path_selector_corrector(config: PathSelectorCorrectorConfig, ctx: Buil
     parts = target_parts(ctx.target, component=f"corrector '{config.type}'")
     check_fits_target(cfg, parts, source=str(files.directory))
     dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
+    vocab = files.draft_vocab()  # the codebooks' draft vocabulary, when the selector was trained over one
     sizes = PathSelectorSizes(vocab_size=cfg.vocab_size, rank=cfg.selector_rank or 0, hidden_size=cfg.hidden_size,
-                              top_k=cfg.selector_top_k or 0)
+                              top_k=cfg.selector_top_k or 0, codebook_rows=None if vocab is None else vocab.size + 1)
     head = PathSelectorHead(sizes, device="meta")
     head.load_state_dict(files.group_state("path_selector", dtype=dtype, device=device), strict=True, assign=True)
+    head.set_vocabulary(None if vocab is None else vocab.target_ids)
     head.requires_grad_(False)
     return PathSelectorCorrector(head, top_k=config.top_k or cfg.selector_top_k, normalize=config.normalize,
                                  name=config.type)

@@ -151,7 +151,7 @@ class CandidateObjective:
         logp[..., -1] = torch.where(inject, c.label_logp, logp[..., -1])
         target = torch.where(found, hit.long().argmax(-1), torch.full_like(c.labels, ids.shape[-1] - 1))
         context = self.head.context(c.prev, c.z)  # [N, bs, r]
-        successors = F.embedding(ids, self.head.successor_codebook)  # [N, bs, K, r]
+        successors = self.head.successors(ids)  # [N, bs, K, r]
         scores = logp + torch.einsum("nbr,nbkr->nbk", context, successors)  # [N, bs, K]
         logq = torch.log_softmax(scores.float(), dim=-1)
         hard = -logq.gather(-1, target[..., None])[..., 0]
@@ -231,20 +231,23 @@ class CandidateObjective:
     def _predict(self, c: Candidates) -> torch.Tensor:  # [N, bs] the head's teacher-forced choice per slot
         if self.kind == "path_selector":
             context = self.head.context(c.prev, c.z)  # [N, bs, r]
-            scores = c.logp + torch.einsum("nbr,nbkr->nbk", context, F.embedding(c.ids, self.head.successor_codebook))
+            scores = c.logp + torch.einsum("nbr,nbkr->nbk", context, self.head.successors(c.ids))
             return c.ids.gather(-1, scores.argmax(-1, keepdim=True))[..., 0]
         nodes = self._true_path_nodes(c)
         pred = c.ids.gather(-1, nodes.argmax(-1, keepdim=True))[..., 0]
         return torch.where(self._scored(c), pred, torch.full_like(pred, -1))  # no true predecessor node: a miss
 
 
-def new_candidate_head(recipe: Recipe, base: DraftModelConfig, gen: torch.Generator) -> nn.Module:
-    """A freshly initialised path selector or lattice head for the ``base`` drafter (std 0.02, the public init)."""
+def new_candidate_head(recipe: Recipe, base: DraftModelConfig, gen: torch.Generator,
+                       draft_ids: torch.Tensor | None = None) -> nn.Module:
+    """A freshly initialised path selector or lattice head for the ``base`` drafter (std 0.02, the public init);
+    the path selector's codebooks cover ``draft_ids`` (the draft vocabulary) plus one row, or the whole vocabulary."""
     h = recipe.head
     if recipe.kind == "path_selector":
+        rows = None if draft_ids is None else draft_ids.numel() + 1
         sizes = PathSelectorSizes(vocab_size=base.vocab_size, rank=h.selector_rank, hidden_size=base.hidden_size,
-                                  top_k=h.top_k)
-        return PathSelectorHead(sizes, generator=gen)
+                                  top_k=h.top_k, codebook_rows=rows)
+        return PathSelectorHead(sizes, generator=gen, draft_ids=draft_ids)
     lat = h.lattice
     sizes = LatticeHeadSizes(model_hidden_size=base.hidden_size, hidden_size=lat.hidden_size,
                              num_layers=lat.num_layers, num_heads=lat.num_heads, mlp_ratio=lat.mlp_ratio,

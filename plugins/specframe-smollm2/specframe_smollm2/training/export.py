@@ -5,9 +5,14 @@
   ``embed_proj.*``;
 * markov_head -> z-lab-compatible DSpark config (``projector_type: dspark``), backbone + ``markov_w1/w2``.
 * path_selector -> the drafter's DFlash config plus ``selector_rank`` / ``selector_top_k`` (SGLang's switch for
-  DFlash2's selector), backbone + ``candidate_selector.*``;
+  DFlash2's selector), ``candidate_selector.*``, and with a draft vocabulary its ``d2t`` / ``t2d`` and
+  ``draft_vocab_size`` (the codebooks' rows);
 * lattice_head -> ``projector_type: lilicorr`` with the ``lilicorr_*`` geometry (Model-Optimizer's fields, plus
-  ``lilicorr_anchor``), backbone + ``lilicorr.*``.
+  ``lilicorr_anchor`` / ``lilicorr_unary``), ``lilicorr.*``.
+
+The two candidate heads are written without the frozen drafter they ride on (``dflash_config.head_only: true``):
+pipelines load the drafter from the base drafter's directory and the corrector from this one, which keeps the
+shipped checkpoints small.
 
 Weights are stored in bfloat16. The tap normalisation is folded into ``fc.weight`` so the files take raw taps.
 """
@@ -19,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from specframe_diffusion.checkpoint import DraftCheckpoint, DraftModelConfig, save_checkpoint
+from specframe_diffusion.checkpoint import DraftCheckpoint, DraftModelConfig, checkpoint_layout, save_checkpoint
+from specframe_diffusion.checkpoint.safetensors_dir import write_checkpoint_dir
 from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
+from specframe.draft_vocab import DraftVocab
 from specframe_smollm2.training.draft_train_model import fold_tap_scale
 from specframe_smollm2.training.recipe import HeadConfig
 
@@ -61,8 +68,14 @@ HEAD_GROUPS = {"ar_head": "domino_head", "markov_head": "markov_head", "path_sel
                "lattice_head": "lilicorr_head"}
 
 
-def head_config(base: DraftModelConfig, kind: str, head: HeadConfig) -> dict[str, Any]:
-    """The base drafter's config turned into the config of a checkpoint carrying the ``kind`` head."""
+#: Head kinds exported without the backbone (``dflash_config.head_only``).
+HEAD_ONLY_KINDS = ("path_selector", "lattice_head")
+
+
+def head_config(base: DraftModelConfig, kind: str, head: HeadConfig,
+                draft_vocab_size: int | None = None) -> dict[str, Any]:
+    """The base drafter's config turned into the config of a checkpoint carrying the ``kind`` head
+    (``draft_vocab_size``: the path selector's draft vocabulary, whose size sets its codebook rows)."""
     raw = copy.deepcopy(base.raw)
     raw.pop("torch_dtype", None)
     dflash = raw.setdefault("dflash_config", {})
@@ -77,7 +90,9 @@ def head_config(base: DraftModelConfig, kind: str, head: HeadConfig) -> dict[str
                       shift_label=True)
     elif kind == "path_selector":
         raw["architectures"] = ["DFlashDraftModel"]
-        dflash.update(selector_rank=head.selector_rank, selector_top_k=head.top_k, shift_label=True)
+        dflash.update(selector_rank=head.selector_rank, selector_top_k=head.top_k, shift_label=True, head_only=True)
+        if draft_vocab_size is not None:
+            raw["draft_vocab_size"] = draft_vocab_size
     else:
         lat = head.lattice
         raw["architectures"] = ["DFlashDraftModel"]
@@ -85,7 +100,8 @@ def head_config(base: DraftModelConfig, kind: str, head: HeadConfig) -> dict[str
                       lilicorr_num_layers=lat.num_layers, lilicorr_num_heads=lat.num_heads,
                       lilicorr_mlp_ratio=lat.mlp_ratio, lilicorr_candidate_topk=head.top_k,
                       lilicorr_factor_dim=lat.factor_dim, lilicorr_vector_eps=lat.vector_eps,
-                      lilicorr_logit_scale=lat.logit_scale, lilicorr_anchor=lat.anchor, lilicorr_unary=lat.unary)
+                      lilicorr_logit_scale=lat.logit_scale, lilicorr_anchor=lat.anchor, lilicorr_unary=lat.unary,
+                      head_only=True)
     return raw
 
 
@@ -101,9 +117,26 @@ def write_export(directory: Path, config: dict[str, Any], backbone: DFlashBackbo
                  head: nn.Module | None, kind: str) -> Path:
     """Save in the published layout (bf16), atomically; returns the directory."""
     cfg = DraftModelConfig.from_dict(config, source=str(directory / "config.json"))
+    if kind in HEAD_ONLY_KINDS and head is not None:
+        return _write_head_only(directory, cfg, head, kind)
     others: dict = {}
     if head is not None:
         state = {k: v.detach().float() for k, v in head.state_dict().items()}
         others[HEAD_GROUPS[kind]] = state
     ckpt = DraftCheckpoint(cfg, export_backbone(backbone, tap_scale), others)
     return save_checkpoint(ckpt, directory, dtype=torch.bfloat16)
+
+
+def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, kind: str) -> Path:
+    """The head's tensors under their published keys (bf16), plus the path selector's draft vocabulary maps."""
+    state = head.state_dict()
+    tensors = {slot.key: state[slot.local].detach().to(torch.bfloat16) for slot in checkpoint_layout(cfg)}
+    row_of = getattr(head, "row_of", None)
+    if kind == "path_selector" and row_of is not None:
+        size = int(row_of.max())  # the shared row's index = the draft vocabulary's size
+        draft_ids = torch.empty(size, dtype=torch.long)
+        inside = row_of < size
+        draft_ids[row_of[inside].cpu()] = torch.nonzero(inside).view(-1).cpu()
+        tensors |= DraftVocab.from_target_ids(draft_ids, cfg.vocab_size).tensors()
+    config = dict(cfg.raw, torch_dtype="bfloat16")
+    return write_checkpoint_dir(directory, config, tensors)

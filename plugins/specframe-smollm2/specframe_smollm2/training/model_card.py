@@ -160,6 +160,10 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
     lines = [f"# {load_recipe(stages[-1][0]).name}", "", TITLES[kind], "",
              "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
              "drafters and correctors; the target's embedding and LM head are shared, not stored.", ""]
+    if config.get("dflash_config", {}).get("head_only"):
+        base = load_recipe(stages[-1][0]).base
+        lines += [f"Head only (`dflash_config.head_only`): it rides on the frozen drafter `{base}`; pipelines give the "
+                  "drafter that directory and the corrector this one.", ""]
     lines += _config_rows(config, kind)
     lines += ["", "## Training", ""]
     train_cpu, data_cpu, seen_data = 0.0, 0.0, set()

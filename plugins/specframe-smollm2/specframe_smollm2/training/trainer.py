@@ -80,13 +80,15 @@ def build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Ge
                               hint="train the head on data generated with the drafter's taps")
     backbone = files.load_backbone(dtype=torch.float32)
     h = recipe.head
-    config = head_config(base_cfg, recipe.kind, h)
     if recipe.kind in ("path_selector", "lattice_head"):
-        head = new_candidate_head(recipe, base_cfg, gen)
+        rows = None if h.draft_vocab is None else load_draft_vocab(h.draft_vocab).target_ids
+        selector_vocab = rows if recipe.kind == "path_selector" else None
+        config = head_config(base_cfg, recipe.kind, h, None if selector_vocab is None else selector_vocab.numel())
+        head = new_candidate_head(recipe, base_cfg, gen, selector_vocab)
         if recipe.init_from and warm_start:
             warm_start_head(head, open_checkpoint(recipe.init_from), recipe.kind)
-        rows = None if h.draft_vocab is None else load_draft_vocab(h.draft_vocab).target_ids
         return CandidateObjective(recipe, embed, backbone, head, rows), config
+    config = head_config(base_cfg, recipe.kind, h)
     if recipe.kind == "ar_head":
         from specframe_trees.heads.gru import DominoGRUHead, GRUHeadSizes
 

@@ -18,6 +18,13 @@ Parameters (z-lab ``DFlash2DraftModel.candidate_selector`` keys; ``V`` vocabular
 
 Initialisation follows the public training code (vLLM speculators' DFlash2): every weight normal with std 0.02.
 
+**Reduced vocabulary** (a choice for drafters served over a draft vocabulary, as vLLM sizes the selector by
+``draft_vocab_size``): the codebooks can have one row per draft token plus one shared row for every other token
+(``codebook_rows = V_draft + 1``; :meth:`PathSelectorHead.set_vocabulary` maps target ids to rows). A predecessor
+outside the draft vocabulary (a root the target wrote, say) uses the shared row, which training learns; a candidate
+outside it gets a zero successor row, i.e. no transition term (the drafter's own logit alone). For SmolLM2 and the
+8,192-token draft vocabulary this keeps rank 256 at 2 x 8,193 x 256 codebook entries instead of 2 x 49,152 x 256.
+
 Only the K candidates' rows of ``B`` are read to score them (:meth:`PathSelectorHead.candidate_scores`); the
 full-vocabulary form (:meth:`PathSelectorHead.full_scores`) exists for full-vocabulary normalisation.
 
@@ -49,6 +56,11 @@ class PathSelectorSizes:
     rank: int  # r
     hidden_size: int  # D, the drafter's hidden size
     top_k: int = 16  # K, candidates per slot the selector was trained on
+    codebook_rows: int | None = None  # V_draft + 1 for a reduced vocabulary; None: V
+
+    @property
+    def rows(self) -> int:
+        return self.vocab_size if self.codebook_rows is None else self.codebook_rows
 
 
 class PathSelectorHead(nn.Module):
@@ -60,26 +72,56 @@ class PathSelectorHead(nn.Module):
         device: where to allocate; ``"meta"`` allocates nothing (load with ``assign=True``).
         dtype: parameter dtype (default float32).
         init_std: standard deviation of the initial weights (training starts from :data:`INIT_STD`).
+        draft_ids: the draft vocabulary's target ids (sorted) when ``sizes.codebook_rows`` is set.
     """
 
     def __init__(self, sizes: PathSelectorSizes, *, generator: torch.Generator | None = None,
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None,
-                 init_std: float = INIT_STD) -> None:
+                 init_std: float = INIT_STD, draft_ids: torch.Tensor | None = None) -> None:
         super().__init__()
-        v, r, d = sizes.vocab_size, sizes.rank, sizes.hidden_size
+        rows, r, d = sizes.rows, sizes.rank, sizes.hidden_size
         self.sizes = sizes
-        self.predecessor_codebook = nn.Parameter(torch.empty(v, r, device="meta"))
-        self.successor_codebook = nn.Parameter(torch.empty(v, r, device="meta"))
+        self.predecessor_codebook = nn.Parameter(torch.empty(rows, r, device="meta"))
+        self.successor_codebook = nn.Parameter(torch.empty(rows, r, device="meta"))
         self.hidden_projection = nn.Linear(d, r, bias=False, device="meta")
+        self.row_of: torch.Tensor | None = None  # [V] int64 target id -> codebook row (None: the identity)
         materialize(self, generator=None, device=device, dtype=dtype)
         if device is None or torch.device(device).type != "meta":
             self._init_normal(generator if generator is not None else torch.Generator().manual_seed(0), init_std)
+            self.set_vocabulary(draft_ids)
 
     @torch.no_grad()
     def _init_normal(self, generator: torch.Generator, std: float) -> None:
         for param in (self.predecessor_codebook, self.successor_codebook, self.hidden_projection.weight):
             values = torch.empty(param.shape, dtype=torch.float32).normal_(0.0, std, generator=generator)
             param.copy_(values)
+        if self.sizes.codebook_rows is not None:
+            self.successor_codebook[-1].zero_()  # a candidate outside the draft vocabulary: no transition term
+
+    def set_vocabulary(self, draft_ids: torch.Tensor | None) -> None:
+        """Map target ids to codebook rows: draft id ``i`` -> row ``i``, every other token -> the last row.
+
+        ``draft_ids`` ``[V_draft]`` are the draft vocabulary's target ids; None keeps one row per token.
+        """
+        sizes = self.sizes
+        if draft_ids is None:
+            if sizes.codebook_rows is not None:
+                raise ValueError(f"a selector with {sizes.codebook_rows} codebook rows needs its draft vocabulary")
+            self.row_of = None
+            return
+        if sizes.codebook_rows != draft_ids.numel() + 1:
+            raise ValueError(f"{draft_ids.numel()} draft tokens need {draft_ids.numel() + 1} codebook rows, the "
+                             f"selector has {sizes.rows}")
+        device = self.successor_codebook.device
+        row_of = torch.full((sizes.vocab_size,), draft_ids.numel(), dtype=torch.long)
+        row_of[draft_ids.long().cpu()] = torch.arange(draft_ids.numel())
+        self.row_of = row_of.to(device)
+
+    def rows_of(self, tokens: torch.Tensor) -> torch.Tensor:  # [...] int64 target ids -> codebook rows
+        return tokens if self.row_of is None else self.row_of[tokens]
+
+    def successors(self, tokens: torch.Tensor) -> torch.Tensor:  # [...] int64 -> [..., r] B[b]
+        return F.embedding(self.rows_of(tokens), self.successor_codebook)
 
     def context(
         self,
@@ -88,7 +130,7 @@ class PathSelectorHead(nn.Module):
     ) -> torch.Tensor:  # [..., r] A[a] ⊙ H h_t
         """The rank-r vector whose product with ``B[b]`` is the transition score."""
         projected = F.linear(hidden.to(self.hidden_projection.weight.dtype), self.hidden_projection.weight)
-        return F.embedding(predecessors, self.predecessor_codebook) * projected
+        return F.embedding(self.rows_of(predecessors), self.predecessor_codebook) * projected
 
     def candidate_scores(
         self,
@@ -96,12 +138,13 @@ class PathSelectorHead(nn.Module):
         candidates: torch.Tensor,  # [B, K] int64 the slot's candidates
     ) -> torch.Tensor:  # [B, M, K] the bilinear term for every (predecessor, candidate) pair
         """``< context, B[b] >`` for the slot's K candidates."""
-        successors = F.embedding(candidates, self.successor_codebook)  # [B, K, r]
-        return torch.matmul(context, successors.transpose(1, 2))
+        return torch.matmul(context, self.successors(candidates).transpose(1, 2))
 
     def full_scores(self, context: torch.Tensor) -> torch.Tensor:  # [..., r] -> [..., V]
         """The bilinear term over the whole vocabulary (full-vocabulary normalisation, reference)."""
-        return F.linear(context, self.successor_codebook)
+        if self.row_of is None:
+            return F.linear(context, self.successor_codebook)
+        return F.linear(context, self.successor_codebook[self.row_of])
 
     def num_parameters(self) -> dict[str, int]:
         """Parameter counts: the projection alone and the two codebooks (the codebooks are lookup tables)."""
