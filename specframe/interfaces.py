@@ -146,8 +146,10 @@ class TargetRows(Protocol):
         """Committed positions per row."""
         ...
 
-    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
-        """Prefill ``input_ids`` ``[1, P]`` alone and append it as the last row; logits ``[1, 1, V]``."""
+    def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
+        """Prefill ``input_ids`` ``[1, P]`` alone and append it as the last row; logits ``[1, 1, V]``.
+        ``capacity``: positions the row will hold at most (prompt, decoded tokens and one tree), so an adapter
+        can reserve its cache once; None: unknown (the adapter grows as needed)."""
         ...
 
     def keep_rows(self, rows: Sequence[int]) -> None:
@@ -158,8 +160,11 @@ class TargetRows(Protocol):
         """Logits ``[B, N, V]`` after each node of each row's tree; nothing committed."""
         ...
 
-    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
-        """Keep each row's ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded)."""
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
+               paths: Sequence[Sequence[int]] | None = None) -> None:
+        """Keep each row's ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded). ``paths``: the same paths
+        as host lists, when the caller has read them already (the decode loop does, in its one read per round);
+        an adapter that needs them on the host then reads nothing."""
         ...
 
     def close(self) -> None:

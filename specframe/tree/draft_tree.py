@@ -26,7 +26,7 @@ from ``parent`` and ``depth``; they are never stored, so they cannot disagree wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -42,6 +42,8 @@ class DraftTree:
     score: torch.Tensor  # [B, N] float32, path score the builder ranked the node by (0 at the root)
     valid: torch.Tensor  # [B, N] bool, contiguous prefix of True per row
     child_q: torch.Tensor | None = None  # [B, N, V] float32, law the node's children were sampled from
+    #: :meth:`visibility`, computed on first use (a tree is immutable; `replace` never copies it).
+    _visibility: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
     # ----------------------------------------------------------------------------------- construction
     @classmethod
@@ -180,6 +182,16 @@ class DraftTree:
             reach = (reach + torch.bmm(reach, reach)).clamp(max=1.0)
             span *= 2
         return (reach > 0) & self.valid.unsqueeze(-1)
+
+    def visibility(self) -> torch.Tensor:  # [B, N, N] bool
+        """The round's tree-attention relation, computed once per tree: ``[b, i, j]`` = node ``j`` is node ``i``
+        or one of its ancestors; a padding node sees only itself (so no query row is all hidden). The target's
+        mask and the verifier's walk share it."""
+        if self._visibility is None:
+            eye = torch.eye(self.capacity, dtype=torch.bool, device=self.parent.device)
+            object.__setattr__(self, "_visibility", self.ancestor_mask() | eye)
+        assert self._visibility is not None
+        return self._visibility
 
     def positions(self, base_len: torch.Tensor | int) -> torch.Tensor:  # [B, N] int64
         """Position ids for tree attention: committed length + depth (the root sits at ``base_len``)."""

@@ -43,6 +43,11 @@ class HFTargetConfig(ComponentConfig):
                             "greedy outputs then differ less often from plain decoding at the same precision, "
                             "docs/pipelines.md); auto: the model's dtype"
     )
+    engine: Literal["auto", "transformers"] = Field(
+        "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree "
+                            "mask per round, no per-round allocation; specframe_hf.slot_rows), transformers' own "
+                            "forward over a DynamicCache for the others; transformers: always transformers' forward"
+    )
 
     device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(
         None, description="split the model across devices with accelerate (a strategy, or {module: GPU index, "

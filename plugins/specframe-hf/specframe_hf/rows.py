@@ -84,7 +84,7 @@ class HFRows:
         return 0 if self._cache is None else int(self._cache.layers[0].keys.shape[2])
 
     # ---------------------------------------------------------------------------------- rows in / out
-    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
+    def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
         """Prefill ``input_ids`` ``[R, P]`` (rows of one length, usually R = 1) and append them as the last rows;
         logits ``[R, 1, V]`` float32 at the last position, taps ``[R, P, n_taps * H]``."""
         if input_ids.dim() != 2 or input_ids.shape[1] == 0:
@@ -174,8 +174,10 @@ class HFRows:
         self._pending = n
         return TargetOutput(logits=logits, hidden=hidden)
 
-    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
-        """Per row, keep the entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, increasing, -1 padded)."""
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
+               paths: Sequence[Sequence[int]] | None = None) -> None:
+        """Per row, keep the entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, increasing, -1 padded);
+        ``paths`` (host lists) are not needed here: the checks and the move run on the device with one read."""
         if self._pending == 0 or self._cache is None:
             raise GenerationError("commit was called without a pending forward_tree",
                                   hint="call forward_tree(tree) and then commit(tree, accepted_nodes)")
