@@ -111,14 +111,17 @@ def _keep(session: Session, rows: list[int]) -> None:
 def _start(session: Session, row: Row) -> None:
     """Prefill the row's prompt alone, draw its first token, start its drafter and controller state."""
     cfg = session.settings
-    prefill = session.target.add_row(row.inputs.ids)
+    # The row's whole life: prompt, up to `cap` new tokens, one verified tree beyond the last committed token.
+    capacity = row.inputs.prompt_len + row.inputs.cap + cfg.budget + 1
+    prefill = session.target.add_row(row.inputs.ids, capacity=capacity)
     noise = RoundNoise.for_rows([row.inputs.seed], [row.inputs.prompt_len - 1], session.target.device)
     u = None if cfg.sampling.greedy else noise.uniforms(TARGET, torch.zeros(1, dtype=torch.long))
     first = int(sample(prefill.logits[:, -1], cfg.sampling, u)[0])
     row.prefill_ns = time.perf_counter_ns() - row.t_start
     ids = row.inputs.ids.to(session.target.device)
     state = DecodeState(tokens=torch.cat([ids, torch.tensor([[first]], device=ids.device)], dim=1),
-                        prompt_len=row.inputs.prompt_len, sampling=cfg.sampling, seed=row.inputs.seed)
+                        prompt_len=row.inputs.prompt_len, sampling=cfg.sampling, seed=row.inputs.seed,
+                        capacity=row.inputs.prompt_len + row.inputs.cap + cfg.budget + 1)
     row.start(first, state)
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)

@@ -114,8 +114,12 @@ class RoundNoise:
         seeds = self._row_seeds(int(depth.shape[0])).view(view)
         return to_unit(hash_key(seeds, stream, position, *keys))
 
-    def gumbel(self, stream: int, depth: torch.Tensor, node: torch.Tensor, vocab: int) -> torch.Tensor:
-        """Gumbel noise ``[B, M, V]`` (float64) for the children of nodes ``node`` ``[B, M]`` at ``depth`` ``[B, M]``:
-        one key per (node, token), for drawing without replacement by Gumbel-top-k."""
-        token = torch.arange(vocab, dtype=torch.long, device=self.seeds.device)
-        return gumbel_from_uniforms(self.uniforms(stream, depth[..., None], node.long()[..., None], token))
+    def gumbel(self, stream: int, depth: torch.Tensor, node: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Gumbel noise ``[B, M, K]`` (float64) for the candidate ``tokens`` ``[B, M, K]`` (token ids) of the children
+        of nodes ``node`` ``[B, M]`` at ``depth`` ``[B, M]``: one key per (node, token id), for drawing without
+        replacement by Gumbel-top-k among the candidates.
+
+        Keyed by the token id, not its rank, so the draws are those a Gumbel-top-k over the whole vocabulary
+        would make with this noise (a law supported on the candidates never picks another token), at ``K``
+        hashes per node instead of ``V``."""
+        return gumbel_from_uniforms(self.uniforms(stream, depth[..., None], node.long()[..., None], tokens.long()))

@@ -121,7 +121,8 @@ class SharedHistoryDrafter(ToyDrafter):
 
     def propose(self, state: DecodeState) -> DraftProposal:
         context = torch.tensor([[self.history[-1], int(state.root[0])]])  # prev2 from the (shared) history
-        return replace(super().propose(replace(state, tokens=context)), root=state.root)
+        view = DecodeState(tokens=context, prompt_len=state.prompt_len, sampling=state.sampling, seed=state.seed)
+        return replace(super().propose(view), root=state.root)
 
     def commit(self, state: DecodeState, tree: Any, result: Any, target_out: Any) -> None:
         self.history[:] = state.tokens[0, :-1].tolist()

@@ -14,7 +14,6 @@ import pytest
 import torch
 from specframe_hf.testing import random_ids
 from specframe_verifiers import WalkVerifier
-from specframe_verifiers.paths import children_mask
 
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
@@ -119,9 +118,8 @@ def test_walk_on_sampled_trees_emits_plain_decodings_tokens(host, ref, sampling)
 class BlindWalk(WalkVerifier):
     """Negative control: follows the first child whatever the target sampled (accepts every drafted path)."""
 
-    def next_child(self, tree: DraftTree, node: torch.Tensor, draw: torch.Tensor) -> torch.Tensor:  # [B] -> [B]
-        kids = children_mask(tree, node)  # [B, N]
-        return torch.where(kids.any(dim=1), kids.long().argmax(dim=1), torch.full_like(node, -1))
+    def matches(self, tree: DraftTree, y: torch.Tensor) -> torch.Tensor:  # [B, N] bool
+        return tree.valid & (tree.sibling_rank() == 0)  # the first child, whatever the target drew
 
 
 def test_a_wrong_future_is_corrected_and_a_blind_walk_would_emit_it(host, ref):
