@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 from specframe.cost.acceptance import AcceptanceEstimator
-from specframe.cost.chooser import best_width, keep_first, verification_order
+from specframe.cost.chooser import best_width, forward_tokens, keep_first, verification_order
 from specframe.cost.memory import ControllerMemory
 from specframe.cost.profile import CostProfile
 from specframe.tree import DraftTree
@@ -147,8 +147,10 @@ class AutoBudget:
         if row.signature is not None and row.drafted_rounds:
             self.memory.observe_request(row.signature, row.gain_sum / row.drafted_rounds)
 
-    def choose(self, tree: DraftTree, rows: int, *, explore: bool = False) -> Choice:
-        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all).
+    def choose(self, tree: DraftTree, rows: int, *, explore: bool = False, packs: bool = False) -> Choice:
+        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all, priced by
+        what it runs: ``packs`` when the target skips the padding of the rows that do not draft,
+        :func:`specframe.cost.chooser.forward_tokens`).
 
         ``explore``: verify at least one node per row even when none is expected to pay, so that a probe (or a
         request's first drafted round) teaches the estimator something; its cost is the probe's.
@@ -163,8 +165,8 @@ class AutoBudget:
         packed = torch.cat([sums, nodes_dev[:, None].to(sums.dtype)], dim=1).tolist()  # the one read
         table = [row[:-1] for row in packed]
         nodes = [int(row[-1]) for row in packed]
-        costs = self.profile.verify_costs(rows * (width + 1))
-        k = best_width(table, costs, self.rate(rows))
+        costs = self.profile.verify_costs(forward_tokens(width, len(table), rows, packs))
+        k = best_width(table, costs, self.rate(rows), rows=rows, packs=packs)
         if explore:
             k = max(k, min(1, width))
         kept = [min(k, n) for n in nodes]

@@ -26,6 +26,7 @@ decoding's for the seed. A single request is a batch of one.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import torch
 
@@ -65,8 +66,9 @@ def run_round(session: Session, rows: list[Row]) -> None:
                            [states[i] for i in drafting])  # type: ignore[misc]
         if session.auto is not None:
             probing = any(rows[i].probing for i in drafting)
-            choice = session.auto.choose(tree, len(rows), explore=probing or session.rounds == 1)
-            tree, expected = choice.tree, choice.expected
+            choice = session.auto.choose(tree, len(rows), explore=probing or session.rounds == 1,
+                                         packs=bool(getattr(session.target, "selective_batching", False)))
+            tree, expected = replace(choice.tree, row_nodes=tuple(k + 1 for k in choice.kept)), choice.expected
             for i, k in zip(drafting, choice.kept, strict=True):
                 kept[i] = k
         full = merge_rows(tree, drafting, roots_of(states), len(rows))  # type: ignore[arg-type]
@@ -115,8 +117,8 @@ def _observe(session: Session, rows: list[Row], drafting: list[int], full: Draft
         auto.observe_tree(full.select_rows(index), result.accepted_nodes.index_select(0, index))
         drafted = [budgets[i] for i in drafting]
         plain = [b for i, b in enumerate(budgets) if i not in drafting]
-        auto.observe_drafted(drafted, plain, expected, full.batch_size * full.capacity,  # type: ignore[arg-type]
-                             stage_ms)
+        ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
+        auto.observe_drafted(drafted, plain, expected, ran, stage_ms)  # type: ignore[arg-type]
     else:
         auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
 
@@ -153,9 +155,11 @@ def merge_rows(tree: DraftTree, drafting: list[int], roots: torch.Tensor, rows: 
     tokens = fill(tree.tokens, 0, 0)
     tokens[:, 0] = roots.to(dev)  # the drafted rows' roots are their own roots too
     child_q = None if tree.child_q is None else fill(tree.child_q, 0.0, 0.0)
+    drafted = dict(zip(drafting, tree.row_nodes or (n,) * len(drafting), strict=True))
     return DraftTree(tokens=tokens, parent=fill(tree.parent, -1, -1), depth=fill(tree.depth, 0, 0),
                      logq=fill(tree.logq, 0.0, float("-inf")), score=fill(tree.score, 0.0, float("-inf")),
-                     valid=fill(tree.valid, True, False), child_q=child_q)
+                     valid=fill(tree.valid, True, False), child_q=child_q, depth_bound=tree.depth_bound,
+                     width_bound=tree.width_bound, row_nodes=tuple(drafted.get(b, 1) for b in range(rows)))
 
 
 def fit_context(tree: DraftTree, proposal: DraftProposal, max_length: int | None,

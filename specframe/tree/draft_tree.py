@@ -46,6 +46,10 @@ class DraftTree:
     #: (None: unknown). Verifiers size their loops by them instead of reading the tree back to the host.
     depth_bound: int | None = field(default=None, compare=False)
     width_bound: int | None = field(default=None, compare=False)
+    #: Per row, a host-side bound on its nodes: row ``b``'s valid nodes lie in its first ``row_nodes[b]`` slots
+    #: (None: the whole capacity). The decode loop sets it when rows decoding plainly share a round with rows
+    #: verifying trees, so a target can skip the padding in its token-wise work (selective batching).
+    row_nodes: tuple[int, ...] | None = field(default=None, compare=False)
     #: :meth:`visibility`, computed on first use (a tree is immutable; `replace` never copies it).
     _visibility: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 

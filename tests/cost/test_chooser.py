@@ -228,3 +228,20 @@ def test_memory_keeps_the_calibration() -> None:
 def test_implausible_memory_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         ControllerMemory.from_json(bad)
+
+
+def test_a_round_is_priced_on_every_row_it_runs() -> None:
+    """One of four rows drafts. Without selective batching the three plain rows are padded to the tree's width,
+    so the forward runs 4 (k + 1) tokens; with it, k + 1 + 3. Pricing only the drafting row's k + 1 tokens (the
+    mispricing of an earlier version) verifies 3 nodes where the padded round pays for none."""
+    sums = [[0.0, 0.9, 1.6, 2.1]]
+    verify_ms = [40.0 + 15.0 * t for t in range(1, 17)]
+    rate = 1 / 45
+    assert best_width(sums, verify_ms, rate, rows=4, packs=False) == 0
+    assert best_width(sums, verify_ms, rate, rows=4, packs=True) == 3
+    assert best_width(sums, verify_ms, rate) == 3  # the drafting row alone in the round
+    curve = {t: 40.0 + 15.0 * t for t in (1, 2, 4, 8, 16, 64)}
+    tree = DraftTree.from_lists([1, 2, 3, 4], [-1, 0, 1, 2], logq=[0.0, -0.05, -0.05, -0.05])
+    padded = controller(curve, max_budget=8).choose(tree, rows=4, packs=False)
+    packed = controller(curve, max_budget=8).choose(tree, rows=4, packs=True)
+    assert padded.kept[0] < packed.kept[0]

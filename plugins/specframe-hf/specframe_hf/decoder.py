@@ -99,14 +99,18 @@ class DecoderForward:
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
                 write: SlotWrite, width: int, mask: torch.Tensor | None, keep: int,
-                taps: Sequence[int] = ()) -> tuple[torch.Tensor, torch.Tensor | None]:
+                taps: Sequence[int] = (), packed: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Run ``ids`` ``[B, N]`` at ``positions`` ``[B, N]``; return float32 logits of the last ``keep`` positions
         ``[B, keep, V]`` and the tapped layer outputs ``[B, N, len(taps) * H]`` (None without taps).
 
         ``kv[i]`` holds layer ``i``'s key and value buffers ``[B, H_kv, C, D]`` (views of the rows this forward
         runs), ``write`` where the new entries go, ``width`` how many slots each query attends over (the new
         entries included), ``mask`` the additive ``[B, 1, N, width]`` mask (None: a causal prompt when ``N`` > 1,
-        or one token that sees every slot below ``width``)."""
+        or one token that sees every slot below ``width``). ``packed`` ``[T]``: the flat indices (into
+        ``B * N``) of the only positions that matter (see :meth:`forward_packed`)."""
+        if packed is not None:
+            return self.forward_packed(ids, positions, kv, write, width, mask, taps, packed)
         b, n = ids.shape
         h = self.inner.embed_tokens(ids)  # [B, N, H]
         cos, sin = self.inner.rotary_emb(h, position_ids=positions)  # [B, N, D]
@@ -136,6 +140,48 @@ class DecoderForward:
         hidden = torch.cat([tapped[i] for i in taps], dim=-1) if taps else None
         return logits, hidden
 
+    def forward_packed(self, ids: torch.Tensor, positions: torch.Tensor,
+                       kv: Sequence[tuple[torch.Tensor, torch.Tensor]], write: SlotWrite, width: int,
+                       mask: torch.Tensor | None, taps: Sequence[int],
+                       packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Selective batching: the token-wise work (embedding, norms, projections, MLPs, LM head) runs on the ``T``
+        positions of ``packed`` only, and attention on the padded ``[B, N]`` layout. A row decoding plainly in a
+        round where another row verifies a tree of ``N`` nodes then costs one token in the projections, not ``N``.
+        Padding positions get zero queries, keys and values (their keys are never visible to a real node, and
+        their logits are zeros, which no verifier reads). Logits ``[B, N, V]`` for every position."""
+        b, n = ids.shape
+        t = int(packed.shape[0])
+        h = self.inner.embed_tokens(ids.reshape(-1)[packed])[None]  # [1, T, H]
+        cos, sin = self.inner.rotary_emb(h, position_ids=positions.reshape(-1)[packed][None])  # [1, T, D]
+        cos, sin = cos[0, :, None, :], sin[0, :, None, :]  # [T, 1, D]
+        tapped: dict[int, torch.Tensor] = {}
+        tap_set = set(taps)
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(h)  # [1, T, H]
+            shape = (t, -1, self.head_dim)
+            q, k, v = attn.q_proj(x).view(shape), attn.k_proj(x).view(shape), attn.v_proj(x).view(shape)
+            if self.qk_norm:
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q = q * cos + rotate_half(q) * sin  # [T, heads, D]
+            k = k * cos + rotate_half(k) * sin
+            q, k, v = (_unpack(z, packed, b, n) for z in (q, k, v))  # [B, heads, N, D]
+            keys, values = kv[i]
+            write.store(keys, k)
+            write.store(values, v)
+            out = self.attend(q, keys[:, :, :width], values[:, :, :width], mask)  # [B, N, heads * D]
+            h = h + attn.o_proj(out.reshape(b * n, -1)[packed][None])
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            if i in tap_set:
+                tapped[i] = h
+        flat = self.model.lm_head(self.inner.norm(h)).float()[0]  # [T, V]
+        logits = flat.new_zeros(b * n, flat.shape[-1]).index_copy_(0, packed, flat).view(b, n, -1)
+        hidden = None
+        if taps:
+            joined = torch.cat([tapped[i] for i in taps], dim=-1)[0]  # [T, n_taps * H]
+            hidden = joined.new_zeros(b * n, joined.shape[-1]).index_copy_(0, packed, joined).view(b, n, -1)
+        return logits, hidden
+
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: torch.Tensor | None) -> torch.Tensor:  # [B, N, heads * D]
         """transformers' attention for these inputs (see the module docstring); q ``[B, Hq, N, D]``, k and v
@@ -161,6 +207,12 @@ class DecoderForward:
             out = F.scaled_dot_product_attention(q, _repeat_kv(k, self.groups), _repeat_kv(v, self.groups),
                                                  attn_mask=mask, scale=self.scaling)
         return out.transpose(1, 2).reshape(b, n, -1)
+
+
+def _unpack(x: torch.Tensor, packed: torch.Tensor, b: int, n: int) -> torch.Tensor:  # [B, heads, N, D]
+    """Per-position heads ``[T, heads, D]`` scattered into the padded layout (zeros at padding)."""
+    out = x.new_zeros(b * n, x.shape[1], x.shape[2]).index_copy_(0, packed, x)
+    return out.view(b, n, x.shape[1], x.shape[2]).transpose(1, 2)
 
 
 def _repeat_kv(x: torch.Tensor, groups: int) -> torch.Tensor:  # [B, Hkv * groups, W, D]

@@ -71,6 +71,9 @@ class SlotRows:
         self.cache = SlotCache(int(config.num_hidden_layers), self.decoder.num_kv_heads, self.decoder.head_dim,
                                runner.dtype, runner.device)
         self._pending = 0  # nodes of the tree run but not yet committed
+        #: Rows that decode plainly in a round with tree rows cost one token each (:func:`packing`).
+        self.selective_batching = True
+        self.forward_tokens = 0  # tokens the last forward_tree ran through the token-wise layers
 
     def close(self) -> None:
         self.cache.clear()
@@ -152,9 +155,11 @@ class SlotRows:
             positions = tree.depth + length_t[:, None]
         mask = None if n == 1 and same else slot_tree_mask(tree.visibility(), length_t, width, self.runner.dtype)
         views = self.cache.layer_views(slice(0, self.cache.rows))
+        packed = packing(tree.row_nodes, n, self.device)
+        self.forward_tokens = tree.batch_size * n if packed is None else int(packed.shape[0])
         with torch.inference_mode():
             logits, hidden = self.decoder.forward(tree.tokens, positions, views, write, width, mask, keep=n,
-                                                  taps=self.taps)
+                                                  taps=self.taps, packed=packed)
         self._pending = n
         return TargetOutput(logits=logits, hidden=hidden)
 
@@ -176,6 +181,24 @@ class SlotRows:
         with torch.inference_mode():
             self.cache.commit(paths)
         self._pending = 0
+
+
+#: Selective batching pays when at least this share of a round's [B, N] positions is padding.
+PACK_WHEN_PADDING = 0.25
+
+
+def packing(row_nodes: Sequence[int] | None, n: int, device: torch.device) -> torch.Tensor | None:  # [T] int64
+    """The flat indices of the positions that can hold nodes, when skipping the rest saves enough
+    (:meth:`specframe_hf.decoder.DecoderForward.forward_packed`); None: run the padded batch as it is.
+
+    Example: ``row_nodes = (3, 1, 1)``, ``n = 3`` -> ``[0, 1, 2, 3, 6]`` (5 of 9 positions)."""
+    if row_nodes is None or len(row_nodes) < 2:
+        return None
+    total = sum(min(max(c, 1), n) for c in row_nodes)
+    if total > (1 - PACK_WHEN_PADDING) * len(row_nodes) * n:
+        return None
+    index = [b * n + j for b, c in enumerate(row_nodes) for j in range(min(max(c, 1), n))]
+    return torch.tensor(index, dtype=torch.long, device=device)
 
 
 def read_paths(accepted_nodes: torch.Tensor, rows: int, nodes: int) -> list[list[int]]:
