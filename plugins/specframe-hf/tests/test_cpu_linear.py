@@ -119,10 +119,9 @@ def saved_llama(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel choice is cached only when measured on a quiet machine: these tests say it is one."""
-    from specframe.cost import kernel_choice
-    from specframe.testing.load_window import FixedLoadWindow
+    from specframe.testing.load_window import fix_machine_load
 
-    monkeypatch.setattr(kernel_choice, "LoadWindow", FixedLoadWindow)
+    fix_machine_load(monkeypatch)
 
 
 def _inject(monkeypatch, result: KernelTimings) -> list[int]:
