@@ -162,14 +162,14 @@ def cache_profile(profile: CostProfile, notify: Callable[[str], None], *,
     key measures more (:meth:`CostProfile.covers`, checked under the file's lock so a concurrent run's profile is
     weighed too); each refusal is a notice. Returns the cache file written, or None."""
     path = profile_path(profile.key)
-    reason = profile.problem()
-    if reason is not None:
-        notify(f"not caching the cost profile: {reason}")
-        return None
     busy = busy_reason(load)
     if busy is not None:
         notify(f"not caching the cost profile: it was measured while other processes used the CPUs ({busy}); "
                "this run uses it, and a run on a quiet machine caches it")
+        return None
+    reason = profile.problem()
+    if reason is not None:
+        notify(f"not caching the cost profile: {reason}")
         return None
 
     def merge(current: Any) -> Any:
