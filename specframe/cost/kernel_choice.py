@@ -204,14 +204,15 @@ def load_choice(path: Path, key: Mapping[str, Any], notify: Notify) -> KernelTim
     return None if data is None else _timings_in(data, key, path, notify)
 
 
-def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> None:
+def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> bool:
     """Write the choice into the cache (a cache that cannot be written is a notice, not an error); a valid choice
-    that another run cached meanwhile is kept, with a notice; implausible timings are not cached."""
+    that another run cached meanwhile is kept, with a notice; implausible timings are not cached. Returns whether
+    ``path`` now holds this choice."""
     try:
         KernelTimings.from_json(timings.to_json())
     except ValueError as exc:
         notify(f"not caching the cpu_linear choice: {exc}")
-        return
+        return False
 
     def merge(current: Any) -> Any:
         if current is not None and _timings_in(current, key, path, lambda _: None) is not None:
@@ -221,7 +222,7 @@ def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, noti
         return {"format": CHOICE_FORMAT, "key": dict(key), **timings.to_json(), "decision": kernels.to_json(),
                 "describe": kernels.describe()}
 
-    update_cache_json(path, merge, what="cpu_linear choice", notify=notify)
+    return update_cache_json(path, merge, what="cpu_linear choice", notify=notify) is not None
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,7 @@ class KernelChoice:
     timings: KernelTimings
     measured: bool  # False: read from the cache
     path: Path
+    cached: bool = True  # whether ``path`` holds this choice (False: measured on a busy machine, or not writable)
 
 
 def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTimings], notify: Notify,
@@ -238,6 +240,7 @@ def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTi
     path = path or choice_path(key)
     timings = load_choice(path, key, notify)
     measured = timings is None
+    cached = True
     if timings is None:
         with measuring() as window:
             timings = measure()
@@ -245,6 +248,7 @@ def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTi
         if busy is not None:
             notify(f"cpu_linear: auto measured while other processes used the CPUs ({busy}): using the choice for "
                    "this run, not caching it (it is measured again next time)")
+            cached = False
         else:
-            save_choice(path, key, timings, notify)
-    return KernelChoice(decide(timings), timings, measured, path)
+            cached = save_choice(path, key, timings, notify)
+    return KernelChoice(decide(timings), timings, measured, path, cached)

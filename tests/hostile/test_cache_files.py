@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import torch
 
-from specframe.cost.kernel_choice import choice_key, choice_path, load_choice
 from specframe.cost import setup
+from specframe.cost.kernel_choice import choice_key, choice_path, load_choice
 from specframe.cost.measure import load_profile, profile_path
 from specframe.cost.profile import CostProfile
 from specframe.cost.setup import target_profile_key
@@ -173,9 +173,10 @@ def test_concurrent_writers_merge_under_the_lock(tmp_path: Path) -> None:
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
         from specframe.files.cache import update_cache_json
+        def add(cur):
+            return {{"items": (cur or {{}}).get("items", []) + [sys.argv[1]]}}
         for i in range(30):
-            update_cache_json(Path({str(path)!r}), lambda cur: {{"items": (cur or {{}}).get("items", []) + [sys.argv[1]]}},
-                              what="test file", notify=print)
+            update_cache_json(Path({str(path)!r}), add, what="test file", notify=print)
         """)
     procs = [subprocess.Popen([sys.executable, "-c", script, name]) for name in ("a", "b")]
     for proc in procs:

@@ -102,7 +102,7 @@ def test_stop_strings_without_a_tokenizer_are_refused() -> None:
         pipe.generate([1, 2, 3], 6, stop=["x"])
     out = pipe.generate_batch([[1, 2, 3], Request([4, 5], stop="x")], 6)
     assert isinstance(out[0], GenerationResult) and isinstance(out[1], RefusedRequest)
-    with pytest.raises(ConfigError, match="generation.stop") as info:
+    with pytest.raises(ConfigError, match=r"generation\.stop") as info:
         Pipeline.from_dict({**config, "generation": {"stop": ["x"]}}, target=ToyTarget.random(vocab_size=16, seed=3),
                            host=toy_host())
     assert "no tokenizer" in info.value.message
@@ -110,5 +110,5 @@ def test_stop_strings_without_a_tokenizer_are_refused() -> None:
 
 def test_a_prompt_file_path_is_text_not_a_file(pipe: Any, tmp_path: Path) -> None:
     """A `Path` is neither text nor token ids (it is not read: the API takes prompts, the CLI takes files)."""
-    with pytest.raises(GenerationError, match="the prompt is [A-Za-z]*Path"):
+    with pytest.raises(GenerationError, match=r"the prompt is [A-Za-z]*Path"):
         pipe.generate(tmp_path / "prompt.txt", 4)

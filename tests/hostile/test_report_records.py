@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from specframe.report import SummaryOptions, summarize
-from tests.bench.test_report import fixture_records, record
+from tests.bench.test_report import fixture_records
 
 from .probe import assert_clean, command
 

@@ -24,8 +24,8 @@ LONG = "x" * 60  # 78 tokens with the chat template: past a context of 30
                                    ["--batch-size", "3"], ["--json", "--batch-size", "2", "--compare-ar"],
                                    ["--no-stream", "--set", "budget=auto", "--compare-ar"]],
                          ids=["plain", "json", "compare-ar", "auto", "batch", "json-batch-compare", "no-stream-auto"])
-def test_every_prompt_refused_prints_the_refusals_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> None:
+def test_every_prompt_refused_prints_the_refusals_and_exits_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, extra: list[str]) -> None:
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
     pipeline = toy_pipeline(tmp_path / "toy.yaml", target="max_length: 30")
     outcome = command(capsys, "run", str(pipeline), "--prompt", LONG, "--prompt", LONG + "y", *extra)

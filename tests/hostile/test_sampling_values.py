@@ -31,7 +31,7 @@ def test_tiny_temperatures_are_refused_on_the_command_line(tmp_path: Path, capsy
 
 def test_tiny_temperatures_are_refused_in_the_python_api(tmp_path: Path) -> None:
     pipe = toy_pipe(tmp_path)
-    with pytest.raises(ConfigError, match="sampling.temperature"):
+    with pytest.raises(ConfigError, match=r"sampling\.temperature"):
         pipe.with_stage("verifier", {"type": "auto"}, sampling={"temperature": 1e-300})
     with pytest.raises(GenerationError, match="between 0 and 1e-05"):
         validate_sampling(SamplingParams(temperature=1e-300))

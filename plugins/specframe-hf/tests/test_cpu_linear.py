@@ -151,6 +151,17 @@ def test_auto_applies_the_measured_rule_and_the_next_load_reads_it_from_the_cach
     assert capsys.readouterr().err == ""
 
 
+def test_a_choice_measured_on_a_busy_machine_says_it_is_not_cached(saved_llama, monkeypatch, capsys) -> None:
+    """Issue 27: the notice said "not caching it" and "(cached in ...)" in the same breath."""
+    from specframe.testing.load_window import fix_machine_load
+
+    fix_machine_load(monkeypatch, contended=True)
+    _inject(monkeypatch, KernelTimings(default_ms={1: 55.5, 17: 130.0}, onednn_ms={1: 61.7, 17: 100.2}))
+    HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "not caching it" in err and "for this run only (not cached)" in err and "cached in" not in err
+
+
 def test_auto_drops_the_packed_copies_when_the_default_wins(saved_llama, monkeypatch) -> None:
     _inject(monkeypatch, KernelTimings(default_ms={1: 1.0, 17: 2.0}, onednn_ms={1: 2.0, 17: 3.0}))
     target = HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
