@@ -71,7 +71,7 @@ class Pipeline:
         self.config_hash = config_hash(config.model_dump(mode="json"))
         self.sampling = SamplingParams(**config.sampling.model_dump())
         validate_sampling(self.sampling)
-        if config.generation.stop and target.tokenizer is None:
+        if config.generation.stop and getattr(target, "tokenizer", None) is None:
             raise ConfigError(f"generation.stop holds stop strings {list(config.generation.stop)!r}, but the target "
                               f"{type(target).__name__} has no tokenizer to turn tokens into the text they match",
                               where="generation.stop",
@@ -247,7 +247,7 @@ class Pipeline:
         max_new = check_max_new_tokens(gen.max_new_tokens if request.max_new_tokens is None
                                        else request.max_new_tokens)
         stops = check_stops(gen.stop if request.stop is None else request.stop)
-        if stops and self.target.tokenizer is None:
+        if stops and getattr(self.target, "tokenizer", None) is None:
             raise GenerationError(f"stop strings {list(stops)!r} were given, but the target "
                                   f"{type(self.target).__name__} has no tokenizer to turn tokens into the text they "
                                   "match", hint="leave out stop=, or load the target from a directory with a "
@@ -270,16 +270,18 @@ class Pipeline:
         self.check_batch_size(batch_size)
         if self.config.auto and self.settings.drafts and self.auto_budget is None:
             self.auto_budget = self._build_auto_budget(requests)
-        auto = self.auto_budget if self.settings.drafts else None
+        auto = self.auto_budget if self.settings.drafts else None  # a pipeline that never drafts learns nothing
         try:
+            if auto is None:
+                return decode(self.target, self.stages, self.settings, requests, batch_size, auto=None,
+                              stream=stream, on_finish=on_finish)
             with measuring() as window:  # what the controller learns is cached only from a quiet machine
                 outcomes = decode(self.target, self.stages, self.settings, requests, batch_size, auto=auto,
                                   stream=stream, on_finish=on_finish)
         except ContractError as exc:
             self._attribute(exc)
             raise
-        if auto is not None:  # a pipeline that never drafts learnt nothing
-            save_learned(auto, window.load)
+        save_learned(auto, window.load)
         return outcomes
 
     def prepare_auto_budget(self, prompt_ids: torch.Tensor) -> AutoBudget:

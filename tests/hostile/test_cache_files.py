@@ -78,6 +78,27 @@ def test_a_link_in_the_cache_is_set_aside_and_what_it_points_at_is_never_written
     assert "was a symbolic link, not a regular file" in err and str(aside[0]) in err
 
 
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_link_or_pipe_at_the_kernel_choice_is_set_aside(tmp_path: Path, cache: Path, kind: str) -> None:
+    from specframe.cost.kernel_choice import KernelTimings, choose_linear_kernels
+
+    key = choice_key(model="abc", dtype="float32")
+    path = choice_path(key)
+    path.parent.mkdir(parents=True)
+    victim = tmp_path / "passwd-copy"
+    victim.write_text(VICTIM)
+    if kind == "link":
+        path.symlink_to(victim)
+    else:
+        os.mkfifo(path)
+    notes: list[str] = []
+    timings = KernelTimings(default_ms={1: 55.5, 17: 130.0}, onednn_ms={1: 61.7, 17: 100.2})
+    choice = choose_linear_kernels(key, lambda: timings, notes.append)
+    assert choice.measured and choice.cached and victim.read_text() == VICTIM
+    assert path.is_file() and not path.is_symlink() and json.loads(path.read_text())["key"] == key
+    assert len(notes) == 1 and "not a regular file: moved it to" in notes[0] and "measuring again" in notes[0]
+
+
 @pytest.mark.parametrize("which", ["memory", "profile"])
 def test_a_named_pipe_in_the_cache_does_not_block_the_run(tmp_path: Path, cache: Path, which: str) -> None:
     path = first_request(tmp_path, cache)[which]
