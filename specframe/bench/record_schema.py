@@ -61,6 +61,17 @@ class MachineSchema(_Strict):
     gpu: str | None = None
 
 
+class MachineLoadSchema(_Strict):
+    """``machine_load`` of a record (:class:`specframe.metrics.machine_load.MachineLoad`; absent in older files)."""
+
+    loadavg_before: float | None = Field(default=None, ge=0)
+    loadavg_after: float | None = Field(default=None, ge=0)
+    other_cpu_s: float | None = Field(default=None, ge=0)
+    wall_s: float = Field(default=0.0, ge=0)
+    cpus: int = Field(default=1, ge=1)
+    contended: bool | None = None
+
+
 class RecordSchema(_Strict):
     """The fields of :func:`specframe.bench.record.build_record` that readers depend on."""
 
@@ -78,6 +89,7 @@ class RecordSchema(_Strict):
     temperature: float = Field(ge=0)
     sampling: SamplingSchema | None = None
     machine: MachineSchema | None = None
+    machine_load: MachineLoadSchema | None = None
     seed: int
     max_new_tokens: int = Field(ge=1)
     tokens: list[Count]

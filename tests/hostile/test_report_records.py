@@ -44,8 +44,9 @@ def edited(change: Any) -> list[dict[str, Any]]:
     (lambda r: r["choices"][0].update(accept_lengths=[40, 1, 1, 1]), "the rounds commit 43 tokens"),
     (lambda r: r.update(sampling={"temperature": 0.7, "top_k": 0, "top_p": 1.0}), "is not the record's temperature"),
     (lambda r: r.update(machine={"cpu": 5}), "field 'machine.cpu'"),
+    (lambda r: r.update(machine_load={"contended": "yes"}), "field 'machine_load.contended'"),
 ], ids=["total-overflow", "prefill-huge", "stage-overflow", "new-tokens", "stages-beyond-total", "over-max-new",
-        "commits-beyond-tokens", "sampling-disagrees", "machine-type"])
+        "commits-beyond-tokens", "sampling-disagrees", "machine-type", "load-type"])
 def test_a_record_that_contradicts_itself_is_refused_naming_line_and_field(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Any, says: str) -> None:
     path = write(tmp_path / "r.jsonl", edited(change))
