@@ -101,9 +101,9 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         keep = [i for i, r in enumerate(rows) if r.reason is None]
                         _keep(session, keep)
                         for r in done:
+                            finish(r.index, r.result(batch_size))
                             if session.auto is not None and r.budget is not None:
                                 session.auto.finish_row(r.budget)
-                            finish(r.index, r.result(batch_size))
                         rows = [rows[i] for i in keep]
     finally:
         session.target.close()
