@@ -194,6 +194,7 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
     """Tables (Markdown/CSV) and sweep plots from RESULTS files of `specframe bench`."""
     from specframe.bench import load_result_files
     from specframe.report import Report, SummaryOptions, summarize
+    from specframe.report.render import set_aside_lines
     from specframe.report.tables import summary_rows
 
     chosen = tuple(f.strip() for f in formats.split(",") if f.strip())
@@ -209,6 +210,8 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
     options = SummaryOptions(baseline=baseline, resamples=bootstrap, confidence=confidence, seed=seed)
     rep = Report(summarize(records, options), speedup=speedup, tau=tau, confidence=confidence,  # type: ignore[arg-type]
                  max_depth=max_depth)
+    for line in set_aside_lines(rep.summary):
+        err_console.print(f"set aside: {line}", highlight=False, markup=False)
     if as_json:
         rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
                 for row in summary_rows(rep.summary)]

@@ -7,11 +7,15 @@ offers it, with transformers' own ``generate()`` for exactly as many tokens as t
 the summary then gives the speedups over both and whether the greedy outputs are identical.
 
 With ``--batch-size N`` (N > 1) the prompts decode in one batched loop, up to N at a time
-(`specframe.decode`); texts are printed as each request ends. With either batch size, a prompt that cannot be
-decoded (longer than the target's context, empty) is refused on its own: the others are decoded, the JSON report
-lists every result and every refusal, and the command then exits with status 2 naming the refused prompts. Every
-result and refusal carries its request index (the position among all prompts given) and its source:
-``--prompt #k`` or ``FILE:LINE``, the line of the prompts file (blank lines count).
+(`specframe.decode`); each request's text is printed as soon as it ends (``decode(on_finish=...)``), so a long
+prompts file shows results from the first finished request on. With ``--json`` the report is one JSON document on
+stdout at the end, and with more than one prompt a line per finished or refused request goes to stderr as it
+happens. With either batch size, a prompt that cannot be decoded (longer than the target's context, empty) is
+refused on its own: the others are decoded, the JSON report lists every result and every refusal, and the command
+then exits with status 2 naming the refused prompts; when every prompt is refused there is nothing to time or
+compare, so the summary and ``--compare-ar`` are skipped and the refusals are the output. Every result and refusal
+carries its request index (the position among all prompts given) and its source: ``--prompt #k`` or ``FILE:LINE``,
+the line of the prompts file (blank lines count).
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ def _summary_line(name: str, results: list[GenerationResult], wall_s: float | No
     tokens = sum(len(r.tokens) for r in results)
     seconds = sum(r.total_ns for r in results) / 1e9 if wall_s is None else wall_s
     tau = tau_pooled([r.accept_lengths() for r in results])
-    return f"{name}: tau {tau:.2f} | rounds {rounds} | {tokens} tokens in {seconds:.2f}s | {tokens / seconds:.2f} tok/s"
+    speed = f"{tokens / seconds:.2f} tok/s" if seconds > 0 else "no time measured"
+    return f"{name}: tau {tau:.2f} | rounds {rounds} | {tokens} tokens in {seconds:.2f}s | {speed}"
 
 
 @click.command()
@@ -90,20 +95,21 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     pipe.check_batch_size(batch_size)
     stream = None if (no_stream or as_json or batch_size > 1) else _Streamer(pipe.config.name)
-    outcomes, wall_s = _decode(pipe, texts, max_new_tokens, seed, batch_size, stream)
+    on_finish: _Printer | _Progress | None = None
+    if as_json:
+        on_finish = _Progress(sources) if len(texts) > 1 else None
+    elif stream is None and not no_stream:  # a batch: each text as its request ends
+        on_finish = _Printer(pipe.config.name, sources)
+    outcomes, wall_s = _decode(pipe, texts, max_new_tokens, seed, batch_size, stream, on_finish)
     results = [o for o in outcomes if isinstance(o, GenerationResult)]
     refused = [o for o in outcomes if isinstance(o, RefusedRequest)]
-    if stream is None and not as_json and not no_stream:
-        for result in results:
-            console.rule(f"[bold]{escape(pipe.config.name)}[/bold]")
-            console.print(result.text or "", markup=False, highlight=False)
     decoded = [i for i, o in enumerate(outcomes) if isinstance(o, GenerationResult)]
     report: dict = {"pipeline": pipe.config.name, "config_hash": pipe.config_hash,
                     "results": [{"request": i, "source": sources[i][0], **result.as_dict()}
                                 for i, result in zip(decoded, results, strict=True)]}
     wall = wall_s if batch_size > 1 else None  # one request at a time: the requests' own times
-    lines = [_summary_line(pipe.config.name, results, wall)]
-    if compare_ar:
+    lines = [_summary_line(pipe.config.name, results, wall)] if results else []
+    if compare_ar and results:
         ar = ar_baseline(pipe, "plain decoding", source=str(pipeline))
         base_outcomes, base_wall = _decode(ar, [texts[i] for i in decoded], max_new_tokens, seed, batch_size, None)
         baseline = [o for o in base_outcomes if isinstance(o, GenerationResult)]
@@ -136,7 +142,8 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
         raise GenerationError(f"{len(refused)} of {len(texts)} requests refused:\n  "
                               + "\n  ".join(f"request {r.index}: {sources[r.index][0]}: {r.error.message}"
                                             for r in refused),
-                              hint="the other requests were decoded; shorten the refused prompts")
+                              hint="the other requests were decoded; shorten the refused prompts" if results
+                              else "no request was decoded; shorten the prompts or fix what each refusal names")
 
 
 def _exactness_note(pipe: Pipeline) -> str:
@@ -201,11 +208,37 @@ class _Streamer:
         console.print(piece, end="", markup=False, highlight=False)
 
 
+class _Printer:
+    """Prints each request's text as it ends (a batch's requests end in any order), under a rule naming it."""
+
+    def __init__(self, name: str, sources: list[tuple[str, str]]) -> None:
+        self.name, self.sources = name, sources
+
+    def __call__(self, index: int, outcome: GenerationResult | RefusedRequest) -> None:
+        if isinstance(outcome, GenerationResult):
+            console.rule(f"[bold]{escape(self.name)}[/bold] request {index} ({escape(self.sources[index][0])})")
+            console.print(outcome.text or "", markup=False, highlight=False)
+
+
+class _Progress:
+    """With ``--json``: a line on stderr per request as it ends or is refused (the JSON comes at the end)."""
+
+    def __init__(self, sources: list[tuple[str, str]]) -> None:
+        self.sources = sources
+
+    def __call__(self, index: int, outcome: GenerationResult | RefusedRequest) -> None:
+        what = (f"{len(outcome.tokens)} tokens ({outcome.stop_reason})" if isinstance(outcome, GenerationResult)
+                else f"refused: {outcome.error.message}")
+        err_console.print(f"request {index} ({self.sources[index][0]}): {what}", markup=False, highlight=False)
+
+
 def _decode(pipe: Pipeline, texts: list[str], max_new_tokens: int | None, seed: int | None, batch_size: int,
-            stream: _Streamer | None) -> tuple[list[GenerationResult | RefusedRequest], float]:
+            stream: _Streamer | None, on_finish: _Printer | _Progress | None = None
+            ) -> tuple[list[GenerationResult | RefusedRequest], float]:
     """One outcome per prompt (a refused prompt does not stop the others) and the wall time in seconds."""
     start = time.perf_counter()
-    outcomes = pipe.generate_batch(texts, max_new_tokens, seed=seed, batch_size=batch_size, stream=stream)
+    outcomes = pipe.generate_batch(texts, max_new_tokens, seed=seed, batch_size=batch_size, stream=stream,
+                                   on_finish=on_finish)
     if stream is not None and stream.current is not None:
         console.print()
     return outcomes, time.perf_counter() - start

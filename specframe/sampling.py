@@ -9,6 +9,8 @@ Semantics follow ``transformers`` ``generate(do_sample=True)`` (``TemperatureLog
 
 1. **temperature** ``T > 0``: logits are divided by ``T``. ``T == 0`` means greedy: the law is a point mass on
    the argmax of the raw logits (first index on ties, like ``torch.argmax``); top-k/top-p are then irrelevant.
+   Temperatures between 0 and :data:`~specframe.types.MIN_TEMPERATURE` (1e-5) are refused: they do not survive
+   the float32 the logits are divided in (``1e-300`` rounds to 0 and decodes garbage).
 2. **top-k** (``k > 0``): tokens whose (scaled) logit is *strictly below* the k-th largest are removed, so ties
    at the boundary are all kept (the kept set can exceed ``k``). ``k >= V`` keeps everything.
 3. **top-p** (``p < 1``): tokens are sorted ascending (stable sort), the cumulative probability of the
@@ -35,7 +37,7 @@ import math
 import torch
 
 from specframe.errors import GenerationError
-from specframe.types import SamplingParams
+from specframe.types import SamplingParams, temperature_problem
 
 __all__ = [
     "gumbel_from_uniforms",
@@ -53,7 +55,8 @@ __all__ = [
 def validate_sampling(params: SamplingParams) -> None:
     """Raise :class:`GenerationError` if a sampling value is out of range.
 
-    Valid: ``temperature`` finite and ``>= 0``; ``top_k`` an integer ``>= 0``; ``top_p`` in ``(0, 1]``.
+    Valid: ``temperature`` 0 (greedy) or a finite number from :data:`~specframe.types.MIN_TEMPERATURE`; ``top_k`` an
+    integer ``>= 0``; ``top_p`` in ``(0, 1]``.
     """
     t, k, p = params.temperature, params.top_k, params.top_p
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
@@ -61,6 +64,9 @@ def validate_sampling(params: SamplingParams) -> None:
             f"sampling.temperature is {t!r}; it must be a finite number >= 0",
             hint="use 0 for greedy decoding or a positive value such as 0.7 or 1.0",
         )
+    tiny = temperature_problem(t)
+    if tiny is not None:
+        raise GenerationError(f"sampling.temperature is {tiny}", hint="0 means greedy decoding")
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise GenerationError(
             f"sampling.top_k is {k!r}; it must be an integer >= 0",

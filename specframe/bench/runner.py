@@ -36,6 +36,7 @@ from specframe.bench.record import RunInfo, build_record
 from specframe.bench.results import ResultStore
 from specframe.datasets.base import LoadedDataset, Sample
 from specframe.errors import GenerationError
+from specframe.metrics.machine_info import machine_identity
 from specframe.metrics.machine_load import LoadWindow
 from specframe.metrics.records import GenerationResult
 from specframe.reference import reference_result
@@ -236,9 +237,11 @@ def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: 
              git_rev: str | None, batch_size: int = 1) -> RunInfo:
     """The per-method facts every record of ``method`` carries."""
     pipe = method.pipeline
+    sampling = pipe.config.sampling
     return RunInfo(method=method.name, base_method=method.base_name, baseline=method.baseline,
                    reference=method.reference,
                    config_hash=pipe.config_hash, target_hash=method.target_hash,
-                   temperature=pipe.config.sampling.temperature,
+                   temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
                    seed=pipe.config.seed if seed is None else seed, max_new_tokens=max_new_tokens,
-                   sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size)
+                   sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size,
+                   machine=machine_identity())

@@ -39,6 +39,8 @@ from specframe.sampling import sample
 #: Called with (request index, new text) while decoding.
 StreamFn = Callable[[int, str], None]
 Outcome = GenerationResult | RefusedRequest
+#: Called with (request index, outcome) as each request is refused or ends, in that order.
+FinishFn = Callable[[int, Outcome], None]
 
 
 def check_batch_support(stages: Stages, drafter_name: str, batch_size: int) -> None:
@@ -53,16 +55,22 @@ def check_batch_support(stages: Stages, drafter_name: str, batch_size: int) -> N
 
 def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
            requests: Sequence[RequestInputs | GenerationError], batch_size: int, *, auto: AutoBudget | None,
-           stream: StreamFn | None = None) -> list[Outcome]:
+           stream: StreamFn | None = None, on_finish: FinishFn | None = None) -> list[Outcome]:
     """Decode ``requests`` (checked inputs, or the error that refused each) with up to ``batch_size`` rows in flight.
 
-    Returns one outcome per request, in order.
+    Returns one outcome per request, in order; ``on_finish(index, outcome)`` is called as each is known.
     """
     outcomes: list[Outcome | None] = [None] * len(requests)
+
+    def finish(index: int, outcome: Outcome) -> None:
+        outcomes[index] = outcome
+        if on_finish is not None:
+            on_finish(index, outcome)
+
     waiting: deque[tuple[int, RequestInputs]] = deque()
     for i, req in enumerate(requests):
         if isinstance(req, GenerationError):
-            outcomes[i] = RefusedRequest(i, req)
+            finish(i, RefusedRequest(i, req))
         else:
             waiting.append((i, req))
     if not waiting:
@@ -85,7 +93,7 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         rows.append(row)
                     else:  # ended on its prefill token: it leaves at once
                         _keep(session, list(range(len(rows))))
-                        outcomes[index] = row.result(batch_size)
+                        finish(index, row.result(batch_size))
                 if rows:
                     run_round(session, rows)
                     done = [r for r in rows if r.reason is not None]
@@ -93,7 +101,7 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         keep = [i for i, r in enumerate(rows) if r.reason is None]
                         _keep(session, keep)
                         for r in done:
-                            outcomes[r.index] = r.result(batch_size)
+                            finish(r.index, r.result(batch_size))
                             if session.auto is not None and r.budget is not None:
                                 session.auto.finish_row(r.budget)
                         rows = [rows[i] for i in keep]
