@@ -65,9 +65,8 @@ def run_round(session: Session, rows: list[Row]) -> None:
         tree = fit_context(st.pruner.prune(tree, ctx), proposal, session.target.max_length,
                            [states[i] for i in drafting])  # type: ignore[misc]
         if session.auto is not None:
-            probing = any(rows[i].probing for i in drafting)
-            choice = session.auto.choose(tree, len(rows), explore=probing or session.rounds == 1,
-                                         packs=bool(getattr(session.target, "selective_batching", False)))
+            probing = any(rows[i].probing for i in drafting)  # a probe, or a request's first drafted round
+            choice = session.auto.choose(tree, len(rows), explore=probing)
             tree, expected = replace(choice.tree, row_nodes=tuple(k + 1 for k in choice.kept)), choice.expected
             for i, k in zip(drafting, choice.kept, strict=True):
                 kept[i] = k
@@ -97,16 +96,18 @@ def run_round(session: Session, rows: list[Row]) -> None:
     stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3, "verify": t5 - t4,
                 "commit": t6 - t5}
     for i, row in enumerate(rows):
+        row.peak_rows = max(row.peak_rows, len(rows))
         record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=outcome.accepted[i],
                              committed=0, stage_ns=dict(stage_ns) if cfg.stage_timing and timed else {},
                              drafted=i in drafting, budget=kept[i])
         row.take(outcome.emitted[i], record)
     if session.auto is not None:
-        _observe(session, rows, drafting, full, result, expected, stage_ns if timed else None)
+        _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
+                 stage_ns if timed else None)
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
-             expected: list[float], stage_ns: dict[str, int] | None) -> None:
+             expected: list[float], kept: list[int], stage_ns: dict[str, int] | None) -> None:
     """Teach `budget: auto` what the round did (costs only from exactly timed rounds)."""
     auto = session.auto
     assert auto is not None
@@ -118,7 +119,8 @@ def _observe(session: Session, rows: list[Row], drafting: list[int], full: Draft
         drafted = [budgets[i] for i in drafting]
         plain = [b for i, b in enumerate(budgets) if i not in drafting]
         ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
-        auto.observe_drafted(drafted, plain, expected, ran, stage_ms)  # type: ignore[arg-type]
+        auto.observe_drafted(drafted, plain, expected, ran, stage_ms,  # type: ignore[arg-type]
+                             kept=kept)
     else:
         auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
 

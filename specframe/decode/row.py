@@ -33,6 +33,7 @@ class Row:
         self.t_start = time.perf_counter_ns()
         self.prefill_ns = 0
         self.reason: str | None = None
+        self.peak_rows = 1  # the most rows in flight in any of this request's rounds (its batch size)
 
     @property
     def wants_draft(self) -> bool:
@@ -40,8 +41,9 @@ class Row:
 
     @property
     def probing(self) -> bool:
-        """A probe: `budget: auto` drafts this round to test whether drafting pays again for this request."""
-        return self.budget is not None and not self.budget.drafting
+        """A probe (`budget: auto` drafts this round to test whether drafting pays again for this request) or the
+        request's first drafted round: either way a round that must teach the controller something."""
+        return self.budget is not None and (not self.budget.drafting or self.budget.drafted_rounds == 0)
 
     @property
     def root_position(self) -> int:
@@ -65,8 +67,9 @@ class Row:
                 break
         self.new += taken
         removed = self.text.add(taken)
-        if record is not None:
+        if record is not None:  # a length or EOS cut keeps the accepted drafts that made it
             record.committed = len(taken)
+            record.accepted = min(record.accepted, record.committed)
             self.rounds.append(record)
         if removed:  # a stop string: tokens, counts and speed never include what the user does not get
             del self.new[len(self.new) - removed:]
@@ -83,9 +86,9 @@ class Row:
             return "length" if self.inputs.cap == self.inputs.max_new else "context"
         return None
 
-    def result(self, batch_size: int) -> GenerationResult:
-        """The request's outcome (after it ended)."""
+    def result(self) -> GenerationResult:
+        """The request's outcome (after it ended); ``batch_size`` is the most rows that were in flight with it."""
         text = self.text.finish()
         return GenerationResult(tokens=self.new, text=text, prompt_len=self.inputs.prompt_len, rounds=self.rounds,
                                 prefill_ns=self.prefill_ns, total_ns=time.perf_counter_ns() - self.t_start,
-                                stop_reason=self.reason or "length", batch_size=batch_size)
+                                stop_reason=self.reason or "length", batch_size=self.peak_rows)

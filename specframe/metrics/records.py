@@ -47,7 +47,7 @@ class GenerationResult:
     prefill_ns: int  # prefill forward + first sample
     total_ns: int  # whole request, prefill included
     stop_reason: str  # "length", "eos", "stop_string" or "context"
-    batch_size: int = 1  # batch size of the loop this request ran in (`specframe.decode`; 1: alone)
+    batch_size: int = 1  # the most rows in flight in any of its rounds (`specframe.decode`; 1: decoded alone)
 
     @property
     def num_rounds(self) -> int:

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import torch
-from diffusion_testkit import TARGET_LAYERS, make_two_way, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, write_published_checkpoint
+from specframe_hf.testing import two_way_lm as make_two_way
 
 from specframe.errors import GenerationError
 from specframe.pipeline import Pipeline
