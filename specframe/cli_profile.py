@@ -35,9 +35,9 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
             out_dir: Path | None, as_json: bool) -> None:
     """Measure PIPELINE's verify curve and stage costs, cache them for `budget: auto`, print a table."""
     from specframe.cost.measure import profile_path
-    from specframe.cost.report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
     from specframe.cost.setup import target_profile_key
     from specframe.pipeline import Pipeline
+    from specframe.profile_report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
 
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     if out_dir is not None:  # refused now, not after the measurement

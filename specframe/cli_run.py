@@ -40,7 +40,7 @@ from specframe.metrics.speedup import PairedRun, aggregate_speedup
 from specframe.reference import reference_result, supports_reference
 from specframe.seeds import MAX_SEED
 
-#: Verifiers whose tokens equal plain decoding's for the same seed at any temperature (specframe.decode.noise).
+#: Verifiers whose tokens equal plain decoding's for the same seed at any temperature (specframe.sampling.noise).
 TOKEN_EXACT_VERIFIERS = ("greedy", "walk")
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from specframe.decode.noise import RoundNoise
 from specframe.prompts import Messages, encode_messages
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, SamplingParams, TargetOutput, VerifyResult
 
@@ -52,7 +52,7 @@ class DecodeState:
         self._length = length
         self.prompt_len = prompt_len  # prompt tokens at the start of ``tokens``
         self.sampling = sampling
-        self.seed = seed  # the request's seed (every random draw is keyed by it and a position: specframe.decode.noise)
+        self.seed = seed  # the request's seed: every random draw is keyed by it and a position (sampling.noise)
 
     @property
     def tokens(self) -> torch.Tensor:  # [B, T] int64, prompt + generated tokens; the last one is the root
@@ -96,7 +96,7 @@ class RoundContext:
     """Per-round parameters shared by builders, pruners and verifiers, for the ``B`` rows of the round's tree.
 
     Every random draw of a stage comes from ``noise``: uniforms keyed by each row's request seed, a stream, the
-    absolute position the draw predicts and the node it is made at (:mod:`specframe.decode.noise`), never from
+    absolute position the draw predicts and the node it is made at (:mod:`specframe.sampling.noise`), never from
     the global torch RNG.
     """
 

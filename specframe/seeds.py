@@ -4,7 +4,7 @@ A seed is a whole number with ``0 <= seed <= MAX_SEED`` (``2**63 - 1``, the larg
 else (a negative or larger number, a bool, a float) is refused with a :class:`~specframe.errors.GenerationError`
 where a seed enters: the pipeline's ``seed:`` field (through its config bound), ``--seed``,
 ``generate(seed=...)`` and a ``Request``'s seed (checked per request, so a bad one refuses that request alone).
-Every random draw of a request is keyed by its seed through a bijective hash (:mod:`specframe.decode.noise`), so
+Every random draw of a request is keyed by its seed through a bijective hash (:mod:`specframe.sampling.noise`), so
 distinct seeds never share draws: seed ``2**63 - 1`` and seed ``0`` sample differently.
 """
 

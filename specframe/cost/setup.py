@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +40,11 @@ from specframe.errors import ConfigError, GenerationError
 from specframe.files.cache import busy_reason, measuring
 from specframe.interfaces import TargetModel
 from specframe.metrics.machine_load import MachineLoad
+from specframe.notices import notify
 
 #: Pipeline sections whose change makes earlier acceptance meaningless (the target's belongs to the profile).
 MEMORY_SECTIONS = ("drafter", "corrector", "tree_builder", "pruner", "verifier", "sampling")
 
-_NOTIFIED: set[str] = set()
-
-
-def notify(message: str) -> None:
-    """A notice for the person running the pipeline (stderr, once per process; results are unaffected)."""
-    if message not in _NOTIFIED:
-        _NOTIFIED.add(message)
-        print(f"specframe: {message}", file=sys.stderr)
 
 
 def target_profile_key(target: TargetModel, config: Any) -> dict:

@@ -27,7 +27,6 @@ import torch
 
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.text_kind import prompt_signature
-from specframe.decode.noise import TARGET, RoundNoise
 from specframe.decode.request import RefusedRequest, RequestInputs
 from specframe.decode.rounds import run_round
 from specframe.decode.row import Row
@@ -38,6 +37,7 @@ from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import DecodeState, TargetModel
 from specframe.metrics.records import GenerationResult
 from specframe.sampling import sample
+from specframe.sampling.noise import TARGET, RoundNoise
 
 #: Called with (request index, new text) while decoding.
 StreamFn = Callable[[int, str], None]

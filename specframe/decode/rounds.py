@@ -18,7 +18,7 @@ Host reads: the outcome is the round's one read for every verifier (none in buil
 built-in stages, `tests/core/test_host_reads.py`); `budget: auto` adds one before the forward (the number of nodes
 it keeps sets the forward's shape, :mod:`specframe.cost.chooser`).
 
-Every random draw is keyed by the row's request seed and the position it predicts (:mod:`specframe.decode.noise`),
+Every random draw is keyed by the row's request seed and the position it predicts (:mod:`specframe.sampling.noise`),
 so a row's tokens do not depend on its batch-mates, and with the WALK or greedy verifier they equal plain
 decoding's for the seed. A single request is a batch of one.
 """
@@ -30,13 +30,13 @@ from dataclasses import replace
 
 import torch
 
-from specframe.decode.noise import TARGET, RoundNoise
 from specframe.decode.row import Row
 from specframe.decode.session import Session
 from specframe.errors import ContractError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.metrics.records import RoundRecord
 from specframe.sampling import sample
+from specframe.sampling.noise import TARGET, RoundNoise
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, VerifyResult
 

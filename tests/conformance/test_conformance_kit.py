@@ -12,10 +12,10 @@ import torch
 from pydantic import ConfigDict, Field, field_validator
 
 from specframe.config.base import ComponentConfig
-from specframe.decode.noise import DRAFT, TARGET
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapabilities, VerifierCapabilities
 from specframe.sampling import inverse_cdf
+from specframe.sampling.noise import DRAFT, TARGET
 from specframe.testing import conformance as kit
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree

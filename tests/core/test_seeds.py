@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from specframe.cli import run_cli
-from specframe.decode.noise import ACCEPT, DRAFT, RESIDUAL, TARGET, RoundNoise
 from specframe.decode.request import RefusedRequest
 from specframe.errors import GenerationError
+from specframe.sampling.noise import ACCEPT, DRAFT, RESIDUAL, TARGET, RoundNoise
 from specframe.seeds import MAX_SEED, check_seed
 from tests.bench.toy_plugin import toy_host, write_pipeline
 
@@ -66,3 +66,21 @@ def test_a_request_seed_out_of_range_is_refused(tmp_path: Path) -> None:
         pipe.generate("hi", 3, seed=-3)
     outcomes = pipe.generate_batch(["hi", "ho"], 3, seed=2**63)
     assert all(isinstance(o, RefusedRequest) and "seed must be a whole number" in str(o) for o in outcomes)
+
+
+def test_noise_for_a_device_without_float64_is_hashed_on_the_host() -> None:
+    """Apple's mps has no float64: the uniforms are hashed on the host (the same numbers as on any device) and
+    handed over in float32; other devices hash where they are."""
+    import torch
+
+    from specframe.sampling.noise import RoundNoise, hash_device
+
+    assert hash_device("mps") == torch.device("cpu") and hash_device("cpu") == torch.device("cpu")
+    assert hash_device("cuda:1") == torch.device("cuda:1")
+    here = RoundNoise.for_rows([3, 4], [10, 20], "cpu")
+    assert here.use_device is None
+    depth = torch.tensor([[0, 1], [1, 2]])
+    moved = RoundNoise(here.seeds, here.roots, use_device=torch.device("cpu"))  # what mps gets, on the host
+    u64, u32 = here.uniforms(1, depth), moved.uniforms(1, depth)
+    assert u64.dtype == torch.float64 and u32.dtype == torch.float32
+    assert torch.equal(u32, u64.float())

@@ -85,8 +85,8 @@ def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
     from specframe_hf.target import HFTarget
     from specframe_hf.testing import tiny_causal_lm
 
-    from specframe.cost.report import break_even_tau, measure_pipeline_profile, profile_rows, write_plot
     from specframe.pipeline import Pipeline
+    from specframe.profile_report import break_even_tau, measure_pipeline_profile, profile_rows, write_plot
 
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
     target = HFTarget.from_model(tiny_causal_lm("llama", seed=0))

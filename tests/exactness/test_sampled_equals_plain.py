@@ -1,6 +1,6 @@
 """At temperature > 0 every WALK pipeline emits, token for token, what plain decoding emits for the same seed.
 
-The target's samples are keyed by (request seed, absolute position) (:mod:`specframe.decode.noise`), and WALK
+The target's samples are keyed by (request seed, absolute position) (:mod:`specframe.sampling.noise`), and WALK
 emits at each position the target's own sample given the emitted prefix, so the drafter, the tree builder, the
 pruner, the budget (fixed or ``auto``), the batch size and the batch-mates cannot change the output. The oracle
 drafter proposes the sampled future (with noise), so rounds accept several tokens, partially or not at all.

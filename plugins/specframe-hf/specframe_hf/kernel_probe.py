@@ -25,7 +25,6 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from specframe.cost.kernel_choice import MEASURE_ROWS, choice_key, choose_linear_kernels, measure_kernels
-from specframe.cost.setup import notify as print_notice
 from specframe.cpu_linear import (
     ALWAYS,
     NEVER,
@@ -35,6 +34,7 @@ from specframe.cpu_linear import (
     set_linear_kernels,
     unpack_linear_layers,
 )
+from specframe.notices import notify as print_notice
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg
 
 #: Cached tokens under the measured forwards (a short prompt).

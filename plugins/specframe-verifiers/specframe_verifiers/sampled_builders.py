@@ -28,10 +28,10 @@ from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, MAX_TREE_NODES, StageShape, capped_min, tree_nodes
-from specframe.decode.noise import DRAFT
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.sampling import processed_logprobs, sample_without_replacement
+from specframe.sampling.noise import DRAFT
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal
 

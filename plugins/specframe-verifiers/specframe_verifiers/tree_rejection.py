@@ -13,7 +13,7 @@ Setting: the children ``c_1..c_n`` of every node ``v`` were drawn *without repla
     at a leaf (no children): emit a bonus token ~ p                      (stream TARGET)
 
 Every uniform is keyed by the request seed, the stream, the absolute position of the token decided at ``v``
-and the keys named (:mod:`specframe.decode.noise`), so the draws at different nodes, tries and streams are
+and the keys named (:mod:`specframe.sampling.noise`), so the draws at different nodes, tries and streams are
 independent, and a seed reproduces a round whose tree has the same shape.
 
 Worked example (V = 3): ``p = [0.2, 0.5, 0.3]``, ``q = [0.6, 0.3, 0.1]``, children ``c_1 = 0``, ``c_2 = 1``.
@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import torch
 
-from specframe.decode.noise import ACCEPT, RESIDUAL, TARGET
 from specframe.interfaces import RoundContext, Verifier
 from specframe.sampling import inverse_cdf, probs
+from specframe.sampling.noise import ACCEPT, RESIDUAL, TARGET
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult
 from specframe_verifiers.paths import AcceptedPath, child_at_rank, gather_rows

@@ -20,7 +20,7 @@ Worked example (one row): tree ``root(7) -> {a(3) -> c(9), b(5)}``; draws ``y = 
 ``y[c] = 4``. Result: ``accepted_nodes = [0, 1, 3]``, ``num_accepted = 2``, ``bonus_token = 4``.
 
 The draw at ``v`` uses the uniform of stream ``TARGET`` keyed by the request seed and the absolute position of
-the token it predicts (:mod:`specframe.decode.noise`), the uniform plain decoding uses at that position. Nodes
+the token it predicts (:mod:`specframe.sampling.noise`), the uniform plain decoding uses at that position. Nodes
 at the same depth share it; the walk visits one node per depth.
 
 Why it is exact: each emitted token is the draw ``F^{-1}(u_t)`` from the target conditional given exactly the
@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import torch
 
-from specframe.decode.noise import TARGET
 from specframe.interfaces import RoundContext, Verifier
 from specframe.sampling import sample
+from specframe.sampling.noise import TARGET
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult
 

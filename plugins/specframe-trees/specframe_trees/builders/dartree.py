@@ -32,7 +32,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from specframe.builtin.shape import TreeShapeConfig
+from specframe.building import TreeShapeConfig
 from specframe.config.bounds import MAX_TREE_NODES, StageShape, capped_min, tree_nodes
 from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree

@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from specframe.cost.measure import cache_profile, measure_verify_curve
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
-from specframe.cost.setup import notify, target_profile_key
+from specframe.cost.setup import target_profile_key
 from specframe.decode.exclusive import exclusive
 from specframe.decode.request import Request
 from specframe.errors import GenerationError
 from specframe.files import write_with
 from specframe.files.cache import measuring
 from specframe.metrics.machine_load import MachineLoad
+from specframe.notices import notify
 
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline

@@ -24,7 +24,7 @@ Worked example: logits ``[2, 1, 1, 1, 0]``, ``T = 1``, ``top_p = 0.6``. Softmax 
 the tokens with cumulative mass ``<= 0.4`` (``4, 1, 2``) are removed, leaving ``{0, 3}``.
 
 Randomness is always explicit: a draw is a pure function of (probabilities, uniforms). The decode loop passes
-position-keyed uniforms (:mod:`specframe.decode.noise`), tests and statistics may pass uniforms drawn from a
+position-keyed uniforms (:mod:`specframe.sampling.noise`), tests and statistics may pass uniforms drawn from a
 ``torch.Generator`` (:func:`uniforms`); the global torch RNG is never used. Draws use inverse-CDF sampling on
 float64 uniforms (one uniform per drawn token), and draws without replacement use Gumbel-top-k on given Gumbel
 noise, so optimised kernels can be checked against this reference given the same noise.
@@ -187,7 +187,7 @@ def sample_without_replacement(
     The keys ``logprobs + Gumbel noise`` sorted descending have the law of drawing without replacement one
     token at a time: the first from ``q``, the second from ``q`` with the first removed and renormalised, and
     so on (Kool et al., 2019). ``gumbel`` comes from :func:`gumbel_from_uniforms` (or
-    :meth:`specframe.decode.noise.RoundNoise.gumbel`).
+    :meth:`specframe.sampling.noise.RoundNoise.gumbel`).
 
     Returns:
         ``tokens [..., num]`` in draw order and ``ok [..., num]``: False where the law's support was exhausted
