@@ -45,3 +45,60 @@ def test_packed_round_scores_every_node_like_the_padded_batch_and_the_causal_for
             toks = tree.tokens[0].tolist()
             ref = causal_logits(model, prompts[b] + [toks[j] for j in tree.path_to(0, node)])[-1]
             assert torch.allclose(packed[b, node], ref, atol=ATOL), (b, node)
+
+
+def reference_slot_mask(parents: list[list[int]], lengths: list[int], width: int) -> torch.Tensor:
+    """Straight from the definition: node i of row b sees the row's committed slots [0, lengths[b]) and its own
+    ancestors-or-self, which sit at slots lengths[b] + j; everything else is hidden."""
+    m = torch.finfo(torch.float32).min
+    rows = []
+    for par, length in zip(parents, lengths, strict=True):
+        n = len(par)
+        mask = torch.full((n, width), m)
+        mask[:, :length] = 0.0
+        for i in range(n):
+            j = i
+            while j != -1:
+                mask[i, length + j] = 0.0
+                j = par[j]
+        rows.append(mask)
+    return torch.stack(rows)[:, None]
+
+
+def test_the_round_mask_follows_the_definition_and_is_sized_to_the_round() -> None:
+    """One mask per round, built from the parent indices, [B, 1, N, max(lengths) + N] (not the cache's capacity),
+    shared by every layer; the worked example of the docstring included."""
+    from specframe_hf.slot_rows import slot_tree_mask
+
+    parents = [[-1, 0, 0], [-1, 0, 1]]
+    trees = DraftTree.stack([DraftTree.from_lists([1, 2, 3], p) for p in parents])
+    lengths = [2, 5]
+    width = max(lengths) + 3
+    got = slot_tree_mask(trees.visibility(), torch.tensor(lengths), width, torch.float32)
+    assert got.shape == (2, 1, 3, width)
+    assert torch.equal(got, reference_slot_mask(parents, lengths, width))
+
+
+def test_rounds_never_allocate_a_mask_of_the_capacity(tiny_model) -> None:
+    """The lean path's masks follow the rows' lengths: a row reserved for 400 positions with 10 committed attends
+    over 10 + N slots."""
+    target = HFTarget.from_model(tiny_model("llama"))
+    rows = target.ragged_batch()
+    rows.add_row(torch.tensor([random_ids(6, seed=50)]), capacity=400)
+    rows.add_row(torch.tensor([random_ids(10, seed=51)]), capacity=400)
+    seen: list[tuple[int, ...]] = []
+    import specframe_hf.slot_rows as slot_rows
+
+    original = slot_rows.slot_tree_mask
+
+    def spy(*args, **kwargs):
+        out = original(*args, **kwargs)
+        seen.append(tuple(out.shape))
+        return out
+
+    slot_rows.slot_tree_mask = spy
+    try:
+        rows.forward_tree(DraftTree.stack([DraftTree.from_lists([1, 2, 3], [-1, 0, 1])] * 2))
+    finally:
+        slot_rows.slot_tree_mask = original
+    assert seen == [(2, 1, 3, 13)] and rows.cache.capacity >= 400
