@@ -110,6 +110,8 @@ class ChainRollout:
 
 def greedy_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> ChainRollout:
     """Roll out the corrected greedy chain for ``length`` depths (``length <= proposal.depth``)."""
+    if corrector.path_independent:
+        return _independent_chain(proposal, corrector, length)
     b, k = proposal.batch_size, proposal.num_candidates
     dev = proposal.tokens.device
     row_list: list[torch.Tensor] = []  # [B, K] per depth reached
@@ -136,4 +138,27 @@ def greedy_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> 
     rows = torch.full((b, length, k), NEG_INF, dtype=dtype, device=dev)
     if row_list:
         rows[:, : len(row_list)] = torch.stack(row_list, dim=1)
+    return ChainRollout(levels=levels, rows=rows)
+
+
+def _independent_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> ChainRollout:
+    """:func:`greedy_chain` for a corrector whose scores ignore the path (``path_independent``): every depth's best
+    candidate at once, the same chain and scores as the depth-by-depth rollout in a fixed number of operations."""
+    b = proposal.batch_size
+    dev = proposal.tokens.device
+    root = proposal.root.long().view(b, 1)
+    state = corrector.init_state(proposal)
+    if length == 0:
+        return ChainRollout(levels=[], rows=proposal.logprobs[:, :0])
+    lp = torch.stack([corrector.child_logprobs(proposal, d, root, state)[:, 0] for d in range(1, length + 1)],
+                     dim=1)  # [B, L, K]
+    best_lp, best_c = first_argmax(lp)  # [B, L]
+    alive = torch.cumprod(torch.isfinite(best_lp).long(), dim=1).bool()  # a dead depth kills the rest
+    before = torch.cat([torch.ones(b, 1, dtype=torch.bool, device=dev), alive[:, :-1]], dim=1)  # [B, L]
+    rows = torch.where(before[..., None], lp, torch.full_like(lp, NEG_INF))  # a stopped row's later depths: -inf
+    tokens = proposal.tokens[:, :length].gather(2, best_c[..., None])[..., 0]  # [B, L]
+    score = torch.cumsum(best_lp.double(), dim=1)  # [B, L]
+    parents = torch.arange(length, device=dev)[None, :].expand(b, length)  # slot d - 1 is depth d - 1
+    levels = [Level(tokens=tokens[:, i : i + 1], parent=parents[:, i : i + 1], logq=best_lp[:, i : i + 1],
+                    score=score[:, i : i + 1], alive=alive[:, i : i + 1]) for i in range(length)]
     return ChainRollout(levels=levels, rows=rows)

@@ -349,6 +349,9 @@ class Corrector(ABC):
     """
 
     state_size: int = 0
+    #: True when ``child_logprobs`` depends on the depth only, not on the frontier's tokens or states (the
+    #: ``identity`` corrector): builders may then score every depth at once.
+    path_independent: bool = False
 
     def init_state(self, proposal: DraftProposal) -> torch.Tensor:  # [B, 1, S]
         """State of the root (after consuming the root token)."""
