@@ -272,7 +272,7 @@ def measure(pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: in
 
 
 def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | None,
-             console: Console) -> list[dict[str, Any]]:
+             console: Console, compile_forward: bool = False) -> list[dict[str, Any]]:
     from specframe_hf import HFTarget
 
     from specframe.pipeline import Pipeline
@@ -281,7 +281,7 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
     timer = ForwardTimer()
     with tempfile.TemporaryDirectory() as tmp:
         model, drafters = tiny_models(Path(tmp))
-        target = HFTarget.from_model(model)
+        target = HFTarget.from_model(model, compile=compile_forward)
         configs = tiny_pipelines(drafters)
         pipes = {name: Pipeline.from_dict(cfg, target=target) for name, cfg in configs.items()
                  if only is None or name in only or name == "plain"}
@@ -302,7 +302,7 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
 
 
 def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: list[str] | None,
-                console: Console) -> list[dict[str, Any]]:
+                console: Console, compile_forward: bool = False) -> list[dict[str, Any]]:
     sys.path.insert(0, str(Path(__file__).parent))
     from smollm2_eval import load_prompts
 
@@ -310,7 +310,7 @@ def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: li
 
     timer = ForwardTimer()
     files = {k: v for k, v in smollm2_pipelines().items() if only is None or k in only or k == "plain"}
-    base = Pipeline.from_yaml(files["plain"])
+    base = Pipeline.from_yaml(files["plain"], overrides=["target.compile=true"] if compile_forward else ())
     pipes = {"plain": base}
     for name, path in files.items():
         if name != "plain":
@@ -363,6 +363,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--max-load", type=float, default=0.5, help="refuse to start above this 1-minute load average")
     p.add_argument("--out", type=Path, default=None, help="JSON output path")
+    p.add_argument("--compile", action="store_true", help="torch.compile the target's lean forward (target compile: "
+                                                          "true); the first rounds include the compilation")
     p.add_argument("--smoke", action="store_true", help="seconds: batch 1 and 2, 8 tokens, one repeat")
     args = p.parse_args(argv)
     if args.smoke:
@@ -387,12 +389,13 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"machine: {machine.get('cpu')} ({machine.get('cores')} cores), {args.threads} thread(s), "
                   f"load {load_before}")
     if args.models == "tiny":
-        rows = run_tiny(args.batches, args.max_new, args.repeats, args.only, console)
+        rows = run_tiny(args.batches, args.max_new, args.repeats, args.only, console, args.compile)
     else:
-        rows = run_smollm2(args.batches, args.max_new, args.repeats, args.n, args.only, console)
+        rows = run_smollm2(args.batches, args.max_new, args.repeats, args.n, args.only, console, args.compile)
     console.print(table(rows, f"Loop overhead per round ({machine.get('cpu')}, {args.threads} thread(s))"))
     if args.out is not None:
-        doc = {"machine": machine, "threads": args.threads, "load_before": load_before, "load_after": load_average(),
+        doc = {"machine": machine, "threads": args.threads, "compile": args.compile, "load_before": load_before,
+               "load_after": load_average(),
                "max_new_tokens": args.max_new, "repeats": args.repeats, "rows": rows}
         write_text(args.out, json.dumps(doc, indent=2) + "\n", what="loop overhead results")
         console.print(f"wrote {args.out}")

@@ -60,9 +60,10 @@ def slot_tree_mask(visible: torch.Tensor, lengths: torch.Tensor, width: int,
 class SlotRows:
     """See the module docstring. ``taps`` are returned with every forward's output."""
 
-    def __init__(self, runner: ModelRunner, taps: Sequence[int] = ()) -> None:
+    def __init__(self, runner: ModelRunner, taps: Sequence[int] = (), *,
+                 compiled: DecoderForward | None = None) -> None:
         self.runner = runner
-        self.decoder = DecoderForward(runner.model)
+        self.decoder = compiled or DecoderForward(runner.model)  # a torch.compile'd forward when the target has one
         self.vocab_size = runner.vocab_size
         self.max_length = runner.max_length
         self.device = runner.device

@@ -36,7 +36,7 @@ from specframe.reference import NativeRun
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams, TargetOutput
 from specframe_hf.compat import check_supported, check_tokenizer_fits
-from specframe_hf.decoder import lean_supported
+from specframe_hf.decoder import DecoderForward, lean_supported
 from specframe_hf.device_map import DeviceMap
 from specframe_hf.head_precision import apply_logits_dtype
 from specframe_hf.kernel_probe import apply_cpu_linear
@@ -70,10 +70,11 @@ class HFTarget(TargetModel, SharedEmbeddings):
         source: where the model came from, for error messages.
         engine: ``"auto"``: the lean engine path when the model takes it (:func:`specframe_hf.decoder.lean_supported`),
             ``"transformers"``: transformers' own forward always.
+        compile: ``torch.compile`` the lean engine's forward (see :class:`specframe_hf.slot_rows.SlotRows`).
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                 source: str = "the in-memory model", engine: str = "auto") -> None:
+                 source: str = "the in-memory model", engine: str = "auto", compile: bool = False) -> None:
         check_supported(model)
         self.model = model.eval()
         self.source = source
@@ -94,21 +95,24 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self._rows: Rows | None = None
         #: Why the lean engine path (:mod:`specframe_hf.slot_rows`) is not used, or None when it is.
         self.lean_blocker = "engine: transformers" if engine == "transformers" else lean_supported(model)
+        self.compile = compile
+        self._compiled: DecoderForward | None = None  # made on first use
         self.set_taps(tuple(taps))
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                   attn: str | None = None, engine: str = "auto") -> HFTarget:
+                   attn: str | None = None, engine: str = "auto", compile: bool = False) -> HFTarget:
         """Wrap an in-memory model; ``attn`` ('sdpa' / 'eager') switches its attention backend first."""
         if attn is not None:
             model.set_attn_implementation(attn)
-        return cls(model, tokenizer, taps=taps, engine=engine)
+        return cls(model, tokenizer, taps=taps, engine=engine, compile=compile)
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
                         taps: Sequence[int] = (), cpu_linear: str = "default", logits_dtype: str = "auto",
-                        placement: DeviceMap | None = None, engine: str = "auto") -> HFTarget:
+                        placement: DeviceMap | None = None, engine: str = "auto",
+                        compile: bool = False) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
         ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`), ``'auto'``
@@ -130,7 +134,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
         apply_logits_dtype(model, logits_dtype)
         if not split:
             apply_cpu_linear(model, cpu_linear, what=f"the target '{directory}'")
-        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine)
+        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile)
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
@@ -163,7 +167,19 @@ class HFTarget(TargetModel, SharedEmbeddings):
         return self._new_rows(taps)
 
     def _new_rows(self, taps: Sequence[int]) -> Rows:
-        return SlotRows(self.runner, taps) if self.lean_blocker is None else HFRows(self.runner, taps)
+        if self.lean_blocker is None:
+            return SlotRows(self.runner, taps, compiled=self._compiled_forward())
+        return HFRows(self.runner, taps)
+
+    def _compiled_forward(self) -> DecoderForward | None:
+        """The lean forward compiled once per target (``compile: true``), shared by every rows object."""
+        if not self.compile:
+            return None
+        if self._compiled is None:
+            decoder = DecoderForward(self.model)
+            decoder.forward = torch.compile(decoder.forward, dynamic=True)  # type: ignore[method-assign]
+            self._compiled = decoder
+        return self._compiled
 
     def reset(self) -> None:
         if self._rows is not None:

@@ -102,3 +102,27 @@ def test_rounds_never_allocate_a_mask_of_the_capacity(tiny_model) -> None:
     finally:
         slot_rows.slot_tree_mask = original
     assert seen == [(2, 1, 3, 13)] and rows.cache.capacity >= 400
+
+
+def test_the_compiled_forward_captures_and_decodes_exactly(tiny_model) -> None:
+    """``compile: true`` wraps the lean forward in torch.compile (dynamic shapes). Graph capture is checked here
+    with dynamo's eager backend (inductor's code generation takes minutes on these CPUs; the benchmark
+    `benchmarks/loop_overhead.py --compile` measures it): trees of several sizes, rows joining and a plain step all
+    run through the captured forward and score every node as the eager forward does."""
+    from specframe_hf.decoder import DecoderForward
+
+    model = tiny_model("qwen3")
+    decoder = DecoderForward(model)
+    decoder.forward = torch.compile(decoder.forward, dynamic=True, backend="eager")  # type: ignore[method-assign]
+    eager = HFTarget.from_model(model).ragged_batch()
+    compiled = HFTarget.from_model(model).ragged_batch()
+    compiled.decoder = decoder
+    for rows in (eager, compiled):
+        rows.add_row(torch.tensor([random_ids(7, seed=60)]))
+        rows.add_row(torch.tensor([random_ids(5, seed=61)]))
+    for n in (1, 4):
+        tree = DraftTree.stack([DraftTree.from_lists(random_ids(n, seed=70 + n), [-1] + list(range(n - 1)))] * 2)
+        a, b = eager.forward_tree(tree).logits, compiled.forward_tree(tree).logits
+        assert torch.allclose(a, b, atol=ATOL)
+        for rows in (eager, compiled):
+            rows.commit(tree, None, [[0], [0]])
