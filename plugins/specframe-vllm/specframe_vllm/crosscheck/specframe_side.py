@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,8 @@ def run(out: Path, *, data_dirs: list[str], per_set: int, max_new_tokens: int, l
         results.append(res)
         p.update(prompt_ids=ids[0].tolist(), output_ids=res.tokens, plain_ids=ref.tokens,
                  accepted=[r.accepted for r in res.rounds if r.drafted], stop_reason=res.stop_reason)
+        print(f"  {p['set']}#{p['question_id']}: {len(res.tokens)} tokens, tau {res.tau:.2f}", file=sys.stderr,
+              flush=True)
     target = chain.config.target.path or str(target_dir())  # type: ignore[attr-defined]
     law_ids = chain.encode(LAW_PROMPT)[0].tolist()
     model = chain.target.model  # the transformers model, float32

@@ -8,7 +8,7 @@ prompt) and writes its own:
   ``..._num_draft_tokens``, ``..._num_accepted_tokens``, ``..._num_accepted_tokens_per_pos``), per prompt (the
   difference of the cumulative counters around its request, so prompts run one at a time) and summed;
 * ``samples``: ``--samples`` continuations of the law prompt, sampled with the drafter at the law's temperature
-  (one request each, its own seed).
+  (one request each, drawn from the engine's seeded generator).
 
 Engine settings: ``dtype=float32``, ``enforce_eager=True``, ``max_model_len=2048``, prefix caching on (the samples
 share their prompt). Run it with ``OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=1 VLLM_CPU_KVCACHE_SPACE=2`` on a
@@ -82,13 +82,17 @@ def greedy_outputs(llm: Any, prompts: list[dict[str, Any]], max_new_tokens: int,
     return rows
 
 
-def sampled_continuations(llm: Any, law: dict[str, Any], samples: int, seed: int) -> list[list[int]]:
-    """``samples`` continuations of the law prompt, ``law['length']`` tokens each, one seeded request each."""
+def sampled_continuations(llm: Any, law: dict[str, Any], samples: int) -> list[list[int]]:
+    """``samples`` continuations of the law prompt, ``law['length']`` tokens each, one request each.
+
+    The requests carry no seed of their own: with speculative decoding, vLLM 0.32 on CPU fails on a per-request
+    seed ("CPU Generator does not use offset": its bookkeeping rewinds the generator's Philox offset, which only
+    CUDA generators have), so the draws come from the engine's seeded generator."""
     from vllm import SamplingParams, TokensPrompt
 
     prompt = TokensPrompt(prompt_token_ids=law["prompt_ids"])
-    params = [SamplingParams(temperature=law["temperature"], max_tokens=law["length"], min_tokens=law["length"],
-                             seed=seed + i, ignore_eos=True) for i in range(samples)]
+    params = SamplingParams(temperature=law["temperature"], max_tokens=law["length"], min_tokens=law["length"],
+                            ignore_eos=True)
     outs = llm.generate([prompt] * samples, params, use_tqdm=False)
     return [list(o.outputs[0].token_ids) for o in outs]
 
@@ -104,7 +108,7 @@ def run(reference: Path, drafter: str, target: str, out: Path, *, samples: int, 
     greedy_s = time.perf_counter() - t1
     total = spec_counters(llm, depth)
     t2 = time.perf_counter()
-    drawn = sampled_continuations(llm, ref["law"], samples, seed) if samples else []
+    drawn = sampled_continuations(llm, ref["law"], samples) if samples else []
     report = {"schema": 1, "drafter": drafter, "target": target, "num_speculative_tokens": depth,
               "prompts": rows, "acceptance": total, "samples": drawn,
               "seconds": {"startup": startup_s, "greedy": greedy_s, "samples": time.perf_counter() - t2}}
