@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-
 from specframe_vllm.crosscheck.compare import compare, main
 
 LAW = {"prompt_ids": [1, 2], "length": 2, "min_prob": 0.05, "categories": [[5, 6], [5, 7], [8, 9]],
