@@ -73,13 +73,14 @@ vllm-setup: $(VLLM_STAMP)
 # sampled law; then the peer benchmark in its smoke mode.
 vllm-check: target vllm-setup
 	mkdir -p $(VLLM_RUN)
-	$(VENV)/bin/specframe vllm-export $(DRAFTER) -o $(VLLM_RUN)/drafter --draft-vocab $(DRAFT_VOCAB) \
-		--target "$$($(PY) -c 'from specframe_smollm2.cache import target_dir; print(target_dir())')"
-	OMP_NUM_THREADS=1 $(PY) -m specframe_vllm.crosscheck.specframe_side --out $(VLLM_RUN)/specframe.json
+	target="$$($(PY) -c 'from specframe_smollm2.cache import target_dir; print(target_dir())')" && \
+	$(VENV)/bin/specframe vllm-export $(DRAFTER) -o $(VLLM_RUN)/drafter --draft-vocab $(DRAFT_VOCAB) --target "$$target" && \
+	OMP_NUM_THREADS=1 $(PY) -m specframe_vllm.crosscheck.specframe_side --out $(VLLM_RUN)/specframe.json && \
 	$(VLLM_ENV) $(VLLM_PY) -m specframe_vllm.crosscheck.vllm_side $(VLLM_RUN)/specframe.json \
-		--drafter $(VLLM_RUN)/drafter --target "$$($(PY) -c 'import json; print(json.load(open("$(VLLM_RUN)/specframe.json"))["target"])')" \
-		--out $(VLLM_RUN)/vllm.json
+		--drafter $(VLLM_RUN)/drafter --target "$$target" --out $(VLLM_RUN)/vllm.json
 	$(PY) -m specframe_vllm.crosscheck.compare $(VLLM_RUN)/specframe.json $(VLLM_RUN)/vllm.json
+	OMP_NUM_THREADS=1 $(PY) plugins/specframe-vllm/benchmarks/vllm_peer.py --smoke --drafter $(VLLM_RUN)/drafter \
+		--vllm-python $(VLLM_PY) --out-dir $(VLLM_RUN)/peer
 
 bench-trees: setup
 	$(PY) benchmarks/tree_construction.py
