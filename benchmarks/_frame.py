@@ -25,6 +25,9 @@ Example::
     ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4])
     ap.add_output("runs/results.json")
     args = ap.parse_args(argv)        # `--n -1` -> "error: argument --n: must be a whole number >= 1, got -1"
+
+    if __name__ == "__main__":
+        sys.exit(run_script(main))    # a SpecframeError raised later: its one-screen message, status 2
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def counts(minimum: int = 1, *, allow_empty: bool = False) -> Callable[[str], li
     return parse
 
 
-def names(allowed: Sequence[str], *, allow_empty: bool = False) -> Callable[[str], list[str]]:
+def name_list(allowed: Sequence[str], *, allow_empty: bool = False) -> Callable[[str], list[str]]:
     """An argparse ``type``: comma-separated names, each one of ``allowed``."""
 
     def parse(text: str) -> list[str]:
@@ -98,7 +101,7 @@ def names(allowed: Sequence[str], *, allow_empty: bool = False) -> Callable[[str
             raise argparse.ArgumentTypeError(f"must name at least one of {', '.join(allowed)}")
         return items
 
-    parse.__name__ = "names"
+    parse.__name__ = "name_list"
     return parse
 
 
@@ -212,6 +215,21 @@ class BenchParser(argparse.ArgumentParser):
         return parsed
 
 
+def run_script(main: Callable[[], int]) -> int:
+    """A script's exit status: ``main()``'s, or 2 with the one-screen message of a
+    :class:`~specframe.errors.SpecframeError` (bad input found after parsing: a malformed recipe, a missing
+    checkpoint), as the ``specframe`` command does."""
+    import sys
+
+    from specframe.errors import SpecframeError
+
+    try:
+        return main()
+    except SpecframeError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return 2
+
+
 def apply_threads(threads: int) -> None:
     """Set torch's CPU threads (0: leave torch's default)."""
     import torch
@@ -225,6 +243,12 @@ def check_load(max_load: float, smoke: bool) -> float | None:
     from specframe.metrics.machine_load import load_average, refuse_when_busy
 
     return load_average() if smoke else refuse_when_busy(max_load)
+
+
+def use_shipped_checkpoints() -> None:
+    """Point the example pipelines' ``${SPECFRAME_CHECKPOINTS:-checkpoints/smollm2-135m}`` at this repository's
+    checkpoints (unless the caller set it), so the scripts work from any directory."""
+    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(REPO / "checkpoints" / "smollm2-135m"))
 
 
 @contextmanager

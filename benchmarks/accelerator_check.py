@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 import tree_construction
-from _frame import BenchParser, count
+from _frame import BenchParser, count, run_script
 from specframe_smollm2.demo import METHODS, PROMPTS, _check_checkpoints, repo_root
 
 from specframe.device_sync import HostSyncCounter
@@ -226,4 +226,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import torch
-from _frame import BenchParser, apply_threads, count, names
+from _frame import BenchParser, apply_threads, count, name_list, run_script
 from specframe_trees.builders import (
     ChainThenHeapBuilder,
     ChainThenHeapConfig,
@@ -78,7 +78,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--vocab", type=count(2), default=151936, help="V: vocabulary size")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="head dtype")
     ap.add_threads(1)  # 1 avoids OpenMP stalls on a shared, busy CPU
-    ap.add_argument("--methods", type=names(METHODS), default=list(METHODS),
+    ap.add_argument("--methods", type=name_list(METHODS), default=list(METHODS),
                     help="comma-separated subset of " + ", ".join(METHODS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="where the proposal, the head and the builders run (cpu, cuda)")
@@ -229,4 +229,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))
