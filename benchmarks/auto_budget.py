@@ -167,8 +167,9 @@ def run_set(prompts: PromptSet, plain: Any, methods: dict[str, Any], max_new: in
         for label in [m for unit in groups[shift:] + groups[:shift] for m in unit]:
             with LoadWindow() as window:
                 if label == REFERENCE_NAME:
-                    result, _ = reference_result(plain, plain.encode(item.text),
-                                                 new_tokens=len(runs.results[PLAIN][-1].tokens), seed=plain.config.seed)
+                    done = runs.results[PLAIN][-1]  # plain decoding's result: its token count and its seed
+                    result, _ = reference_result(plain, plain.encode(item.text), new_tokens=len(done.tokens),
+                                                 seed=done.seed or 0)
                 else:
                     result = methods[label].generate(item.text, max_new)
             runs.results[label].append(result)

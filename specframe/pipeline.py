@@ -36,7 +36,7 @@ from specframe.metrics.records import GenerationResult
 from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
 from specframe.sampling import validate_sampling
-from specframe.seeds import check_seed
+from specframe.seeds import check_seed, derive_seed, fresh_seed
 from specframe.types import SamplingParams
 
 __all__ = ["Pipeline", "Prompt", "RefusedRequest", "Request", "Stages"]
@@ -56,6 +56,7 @@ class Pipeline:
         self.sampling = SamplingParams(**config.sampling.model_dump())
         validate_sampling(self.sampling)
         self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
+        self._served = 0  # requests seeded by the pipeline so far (the index of the next one's derived seed)
         self.settings = DecodeSettings(sampling=self.sampling, budget=config.max_budget,
                                        stage_timing=config.metrics.stage_timing,
                                        check_trees=config.metrics.check_trees,
@@ -218,8 +219,15 @@ class Pipeline:
         limit = self.target.max_length
         check_prompt_ids(ids, self.target.vocab_size, limit)
         cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
-        seed = self.config.seed if request.seed is None else check_seed(request.seed)
-        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=seed)
+        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=self._request_seed(request.seed))
+
+    def _request_seed(self, seed: int | None) -> int:
+        """The seed of the next request: its own, else one derived from the pipeline's ``seed`` and the request's
+        index among those this pipeline has served, else fresh entropy (:mod:`specframe.seeds`)."""
+        if seed is not None:
+            return check_seed(seed)
+        index, self._served = self._served, self._served + 1
+        return fresh_seed() if self.config.seed is None else derive_seed(self.config.seed, index)
 
     def check_batch_size(self, batch_size: int) -> None:
         """Refuse a batch size this pipeline cannot decode (below 1, or above 1 with a drafter that keeps no
@@ -237,6 +245,9 @@ class Pipeline:
         except ContractError as exc:
             self._attribute(exc)
             raise
+        for request, outcome in zip(requests, outcomes, strict=True):
+            if isinstance(outcome, GenerationResult) and isinstance(request, RequestInputs):
+                outcome.seed = request.seed  # what replays the sample
         if self.auto_budget is not None and self.settings.drafts:  # a pipeline that never drafts learnt nothing
             save_learned(self.auto_budget)
         return outcomes

@@ -93,7 +93,8 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "sweep": info.sweep,
         "config_hash": info.config_hash,
         "target_hash": info.target_hash,
-        "seed": info.seed,
+        "seed": info.seed,  # the run's base seed
+        "request_seed": result.seed,  # this turn's own: replays its sample
         "temperature": info.temperature,
         "max_new_tokens": info.max_new_tokens,
         "plugins": info.plugins,

@@ -45,6 +45,7 @@ class RecordSchema(_Strict):
     sweep: dict[str, Any]
     temperature: float = Field(ge=0)
     seed: int
+    request_seed: int | None = Field(None, ge=0)  # absent in files written before it existed
     max_new_tokens: int = Field(ge=1)
     tokens: list[Count]
     prefill_ns: int = Field(ge=0)

@@ -225,7 +225,7 @@ def run_generate(plain: Any, prompts: list[tuple[str, str]], plain_run: MethodRu
     for (_, text), done in zip(prompts, plain_run.results, strict=True):
         with LoadWindow() as window:
             result, run.note = reference_result(plain, plain.encode(text), new_tokens=len(done.tokens),
-                                                seed=plain.config.seed)
+                                                seed=done.seed or 0)  # plain decoding's own seed
         run.results.append(result)
         if window.load is not None:
             run.loads.append(window.load)
