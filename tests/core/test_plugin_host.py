@@ -316,7 +316,7 @@ def test_the_builtin_stages_come_through_specframes_own_entry_point(monkeypatch:
 def test_another_distributions_builtin_entry_point_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_entry_points(monkeypatch, [_EntryPoint("builtin", "specframe-impostor",
                                                  _plugin_with("specframe_pruners", "impostor"))])
-    with pytest.raises(PluginError, match="specframe-impostor.*'builtin', which is specframe's own"):
+    with pytest.raises(PluginError, match=r"specframe-impostor.*'builtin', which is specframe's own"):
         PluginHost(autoload=True, allowlist=None, disabled=()).load()
     host = PluginHost(autoload=True, allowlist=None, disabled=(), skip_broken=True)
     assert "impostor" not in host.registry.names("pruner") and host.broken
@@ -326,6 +326,6 @@ def test_without_its_entry_point_the_core_says_how_to_install_it(monkeypatch: py
     import specframe.plugins as plugins_module
 
     monkeypatch.setattr(plugins_module, "CORE_DISTRIBUTION", "specframe-not-installed")
-    with pytest.raises(PluginError, match="entry point 'builtin'.*is not installed") as exc:
+    with pytest.raises(PluginError, match=r"entry point 'builtin'.*is not installed") as exc:
         PluginHost()
     assert "pip install -e ." in exc.value.hint

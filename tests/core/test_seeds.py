@@ -140,7 +140,8 @@ def test_bench_records_carry_each_turns_seed_shared_by_every_method(tmp_path: Pa
     pipeline.write_text(pipeline.read_text().replace("sampling: {temperature: 0}", "sampling: {temperature: 0.9}\n"
                                                                                     "verifier: {type: walk}"))
     data = tmp_path / "q.jsonl"
-    data.write_text("".join(json.dumps({"question_id": i, "category": "chat", "turns": [f"question {i}"]}) + "\n" for i in range(3)))
+    data.write_text("".join(json.dumps({"question_id": i, "category": "chat", "turns": [f"question {i}"]}) + "\n"
+                            for i in range(3)))
     out = tmp_path / "r.jsonl"
     host = toy_host()
     host.register(verifiers_plugin, "verifiers")
