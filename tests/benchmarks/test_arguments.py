@@ -12,7 +12,7 @@ import pytest
 import torch
 
 SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
-           "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations", "tree_construction")
+           "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations", "text_kind_neighbours", "tree_construction")
 RECIPE = "recipes/smollm2/drafter-stage3.yaml"
 
 
@@ -82,6 +82,8 @@ CASES = [
     ("smollm2_heldout", [RECIPE, "--drafter", "a=no/such/dir"], "--drafter"),
     ("smollm2_recipe_ablations", ["--steps", "1"], "--steps"),
     ("smollm2_recipe_ablations", ["--variants", "base,nope"], "--variants"),
+    ("text_kind_neighbours", ["--n", "-1"], "--n"),
+    ("text_kind_neighbours", ["--tokenizer", "no/such/dir"], "--tokenizer"),
     ("tree_construction", ["--rounds", "0"], "--rounds"),
     ("tree_construction", ["--threads", "-3"], "--threads"),
     ("tree_construction", ["--methods", "heap,nope"], "--methods"),

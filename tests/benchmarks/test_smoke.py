@@ -85,6 +85,22 @@ def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
     assert {r["budget"] for r in report["budget_sweep"]} == {4}
 
 
+@real_model
+def test_text_kind_neighbours(smoke_env: Path, tmp_path: Path) -> None:
+    """The script behind docs/concepts/budget-auto.md's "165 of the 179 prompts" (the tokenizer only)."""
+    report = run("text_kind_neighbours", ["--smoke"], tmp_path / "kinds.json")
+    assert report["prompts"] == 27 and 0 < report["right_kind"] <= report["with_neighbours"] <= 27
+
+
+def test_the_published_text_kind_figure_is_the_one_in_the_docs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads((root / "docs" / "benchmarks" / "text-kind" / "results.json").read_text())
+    claim = (f"name the right kind (math, code, chat) for {report['right_kind']} of the {report['with_neighbours']} "
+             "prompts that")
+    text = " ".join((root / "docs" / "concepts" / "budget-auto.md").read_text().split())
+    assert claim in text and report["n"] == 20 and not report["smoke"]
+
+
 @pytest.fixture(scope="module")
 def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny random target saved as a model directory, its shards, a drafter recipe on them (YAML) and the
