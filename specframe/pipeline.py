@@ -193,9 +193,10 @@ class Pipeline:
                        stream: StreamFn | None = None) -> list[GenerationResult | RefusedRequest]:
         """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
 
-        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
-        defaults) and its output does not depend on its batch-mates; one result per request, in order, a
-        `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`).
+        Every request keeps its own seed (a fresh or derived one when none is given; ``result.seed``), limit and
+        stop strings (a `Request` overrides the call's defaults), and its random draws do not depend on its
+        batch-mates (its logits can, in the last bits: docs/concepts/batched-decoding.md); one result per
+        request, in order, a `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`).
         """
         requests = [p if isinstance(p, Request) else Request(p) for p in prompts]
         checked: list[RequestInputs | GenerationError] = []
