@@ -8,9 +8,12 @@ specframe fields:
 
 * key — ``method``, ``dataset``, ``turn`` (0-based) with ``question_id``;
 * run — ``baseline``, ``reference`` (transformers' ``generate()``, :mod:`specframe.reference`; with
-  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``,
-  ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
-* request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
+  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed`` (the
+  run's base seed), ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``,
+  ``dataset_source``;
+* request — ``request_seed`` (the turn's own seed, derived from the base seed and the question, the same for every
+  method; ``generate(..., seed=request_seed)`` replays the sample), ``prompt_tokens``, ``tokens`` (generated ids),
+  ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
   repeat whose time is the median), ``total_ns_repeats`` (all repeats), ``batch_size`` (rows in flight in the
   batch it ran in; 1 without ``--batch-size``);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
