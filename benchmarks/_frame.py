@@ -171,11 +171,15 @@ class BenchParser(argparse.ArgumentParser):
 
     def add_output(self, default: str | Path, *, flag: str = "--out", kind: Literal["file", "dir"] = "file",
                    help: str = "where the results go (JSON)") -> None:
+        """An output path (``kind``: a file, or a directory the script fills), checked writable at parse time and
+        made absolute."""
         action = self.add_argument(flag, type=Path, default=Path(default), help=f"{help} (default: %(default)s)")
         self._outputs.append(_PathArg(action.dest, flag, kind))
 
     def add_input(self, flag: str, default: str | Path | None, *, kind: Literal["file", "dir"] = "file",
                   help: str = "", positional: bool = False) -> None:
+        """An input path that must exist (``kind``: a file or a directory), resolved at parse time from the
+        current directory, else from the repository, and made absolute."""
         if positional:
             action = self.add_argument(flag, type=Path, help=help)
         else:
