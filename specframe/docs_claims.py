@@ -65,6 +65,14 @@ def machine_text(report: Mapping[str, Any]) -> str:
            f"torch thread(s)"
 
 
+def identical_text(report: Mapping[str, Any], groups: Sequence[str]) -> str:
+    """How many outputs equal `generate()`'s, as the JSON counts them."""
+    rows = [r for g in groups for r in report["groups"][g]["rows"] if "vs_generate" in r]
+    same, total = sum(r["vs_generate"]["identical"] for r in rows), sum(r["prompts"] for r in rows)
+    return "every output identical to `generate()`'s" if same == total else \
+        f"{same} of {total} outputs identical to `generate()`'s"
+
+
 def _cell(gain: Gain) -> str:
     return gain.format()
 
@@ -77,7 +85,7 @@ def speed_headline(page: str) -> str:
     source = link(page, AUTO_BUDGET_JSON)
     lines = [f"Measured by `benchmarks/auto_budget.py` ([JSON]({source})) on {machine_text(report)}: "
              f"SmolLM2-135M in float32, greedy, {report['n']} held-out prompts per set, {report['max_new_tokens']} new "
-             "tokens, every output identical to `generate()`'s. Aggregate speedups with 95 % bootstrap intervals over "
+             f"tokens, {identical_text(report, groups)}. Aggregate speedups with 95 % bootstrap intervals over "
              "prompts, the two gains apart (their product is the speedup over `generate()`):", "",
              "| gain | " + " | ".join(f"{SCOPES[g]} ({' + '.join(SHORT[s] for s in report['groups'][g]['sets'])})"
                                       for g in groups) + " |",
