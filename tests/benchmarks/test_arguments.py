@@ -29,7 +29,8 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     from specframe.pipeline import Pipeline
 
-    started: list[str] = []
+    modules = [script(name) for name in SCRIPTS]  # imported first: a module imported under the patches below
+    started: list[str] = []                      # would keep the forbidden functions for good
 
     def forbidden(what: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -41,8 +42,7 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(specframe_hf.loading, "load_model", forbidden("load_model"))
     monkeypatch.setattr(_frame, "check_load", forbidden("the load check"))
     monkeypatch.setattr(prompt_sets, "load_prompt_sets", forbidden("load_prompt_sets"))
-    for name in SCRIPTS:
-        module = script(name)
+    for name, module in zip(SCRIPTS, modules, strict=True):
         for attr in ("check_load", "load_prompt_sets", "build_random_gru", "run_variant", "load_recipe",
                      "load_target"):
             if hasattr(module, attr):
