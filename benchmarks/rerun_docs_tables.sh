@@ -30,7 +30,7 @@ if [ "$smoke" = 0 ]; then
     SCRIPT_SIZE=()
 else  # a smoke run: every command at the smallest size, nothing written into docs/
     OUT=${OUT:?SMOKE=1 needs OUT=DIR (a smoke run never writes into docs/)}
-    D="-d gsm8k:1 --data-dir ../shared/data --max-new-tokens 1"
+    D="-d gsm8k:1 --data-dir ../shared/data --max-new-tokens 1 --warmup 0"
     MT=""
     NGRAM=$D
     SCRIPT_SIZE=(--smoke)
