@@ -187,9 +187,8 @@ def load_choice(path: Path, key: Mapping[str, Any], notify: Notify) -> KernelTim
     return timings
 
 
-def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> bool:
-    """Write the choice through the one atomic writer; whether it was written (a cache that cannot be written is a
-    notice, not an error)."""
+def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> None:
+    """Write the choice through the one atomic writer; a cache that cannot be written is a notice, not an error."""
     kernels = decide(timings)
     text = json.dumps({"format": CHOICE_FORMAT, "key": dict(key), **timings.to_json(),
                        "decision": kernels.to_json(), "describe": kernels.describe()}, indent=2, sort_keys=True)
@@ -197,8 +196,6 @@ def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, noti
         write_text(path, text + "\n", what="cpu_linear choice")
     except SpecframeError as exc:
         notify(f"could not save the cpu_linear choice: {exc.message}")
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -207,7 +204,6 @@ class KernelChoice:
     timings: KernelTimings
     measured: bool  # False: read from the cache
     path: Path
-    cached: bool = True  # whether ``path`` holds this choice (False: measured on a busy machine, or not writable)
 
 
 def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTimings], notify: Notify,
@@ -216,7 +212,6 @@ def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTi
     path = path or choice_path(key)
     timings = load_choice(path, key, notify)
     measured = timings is None
-    cached = True
     if timings is None:
         with LoadWindow() as window:
             timings = measure()
@@ -226,7 +221,6 @@ def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTi
                 f"load average {window.load.loadavg_after}"
             notify(f"cpu_linear: auto measured while other processes used the CPUs ({what}): using the choice for "
                    "this run, not caching it (it is measured again next time)")
-            cached = False
         else:
-            cached = save_choice(path, key, timings, notify)
-    return KernelChoice(decide(timings), timings, measured, path, cached)
+            save_choice(path, key, timings, notify)
+    return KernelChoice(decide(timings), timings, measured, path)

@@ -156,11 +156,11 @@ def test_a_choice_measured_on_busy_cores_is_used_but_not_cached(cache: Path,
     notes: list[str] = []
     measure = Measure(INTEL)
     busy = choose_linear_kernels(key, measure, notes.append)
-    assert busy.measured and busy.kernels == LinearKernels(low=4) and not busy.path.exists() and not busy.cached
+    assert busy.measured and busy.kernels == LinearKernels(low=4) and not busy.path.exists()
     assert len(notes) == 1 and "1.6 cores busy" in notes[0] and "not caching" in notes[0]
     monkeypatch.setattr(FakeWindow, "contended", False)
     quiet = choose_linear_kernels(key, measure, notes.append)
-    assert quiet.measured and measure.calls == 2 and quiet.path.exists() and quiet.cached and len(notes) == 1
+    assert quiet.measured and measure.calls == 2 and quiet.path.exists() and len(notes) == 1
 
 
 def test_an_unwritable_cache_is_a_notice_not_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -171,4 +171,3 @@ def test_an_unwritable_cache_is_a_notice_not_an_error(monkeypatch: pytest.Monkey
     notes: list[str] = []
     choice = choose_linear_kernels(choice_key(model="abc", dtype="float32"), Measure(INTEL), notes.append)
     assert choice.kernels == LinearKernels(low=4) and len(notes) == 1 and "could not save" in notes[0]
-    assert not choice.cached

@@ -91,6 +91,5 @@ def apply_cpu_linear(model: Any, setting: str, *, what: str,
         unpack_linear_layers(model)
     if choice.measured:
         notify(f"cpu_linear: auto for {what} on {key['cpu']} with {key['threads']} thread(s): "
-               f"{choice.timings.summary()}; using {choice.kernels.describe()} "
-               + (f"(cached in {choice.path})" if choice.cached else "for this run only (not cached)"))
+               f"{choice.timings.summary()}; using {choice.kernels.describe()} (cached in {choice.path})")
     return choice.kernels

@@ -152,25 +152,6 @@ def test_auto_applies_the_measured_rule_and_the_next_load_reads_it_from_the_cach
     assert capsys.readouterr().err == ""
 
 
-def test_a_choice_measured_on_a_busy_machine_is_not_announced_as_cached(saved_llama, monkeypatch, capsys) -> None:
-    """The notices say what happened: measured on busy cores, used for this run and not cached, never "(cached in
-    ...)" beside "not caching it"; the next load measures again."""
-    from specframe.cost import kernel_choice
-    from specframe.testing.load_window import FixedLoadWindow
-
-    class Busy(FixedLoadWindow):
-        contended = True
-
-    monkeypatch.setattr(kernel_choice, "LoadWindow", Busy)
-    calls = _inject(monkeypatch, KernelTimings(default_ms={1: 55.5, 4: 70.0, 17: 130.0},
-                                               onednn_ms={1: 61.7, 4: 66.0, 17: 100.2}))
-    HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
-    err = capsys.readouterr().err
-    assert "not caching it" in err and "for this run only (not cached)" in err and "cached in" not in err
-    HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
-    assert calls == [1, 1]
-
-
 def test_auto_drops_the_packed_copies_when_the_default_wins(saved_llama, monkeypatch) -> None:
     _inject(monkeypatch, KernelTimings(default_ms={1: 1.0, 17: 2.0}, onednn_ms={1: 2.0, 17: 3.0}))
     target = HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
