@@ -13,14 +13,14 @@ than its test says the test could not see the bug at its own size), one per vari
 * tree: the estimator keyed by path score (the rule before this fix: a child is kept when the probability of the
   token that happened to be drawn is high). Its emitted law must be rejected.
 * chain: score-keyed trimming is no bug there (cutting a chain after a drawn token is an adaptive draft length,
-  which speculative sampling allows: at 400 requests it measured G 161.7 on 180 degrees of freedom, p 0.83), so
+  which speculative sampling allows: at 400 requests it measured G 175.9 on 180 degrees of freedom, p 0.57), so
   the chain's control is the classic verifier bug instead: after a rejection, sampling from the target's law
   rather than from the residual ``normalize(max(p - q, 0))``.
 
-Measured on a shared 2-core machine at 400 requests each (G, degrees of freedom, p): tree 153.7 / 180 / 0.92 and
-its control 418.9 / 180 / 4e-21; chain 197.4 / 180 / 0.18 and its control 843.0 / 180 / 3e-86. The former
-flattened test (cells - 1 = 214 degrees of freedom) gave the tree control p 3e-15 and the positive tests 0.999
-and 0.79.
+Measured at 400 requests each (G, degrees of freedom, p; each test prints its own): tree 153.7 / 180 / 0.92 and
+its control 328.0 / 180 / 1e-10, four orders of magnitude below α; chain 197.4 / 180 / 0.18 and its control
+843.0 / 180 / 3e-86. With the former flattened test's degrees of freedom (cells - 1, about 214) the same tree
+control gives p 8e-7, on the edge of α, which is why it had been run at twice the requests.
 
 The test: counts of (two previous tokens, token) against the target's conditional law, each context's count
 taken as given, so the statistic is the sum of per-context G statistics with cells - contexts degrees of freedom
