@@ -26,20 +26,22 @@ load before and after. Writes a JSON file and, with matplotlib, a plot next to i
     .venv/bin/python benchmarks/batch_decoding.py --device cuda --n 64 --max-new-tokens 128 \\
         --out docs/benchmarks/batch-decoding/results.json
 
-A smoke run (CPU, seconds): ``--n 4 --max-new-tokens 6 --batch-sizes 1,2 --max-load 99``.
+A smoke run (CPU, seconds; not a measurement): ``--smoke`` (2 prompts, 4 tokens, batch sizes 1 and 2, one repeat, no
+load check). Arguments are checked before anything is loaded (``_frame``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
 from rich.console import Console
 from rich.table import Table
 from smollm2_eval import load_prompts
@@ -47,7 +49,7 @@ from specframe_smollm2.demo import repo_root
 
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.metrics.machine_load import load_average
 
 
 def timed_batch(pipe: Any, prompts: list[str], max_new: int, batch_size: int) -> tuple[list[Any], float, float | None]:
@@ -142,26 +144,33 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=32, help="prompts (half GSM8K, half HumanEval)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--batch-sizes", default="1,2,4,8,16")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=32, help="prompts (half GSM8K, half HumanEval)")
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4, 8, 16])
     ap.add_argument("--device", default=None, help="target device (default: the pipeline's)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs per method and batch size (median)")
-    ap.add_argument("--max-load", type=float, default=0.6)
-    ap.add_argument("--out", type=Path, default=Path("runs/batch-decoding.json"))
-    args = ap.parse_args()
+    ap.add_threads(0)
+    ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per method and batch size (median)")
+    ap.add_max_load()
+    ap.add_smoke("2 prompts, 4 tokens, batch sizes 1 and 2, one repeat")
+    ap.add_output("runs/batch-decoding.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.batch_sizes, args.repeats = 2, 4, [1, 2], 1
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = refuse_when_busy(args.max_load)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
     root = repo_root() / "examples" / "smollm2"
     overrides = [f"target.device={args.device}"] if args.device else []
     host = PluginHost()
@@ -169,7 +178,7 @@ def main() -> None:
     dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
     sets = load_prompts(args.data, (args.n + 1) // 2, names=("gsm8k", "humaneval"))
     prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: args.n]
-    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    sizes = args.batch_sizes
     plain.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up (and the cost profile of budget: auto)
     dart.generate_batch(prompts[:2], 4, batch_size=2)
     reference = [r.tokens for r in plain.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
@@ -224,7 +233,8 @@ def main() -> None:
         targets["plain_b8_over_b1"] = round(plain_at[8] / plain_at[1], 3)
         line += f"; plain B=8 >= 3x B=1 -> {targets['plain_b8_over_b1']:.2f}x"
     console.print(line)
-    report = {"n": len(prompts), "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
+    report = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": len(prompts),
+              "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
               "cpu")), "machine": machine, "threads": torch.get_num_threads(), "load_before": load_before,
               "rows": rows, "targets": targets, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1)}
@@ -232,8 +242,10 @@ def main() -> None:
     png = args.out.with_suffix(".png")
     drew = plot(rows, png)
     console.print(f"wrote {args.out}{' and ' + str(png) if drew else ''} in {report['wall_seconds']:.0f}s "
-                  f"(load {load_before} -> {report['load_after']})")
+                  f"(load {load_before} -> {report['load_after']})"
+                  + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -41,22 +41,35 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from _frame import (
+    DATA,
+    REPO,
+    BenchParser,
+    apply_threads,
+    check_load,
+    count,
+    counts,
+    name_list,
+    run_script,
+    use_shipped_checkpoints,
+)
 from rich.console import Console
 from rich.table import Table
 
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.metrics.machine_load import load_average
 
-REPO = Path(__file__).resolve().parents[1]
 TINY_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+PIPELINES = ("plain", "dflash-chain", "ddtree", "dartree-fixed", "dartree-auto", "ddtree-walk-t0.7",
+             "sampled-tree-t0.7")
 SMOLLM2_BATCHES = (1, 2, 4, 8)
 
 
@@ -272,7 +285,7 @@ def measure(pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: in
 
 
 def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | None,
-             console: Console, compile_forward: bool = False) -> list[dict[str, Any]]:
+             console: Console, compile_forward: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
     from specframe_hf import HFTarget
 
     from specframe.pipeline import Pipeline
@@ -281,7 +294,7 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
     timer = ForwardTimer()
     with tempfile.TemporaryDirectory() as tmp:
         model, drafters = tiny_models(Path(tmp))
-        target = HFTarget.from_model(model, compile=compile_forward)
+        target = HFTarget.from_model(model.to(device), compile=compile_forward)
         configs = tiny_pipelines(drafters)
         pipes = {name: Pipeline.from_dict(cfg, target=target) for name, cfg in configs.items()
                  if only is None or name in only or name == "plain"}
@@ -302,25 +315,26 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
 
 
 def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: list[str] | None,
-                console: Console, compile_forward: bool = False) -> list[dict[str, Any]]:
-    sys.path.insert(0, str(Path(__file__).parent))
+                console: Console, compile_forward: bool = False, device: str | None = None) -> list[dict[str, Any]]:
     from smollm2_eval import load_prompts
 
     from specframe.pipeline import Pipeline
 
     timer = ForwardTimer()
     files = {k: v for k, v in smollm2_pipelines().items() if only is None or k in only or k == "plain"}
-    base = Pipeline.from_yaml(files["plain"], overrides=["target.compile=true"] if compile_forward else ())
+    overrides = (["target.compile=true"] if compile_forward else []) + ([f"target.device={device}"] if device else [])
+    base = Pipeline.from_yaml(files["plain"], overrides=overrides)
     pipes = {"plain": base}
     for name, path in files.items():
         if name != "plain":
             pipes[name] = Pipeline.from_yaml(path, target=base.target)
     for pipe in pipes.values():
         instrument(pipe, timer)
-    prompt_sets = load_prompts(["gsm8k", "humaneval"], n, REPO.parent / "shared" / "data")
+    sets = load_prompts(DATA, (max(n, max(batches)) + 1) // 2, names=("gsm8k", "humaneval"))
+    prompt_sets = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair]
     rows: list[dict[str, Any]] = []
     for batch in batches:
-        prompts = [p for p in prompt_sets][: max(n, batch)]
+        prompts = prompt_sets[: max(n, batch)]
         plain = pipes["plain"].generate_batch(prompts, max_new, batch_size=batch)
         reference = [list(r.tokens) for r in plain]
         for name, pipe in pipes.items():
@@ -351,54 +365,57 @@ def table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", choices=("tiny", "smollm2"), default="tiny")
-    p.add_argument("--batch-sizes", default=None, help="comma-separated (default: tiny 1..64, smollm2 1..8)")
-    p.add_argument("--pipelines", default=None, help="comma-separated subset of the pipeline names")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="default: tiny 96, smollm2 48")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--n", type=int, default=8, help="smollm2: prompts (at least the batch size)")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--max-load", type=float, default=0.5, help="refuse to start above this 1-minute load average")
-    p.add_argument("--out", type=Path, default=None, help="JSON output path")
-    p.add_argument("--compile", action="store_true", help="torch.compile the target's lean forward (target compile: "
-                                                          "true); the first rounds include the compilation")
-    p.add_argument("--smoke", action="store_true", help="seconds: batch 1 and 2, 8 tokens, one repeat")
-    args = p.parse_args(argv)
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", choices=("tiny", "smollm2"), default="tiny")
+    ap.add_argument("--batch-sizes", type=counts(), default=None, help="default: tiny 1..64, smollm2 1..8")
+    ap.add_argument("--pipelines", type=name_list(PIPELINES), default=None,
+                    help="a subset of the pipeline names (plain always runs)")
+    ap.add_argument("--max-new-tokens", type=count(), default=None, help="default: tiny 96, smollm2 48")
+    ap.add_argument("--repeats", type=count(), default=3)
+    ap.add_argument("--device", default=None, help="where the target runs (tiny: cpu; smollm2: the pipeline's)")
+    ap.add_argument("--n", type=count(), default=8, help="smollm2: prompts (at least the batch size)")
+    ap.add_threads(1)
+    ap.add_max_load()
+    ap.add_argument("--compile", action="store_true", help="torch.compile the target's lean forward (target "
+                                                          "compile: true); the warm-up run includes the compilation")
+    ap.add_smoke("batch 1 and 2, 8 tokens, one repeat")
+    ap.add_output("runs/loop-overhead.json")
+    args = ap.parse_args(argv)
     if args.smoke:
-        args.batch_sizes = args.batch_sizes or "1,2"
+        args.batch_sizes = args.batch_sizes or [1, 2]
         args.max_new_tokens = args.max_new_tokens or 8
-        args.repeats, args.max_load = 1, 1e9
+        args.repeats = 1
     default_batches = TINY_BATCHES if args.models == "tiny" else SMOLLM2_BATCHES
-    args.batches = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else list(default_batches)
+    args.batches = list(args.batch_sizes or default_batches)
     args.max_new = args.max_new_tokens or (96 if args.models == "tiny" else 48)
-    if any(b < 1 for b in args.batches) or args.repeats < 1 or args.threads < 1 or args.max_new < 1 or args.n < 1:
-        p.error("--batch-sizes, --repeats, --threads, --max-new-tokens and --n must be positive")
-    args.only = args.pipelines.split(",") if args.pipelines else None
+    args.only = args.pipelines
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    console = Console()
-    load_before = refuse_when_busy(args.max_load)
-    torch.set_num_threads(args.threads)
+    console = Console(width=None if sys.stdout.isatty() else 170)
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
     machine = machine_summary()
-    console.print(f"machine: {machine.get('cpu')} ({machine.get('cores')} cores), {args.threads} thread(s), "
-                  f"load {load_before}")
+    console.print(f"machine: {machine.get('cpu')} ({machine.get('cores')} cores), {torch.get_num_threads()} "
+                  f"thread(s), load {load_before}")
     if args.models == "tiny":
-        rows = run_tiny(args.batches, args.max_new, args.repeats, args.only, console, args.compile)
+        rows = run_tiny(args.batches, args.max_new, args.repeats, args.only, console, args.compile,
+                        args.device or "cpu")
     else:
-        rows = run_smollm2(args.batches, args.max_new, args.repeats, args.n, args.only, console, args.compile)
-    console.print(table(rows, f"Loop overhead per round ({machine.get('cpu')}, {args.threads} thread(s))"))
-    if args.out is not None:
-        doc = {"machine": machine, "threads": args.threads, "compile": args.compile, "load_before": load_before,
-               "load_after": load_average(),
-               "max_new_tokens": args.max_new, "repeats": args.repeats, "rows": rows}
-        write_text(args.out, json.dumps(doc, indent=2) + "\n", what="loop overhead results")
-        console.print(f"wrote {args.out}")
+        rows = run_smollm2(args.batches, args.max_new, args.repeats, args.n, args.only, console, args.compile,
+                           args.device)
+    console.print(table(rows, f"Loop overhead per round ({machine.get('cpu')}, {torch.get_num_threads()} "
+                              "thread(s))"))
+    doc = {"machine": machine, "device": args.device or ("cpu" if args.models == "tiny" else "pipeline's"),
+           "threads": torch.get_num_threads(), "compile": args.compile, "smoke": args.smoke,
+           "max_load": args.max_load, "load_before": load_before, "load_after": load_average(),
+           "max_new_tokens": args.max_new, "repeats": args.repeats, "rows": rows}
+    write_text(args.out, json.dumps(doc, indent=2) + "\n", what="loop overhead results")
+    console.print(f"wrote {args.out}")
     inexact = [r for r in rows if r["exact"] is False]
     if inexact:
         console.print(f"[red]{len(inexact)} pipeline(s) did not reproduce plain decoding[/red]")
@@ -407,4 +424,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

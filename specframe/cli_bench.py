@@ -56,7 +56,8 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
-              help="Seed of every request, 0 to 2**63 - 1 (default: each pipeline's `seed:`).")
+              help="Base seed, 0 to 2**63 - 1 (default: each pipeline's `seed:`, else 0): every question's turn "
+                   "gets a seed derived from it and the question, the same for every method; records carry it.")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Decode up to N questions at once per method (continuous batching; records say the size).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")

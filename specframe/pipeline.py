@@ -52,7 +52,7 @@ from specframe.metrics.records import GenerationResult
 from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
 from specframe.sampling import validate_sampling
-from specframe.seeds import check_seed
+from specframe.seeds import check_seed, derive_seed, fresh_seed
 from specframe.types import SamplingParams
 
 __all__ = ["Pipeline", "Prompt", "RefusedRequest", "Request", "Stages"]
@@ -77,6 +77,7 @@ class Pipeline:
                               where="generation.stop",
                               hint="remove generation.stop, or load the target from a directory with a tokenizer")
         self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
+        self._served = 0  # requests seeded by the pipeline so far (the index of the next one's derived seed)
         self.settings = DecodeSettings(sampling=self.sampling, budget=config.max_budget,
                                        stage_timing=config.metrics.stage_timing,
                                        check_trees=config.metrics.check_trees,
@@ -217,11 +218,13 @@ class Pipeline:
                        on_finish: FinishFn | None = None) -> list[GenerationResult | RefusedRequest]:
         """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
 
-        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
-        defaults) and its output does not depend on its batch-mates; one result per request, in order, a
-        `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`), a malformed prompt
-        included. ``prompts`` is a list (or tuple) of prompts or a ``[B, P]`` tensor. ``on_finish(index, outcome)``
-        is called as each request is refused or ends (a server or a command line can hand results out then).
+        Every request keeps its own seed (a fresh or derived one when none is given; ``result.seed``), limit and
+        stop strings (a `Request` overrides the call's defaults), and its random draws do not depend on its
+        batch-mates (its logits can, in the last bits: docs/concepts/batched-decoding.md); one result per
+        request, in order, a `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`), a
+        malformed prompt included. ``prompts`` is a list (or tuple) of prompts or a ``[B, P]`` tensor.
+        ``on_finish(index, outcome)`` is called as each request is refused or ends (a server or a command line can
+        hand results out then).
         """
         items = prompt_list(prompts)
         with exclusive(self.target, "generate_batch()"):
@@ -256,8 +259,15 @@ class Pipeline:
         limit = self.target.max_length
         check_prompt_ids(ids, self.target.vocab_size, limit)
         cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
-        seed = self.config.seed if request.seed is None else check_seed(request.seed)
-        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=seed)
+        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=self._request_seed(request.seed))
+
+    def _request_seed(self, seed: int | None) -> int:
+        """The seed of the next request: its own, else one derived from the pipeline's ``seed`` and the request's
+        index among those this pipeline has served, else fresh entropy (:mod:`specframe.seeds`)."""
+        if seed is not None:
+            return check_seed(seed)
+        index, self._served = self._served, self._served + 1
+        return fresh_seed() if self.config.seed is None else derive_seed(self.config.seed, index)
 
     def check_batch_size(self, batch_size: int) -> None:
         """Refuse a batch size this pipeline cannot decode (below 1, or above 1 with a drafter that keeps no

@@ -84,5 +84,5 @@ def reference_result(pipe: Pipeline, ids: torch.Tensor, *, new_tokens: int,
     rounds = [RoundRecord(nodes=0, depth=0, accepted=0, committed=1) for _ in run.tokens[1:]]
     result = GenerationResult(tokens=list(run.tokens), text=text, prompt_len=int(ids.numel()), rounds=rounds,
                               prefill_ns=run.prefill_ns, total_ns=run.total_ns,
-                              stop_reason="eos" if run.tokens and run.tokens[-1] in eos else "length")
+                              stop_reason="eos" if run.tokens and run.tokens[-1] in eos else "length", seed=seed)
     return result, run.kernels

@@ -8,9 +8,12 @@ specframe fields:
 
 * key — ``method``, ``dataset``, ``turn`` (0-based) with ``question_id``;
 * run — ``baseline``, ``reference`` (transformers' ``generate()``, :mod:`specframe.reference`; with
-  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``,
-  ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
-* request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
+  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed`` (the
+  run's base seed), ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``,
+  ``dataset_source``;
+* request — ``request_seed`` (the turn's own seed, derived from the base seed and the question, the same for every
+  method; ``generate(..., seed=request_seed)`` replays the sample), ``prompt_tokens``, ``tokens`` (generated ids),
+  ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
   repeat whose time is the median), ``total_ns_repeats`` (all repeats), ``batch_size`` (rows in flight in the
   batch it ran in; 1 without ``--batch-size``);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
@@ -101,7 +104,8 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "sweep": info.sweep,
         "config_hash": info.config_hash,
         "target_hash": info.target_hash,
-        "seed": info.seed,
+        "seed": info.seed,  # the run's base seed
+        "request_seed": result.seed,  # this turn's own: replays its sample
         "temperature": info.temperature,
         "sampling": {"temperature": info.temperature, "top_k": info.top_k, "top_p": info.top_p},
         "max_new_tokens": info.max_new_tokens,

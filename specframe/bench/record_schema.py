@@ -91,6 +91,7 @@ class RecordSchema(_Strict):
     machine: MachineSchema | None = None
     machine_load: MachineLoadSchema | None = None
     seed: int
+    request_seed: int | None = Field(None, ge=0)  # absent in files written before it existed
     max_new_tokens: int = Field(ge=1)
     tokens: list[Count]
     prefill_ns: Nanoseconds

@@ -123,8 +123,11 @@ class PipelineConfigBase(StrictModel):
 
     name: str = "pipeline"
     """Label used in reports and result files."""
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    """Seed of the per-request random streams (draft, accept, residual, target), from 0 to 2**63 - 1."""
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    """Base of the request seeds, from 0 to 2**63 - 1: the n-th request the pipeline serves without a seed of its
+    own gets one derived from this seed and n, so a run is reproducible. Unset (the default): every such request
+    gets a fresh seed, so samples of one prompt differ. Each result records its seed (`GenerationResult.seed`);
+    passing it back as the request's seed replays the sample."""
     sampling: SamplingConfig = SamplingConfig()
     budget: Union[int, Literal["auto"]] = Field(64)  # noqa: UP007
     """Verification budget B: draft-tree nodes per round, root excluded; `auto` chooses per round from the

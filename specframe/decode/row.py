@@ -91,4 +91,5 @@ class Row:
         text = self.text.finish()
         return GenerationResult(tokens=self.new, text=text, prompt_len=self.inputs.prompt_len, rounds=self.rounds,
                                 prefill_ns=self.prefill_ns, total_ns=time.perf_counter_ns() - self.t_start,
-                                stop_reason=self.reason or "length", batch_size=self.peak_rows)
+                                stop_reason=self.reason or "length", batch_size=self.peak_rows,
+                                seed=self.inputs.seed)

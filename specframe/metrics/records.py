@@ -48,6 +48,7 @@ class GenerationResult:
     total_ns: int  # whole request, prefill included
     stop_reason: str  # "length", "eos", "stop_string" or "context"
     batch_size: int = 1  # the most rows in flight in any of its rounds (`specframe.decode`; 1: decoded alone)
+    seed: int | None = None  # the request's seed: passed back as `seed=`, it replays this sample token for token
 
     @property
     def num_rounds(self) -> int:
@@ -93,6 +94,7 @@ class GenerationResult:
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 3),
             "stop_reason": self.stop_reason,
             "batch_size": self.batch_size,
+            "seed": self.seed,
             "stage_ns": self.stage_totals(),
         }
 
