@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -144,6 +145,60 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+BOUND_NODES = (1, 3, 7, 15)  # node counts the physics bound considers
+
+
+def forward_ms(target: Any, batch: int, tokens: int, prompts: list[torch.Tensor], reps: int) -> float:
+    """Median ms of the target's forward over ``batch`` rows of ``tokens`` tokens (chains on the prompts' caches)."""
+    from specframe.device_sync import synchronize
+    from specframe.tree import DraftTree
+
+    rows = target.ragged_batch()
+    try:
+        for i in range(batch):
+            rows.add_row(prompts[i % len(prompts)].view(1, -1), capacity=int(prompts[i % len(prompts)].numel()) + 64)
+        chain = DraftTree.from_lists([7] * tokens, [-1, *range(tokens - 1)])
+        tree = DraftTree.stack([chain] * batch)
+        times = []
+        for _ in range(reps + 1):
+            synchronize(rows.device)
+            t0 = time.perf_counter()
+            rows.forward_tree(tree)
+            synchronize(rows.device)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times[1:])
+    finally:
+        rows.close()
+
+
+def physics(plain: Any, dart: Any, prompts: list[str], sizes: list[int], max_new: int, reps: int,
+            console: Console) -> dict[str, Any]:
+    """The inputs of the physics bound (:mod:`specframe.bench.physics`) measured here, and the bound per batch size:
+    the target's forward over B rows of k + 1 tokens, tau at each fixed node count (DARTree pruned at that budget,
+    batch 1), and the draft + build + prune time of a round in which all B rows draft."""
+    from specframe.bench.physics import physics_bound
+
+    ids = [plain.encode(p).view(-1) for p in prompts]
+    tau: dict[int, float] = {}
+    for k in BOUND_NODES:
+        fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=k)
+        results = fixed.generate_batch(prompts, max_new, batch_size=1)
+        tau[k] = sum(len(r.tokens) for r in results) / max(sum(r.num_rounds for r in results), 1)
+    bounds: dict[str, Any] = {}
+    for b in sizes:
+        fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=7)
+        drafted = fixed.generate_batch((prompts * b)[:b], 16, batch_size=b)
+        draft_ms = statistics.median([sum(r.stage_ns.get(s, 0) for s in ("draft", "build", "prune")) / 1e6
+                                      for res in drafted for r in res.rounds if r.drafted] or [0.0])
+        curve = {t: forward_ms(plain.target, b, t, ids, reps) for t in (1, *(k + 1 for k in BOUND_NODES))}
+        bound = physics_bound(b, lambda q, b=b, curve=curve: curve[q // b], draft_ms, tau)
+        bounds[str(b)] = {"speedup": round(bound.speedup, 3), "nodes": bound.nodes, "draft_ms": round(draft_ms, 2),
+                          "forward_ms": {str(t): round(v, 2) for t, v in curve.items()}}
+        console.print(f"physics bound at batch {b}: {bound.speedup:.2f}x (k = {bound.nodes}), draft {draft_ms:.1f} ms, "
+                      f"forwards {', '.join(f'{t}: {v:.1f}' for t, v in curve.items())} ms", highlight=False)
+    return {"tau_by_nodes": {str(k): round(v, 3) for k, v in tau.items()}, "by_batch": bounds}
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
     ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
@@ -154,6 +209,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_threads(0)
     ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per method and batch size (median)")
     ap.add_max_load()
+    ap.add_argument("--no-bound", dest="bound", action="store_false",
+                    help="skip the physics bound (its measurements take about a minute per batch size)")
     ap.add_smoke("2 prompts, 4 tokens, batch sizes 1 and 2, one repeat")
     ap.add_output("runs/batch-decoding.json")
     args = ap.parse_args(argv)
@@ -199,25 +256,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(measure("plain decoding", runs["plain"], b, reference))
         rows.append(measure("DARTree pruned, budget: auto", runs["dart"], b, reference))
         console.print(*rows[-3:], highlight=False)
+    bound = physics(plain, dart, prompts, sizes, args.max_new_tokens, 1 if args.smoke else 3, console) \
+        if args.bound else None
     hf_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"].startswith("hf_generate")}
     plain_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"] == "plain decoding"}
     for r in rows:
         r["vs_plain_same_batch"] = round(r["tokens_per_s"] / plain_at[r["batch_size"]], 3)
         if r["batch_size"] in hf_at:
             r["vs_hf_generate_same_batch"] = round(r["tokens_per_s"] / hf_at[r["batch_size"]], 3)
+        if bound is not None and r["method"].startswith("DARTree"):
+            r["physics_bound"] = bound["by_batch"][str(r["batch_size"])]["speedup"]
+            r["share_of_bound"] = round(r["vs_plain_same_batch"] / r["physics_bound"], 3)
     machine = machine_summary()
     table = Table(title=f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, device "
                         f"{getattr(plain.target, 'device', 'cpu')}, {machine.get('cpu', '?')}, "
                         f"{torch.get_num_threads()} threads, median of {args.repeats}")
-    for col in ("method", "batch", "tok/s", "spread s", "vs plain", "vs generate()", "τ", "nodes", "draft ms",
-                "plain %", "MiB/row", "exact"):
+    for col in ("method", "batch", "tok/s", "spread s", "vs plain", "vs generate()", "bound", "τ", "nodes",
+                "draft ms", "plain %", "MiB/row", "exact"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for r in rows:
         mem = "-" if r["memory_per_row_mib"] is None else f"{r['memory_per_row_mib']:.0f}"
         spread = f"{min(r['wall_s_repeats']):.1f}-{max(r['wall_s_repeats']):.1f}"
         vs_hf = f"{r['vs_hf_generate_same_batch']:.2f}x" if "vs_hf_generate_same_batch" in r else "-"
+        of_bound = f"{r['physics_bound']:.2f}x ({100 * r['share_of_bound']:.0f} %)" if "physics_bound" in r else "-"
         table.add_row(r["method"], str(r["batch_size"]), f"{r['tokens_per_s']:.1f}", spread,
-                      f"{r['vs_plain_same_batch']:.2f}x", vs_hf,
+                      f"{r['vs_plain_same_batch']:.2f}x", vs_hf, of_bound,
                       f"{r['tau']:.2f}", f"{r['verified_nodes']:.1f}", f"{r['draft_ms_per_round']:.1f}",
                       f"{100 * r['plain_round_share']:.0f}", mem,
                       "yes" if r["exact"] else "NO")
@@ -236,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": len(prompts),
               "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
               "cpu")), "machine": machine, "threads": torch.get_num_threads(), "load_before": load_before,
-              "rows": rows, "targets": targets, "load_after": load_average(),
+              "rows": rows, "targets": targets, "physics_bound": bound, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     png = args.out.with_suffix(".png")

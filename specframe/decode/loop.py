@@ -103,12 +103,11 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         _keep(session, list(range(len(rows))))  # whatever it left in the caches leaves
                         finish(index, RefusedRequest(index, _failure(exc, "its prefill")))
                         continue
-                    row.peak_rows = len(rows) + 1  # it joined these rows
                     if row.reason is None:
                         rows.append(row)
                     else:  # ended on its prefill token: it leaves at once
                         _keep(session, list(range(len(rows))))
-                        finish(index, row.result())
+                        finish(index, row.result(batch_size))
                 if rows:
                     try:
                         run_round(session, rows)
@@ -123,7 +122,7 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         keep = [i for i, r in enumerate(rows) if r.reason is None]
                         _keep(session, keep)
                         for r in done:
-                            finish(r.index, r.result())
+                            finish(r.index, r.result(batch_size))
                             if session.auto is not None and r.budget is not None:
                                 session.auto.finish_row(r.budget)
                         rows = [rows[i] for i in keep]

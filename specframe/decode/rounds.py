@@ -96,7 +96,6 @@ def run_round(session: Session, rows: list[Row]) -> None:
     stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3, "verify": t5 - t4,
                 "commit": t6 - t5}
     for i, row in enumerate(rows):
-        row.peak_rows = max(row.peak_rows, len(rows))
         record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=outcome.accepted[i],
                              committed=0, stage_ns=dict(stage_ns) if cfg.stage_timing and timed else {},
                              drafted=i in drafting, budget=kept[i])

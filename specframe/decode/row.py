@@ -33,7 +33,6 @@ class Row:
         self.t_start = time.perf_counter_ns()
         self.prefill_ns = 0
         self.reason: str | None = None
-        self.peak_rows = 1  # the most rows in flight in any of this request's rounds (its batch size)
 
     @property
     def wants_draft(self) -> bool:
@@ -86,10 +85,10 @@ class Row:
             return "length" if self.inputs.cap == self.inputs.max_new else "context"
         return None
 
-    def result(self) -> GenerationResult:
-        """The request's outcome (after it ended); ``batch_size`` is the most rows that were in flight with it."""
+    def result(self, batch_size: int) -> GenerationResult:
+        """The request's outcome (after it ended), decoded with up to ``batch_size`` rows in flight."""
         text = self.text.finish()
         return GenerationResult(tokens=self.new, text=text, prompt_len=self.inputs.prompt_len, rounds=self.rounds,
                                 prefill_ns=self.prefill_ns, total_ns=time.perf_counter_ns() - self.t_start,
-                                stop_reason=self.reason or "length", batch_size=self.peak_rows,
+                                stop_reason=self.reason or "length", batch_size=batch_size,
                                 seed=self.inputs.seed)

@@ -47,7 +47,7 @@ class GenerationResult:
     prefill_ns: int  # prefill forward + first sample
     total_ns: int  # whole request, prefill included
     stop_reason: str  # "length", "eos", "stop_string" or "context"
-    batch_size: int = 1  # the most rows in flight in any of its rounds (`specframe.decode`; 1: decoded alone)
+    batch_size: int = 1  # the batch size it was decoded under (up to this many rows in flight; 1: alone)
     seed: int | None = None  # the request's seed: passed back as `seed=`, it replays this sample token for token
 
     @property

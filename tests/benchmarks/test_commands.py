@@ -58,6 +58,10 @@ COVERED: dict[str, str] = {
                     "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations", "text_kind_neighbours",
                     "tree_construction", "loop_overhead")},
     "benchmarks/accelerator_check.py": "tests/benchmarks/test_smoke.py::test_accelerator_check_on_cpu",
+    "specframe vllm-export": "plugins/specframe-vllm/tests/test_export.py::test_cli",
+    # vLLM's own environment is built and cross-checked by CI after the suite (.ci/run), not inside it.
+    "make vllm-setup": "tests/benchmarks/test_commands.py::test_ci_builds_and_cross_checks_vllm",
+    "make vllm-check": "tests/benchmarks/test_commands.py::test_ci_builds_and_cross_checks_vllm",
 }
 
 
@@ -116,7 +120,16 @@ def test_makefile_targets_run_what_the_suite_checks() -> None:
     ruff = "$(VENV)/bin/ruff check specframe plugins tests benchmarks"
     assert makefile_recipe("test") == [ruff, "$(VENV)/bin/pytest -q"] and makefile_recipe("lint") == [ruff]
     assert any("$(foreach p,$(PLUGIN_DIRS),-e $(p))" in line for line in makefile_recipe("$(STAMP)"))
-    assert makefile_recipe("clean") == ["rm -rf $(VENV) site build"]
+    assert makefile_recipe("clean") == ["rm -rf $(VENV) $(VLLM_VENV) site build"]
+
+
+def test_ci_builds_and_cross_checks_vllm() -> None:
+    """`make vllm-setup` and `make vllm-check` need vLLM's own environment (minutes, gigabytes), so the suite does
+    not run them: `.ci/run` does, after `make test`, and `vllm-check` builds the environment it uses."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert ci.index("make test") < ci.index("make vllm-check")
+    head = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("vllm-check:"))
+    assert "vllm-setup" in head.split(":", 1)[1].split()
 
 
 def test_make_docs_runs_what_the_docs_tests_check() -> None:

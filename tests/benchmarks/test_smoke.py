@@ -73,6 +73,9 @@ def test_auto_budget(smoke_env: Path, tmp_path: Path) -> None:
 def test_batch_decoding(smoke_env: Path, tmp_path: Path) -> None:
     report = run("batch_decoding", ["--smoke"], tmp_path / "batch.json")
     assert report["smoke"] and {r["batch_size"] for r in report["rows"]} == {1, 2}
+    bound = report["physics_bound"]
+    assert set(bound["by_batch"]) == {"1", "2"} and all(b["speedup"] >= 1.0 for b in bound["by_batch"].values())
+    assert all("share_of_bound" in r for r in report["rows"] if r["method"].startswith("DARTree"))
     assert all(r["exact"] for r in report["rows"] if not r["method"].startswith("hf_generate"))
 
 

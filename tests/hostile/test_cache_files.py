@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 
-from specframe.cost import setup
+from specframe import notices
 from specframe.cost.kernel_choice import choice_key, choice_path, load_choice
 from specframe.cost.measure import load_profile, profile_path
 from specframe.cost.profile import CostProfile
@@ -38,7 +38,7 @@ VICTIM = "root:x:0:0:root:/root:/bin/bash\n"  # a copy of /etc/passwd: what a li
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
     fix_machine_load(monkeypatch)  # a quiet machine unless a test says otherwise
-    monkeypatch.setattr(setup, "_NOTIFIED", set())  # notices are shown once per process: once per test here
+    monkeypatch.setattr(notices, "_NOTIFIED", set())  # notices are shown once per process: once per test here
     return tmp_path / "cache"
 
 
