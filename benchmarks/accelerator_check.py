@@ -12,15 +12,19 @@ specframe is developed and tested on CPUs; this script is what checks the accele
    about 70 ms for the sequential heap vs 28 ms depth-wise for its Qwen3 head);
 4. the demo table: τ, tokens/s, speedup over plain decoding, per-stage share of round time (stage clocks
    synchronise the device), and the host synchronisations per round, counted twice: by specframe's
-   ``HostSyncCounter`` (the same count on every device) and, on CUDA, by ``torch.cuda.set_sync_debug_mode``.
+   ``HostSyncCounter`` (the same count on every device) and, on CUDA, by ``torch.cuda.set_sync_debug_mode``;
+5. the loop-overhead benchmark on the device (``benchmarks/loop_overhead.py --device``): a round's target forward,
+   drafter forward and everything else, on the tiny pair at batch 1, 8 and 32 and on the shipped pair at batch 1
+   and 4, which is where a round's framework cost matters most.
 
-It prints one JSON summary and writes it to ``--out``; the exit status is 1 if any output differs. ``--quick`` is
-a smoke run (two methods, one prompt, few tokens, a small tree benchmark) that also works on a CPU.
+It prints one JSON summary and writes it to ``--out``; the exit status is 1 if any output differs. ``--smoke``
+(alias ``--quick``) is a smoke run (two methods, one prompt, few tokens, the tree benchmark's own ``--smoke``) that
+also works on a CPU; ``make test`` runs ``--device cpu --smoke`` end to end, so every step's code runs on each change.
 
 Usage::
 
     python benchmarks/accelerator_check.py --out docs/benchmarks/accelerator/h100.json
-    .venv/bin/python benchmarks/accelerator_check.py --device cpu --quick --out /tmp/check.json   # smoke
+    .venv/bin/python benchmarks/accelerator_check.py --device cpu --smoke --out /tmp/check.json   # smoke
 """
 
 from __future__ import annotations
@@ -28,18 +32,22 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import loop_overhead
 import torch
+import tree_construction
+from _frame import BenchParser, count, run_script
 from specframe_smollm2.demo import METHODS, PROMPTS, _check_checkpoints, repo_root
 
 from specframe.device_sync import HostSyncCounter
+from specframe.files import write_text
 from specframe.metrics.records import STAGES, GenerationResult
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
@@ -48,14 +56,18 @@ QUICK_METHODS = ("plain decoding", "DARTree pruned B=16")
 SAMPLED_METHOD = "DARTree pruned B=16"
 
 
-def parse_args() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda", help="cuda (the check) or cpu (a smoke run of the script)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--quick", action="store_true", help="two methods, one prompt, 12 tokens, small tree benchmark")
-    ap.add_argument("--tree-rounds", type=int, default=30, help="timed rounds of the tree-construction benchmark")
-    ap.add_argument("--out", type=Path, default=Path("runs/accelerator_check.json"))
-    return ap.parse_args()
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_smoke("two methods, one prompt, 12 tokens, the tree benchmark's smoke run")
+    ap.add_argument("--tree-rounds", type=count(), default=30, help="timed rounds of the tree-construction benchmark")
+    ap.add_output("runs/accelerator_check.json")
+    args = ap.parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error(f"argument --device: {args.device}: no CUDA device here; run on a GPU machine, or --device cpu "
+                 "--smoke for a smoke run")
+    return args
 
 
 def load_target(device: str) -> Any:
@@ -112,8 +124,8 @@ def run_methods(args: argparse.Namespace, target: Any, host: PluginHost
                 ) -> tuple[list[dict[str, Any]], bool, list[int]]:
     """The demo's methods on the prompts: rows of the table, whether all are exact, plain decoding's first output."""
     root = repo_root() / "examples" / "smollm2"
-    methods = [m for m in METHODS if not args.quick or m[0] in QUICK_METHODS]
-    prompts = PROMPTS[:1] if args.quick else PROMPTS
+    methods = [m for m in METHODS if not args.smoke or m[0] in QUICK_METHODS]
+    prompts = PROMPTS[:1] if args.smoke else PROMPTS
     timing = ["metrics.stage_timing=true"]
     plain_pipe = Pipeline.from_yaml(root / methods[0][1], target=target, host=host, overrides=timing)
     plain_pipe.generate(prompts[0][1], 4)  # warm-up (allocations, kernel selection)
@@ -166,16 +178,44 @@ def sampled_determinism(args: argparse.Namespace, target: Any, host: PluginHost)
 
 
 def tree_benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    script = Path(__file__).with_name("tree_construction.py")
-    small = ["--vocab", "4096", "--hidden", "256", "--gru-hidden", "128", "--emb-dim", "64"] if args.quick else []
-    rounds = ["--rounds", "3", "--warmup", "1"] if args.quick else ["--rounds", str(args.tree_rounds)]
+    """``benchmarks/tree_construction.py`` on the device, in this process (its ``--smoke`` in a smoke run)."""
+    size = ["--smoke"] if args.smoke else ["--rounds", str(args.tree_rounds)]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "tree.json"
-        subprocess.run([sys.executable, str(script), "--device", args.device, "--threads", "0", *rounds, *small,
-                        "--out", str(out)], check=True, stdout=sys.stderr)
+        tree_args = tree_construction.parse_args(["--device", args.device, "--threads", "0", *size, "--out", str(out)])
+        stdout, sys.stdout = sys.stdout, sys.stderr  # its table goes to stderr: stdout carries the summary
+        try:
+            tree_construction.run(tree_args)
+        finally:
+            sys.stdout = stdout
         data = json.loads(out.read_text())
     return {"config": data["config"], "median_ms": {m: round(v["median_ms"], 3) for m, v in data["methods"].items()},
             "ratios": data["ratios"], "paper_qwen3_ms": {"heap_sequential": 70, "dartree": 28}}
+
+
+def overhead_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """``benchmarks/loop_overhead.py`` on the device, tiny pair then shipped pair, in this process: per pipeline and
+    batch size, the median round, target, draft and everything-else milliseconds."""
+    runs = {"tiny": ["--models", "tiny", "--batch-sizes", "1,2" if args.smoke else "1,8,32"],
+            "smollm2": ["--models", "smollm2", "--batch-sizes", "1" if args.smoke else "1,4",
+                        "--pipelines", "dflash-chain,ddtree,dartree-auto"]}
+    size = ["--smoke"] if args.smoke else ["--repeats", "2"]
+    found: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, models in runs.items():
+            out = Path(tmp) / f"{name}.json"
+            stdout, sys.stdout = sys.stdout, sys.stderr  # its tables go to stderr: stdout carries the summary
+            try:
+                status = loop_overhead.main([*models, "--device", args.device, "--threads", "0", "--max-load",
+                                             "1e9", *size, "--out", str(out)])
+            finally:
+                sys.stdout = stdout
+            data = json.loads(out.read_text())
+            found[name] = {"status": status, "rows": [
+                {"pipeline": r["pipeline"], "batch": r["batch"], "exact": r["exact"],
+                 **{k: round(r[k]["median_ms"], 3) for k in ("round", "target", "draft", "else")}}
+                for r in data["rows"]]}
+    return found
 
 
 def environment(device: str) -> dict[str, Any]:
@@ -187,11 +227,9 @@ def environment(device: str) -> dict[str, Any]:
     return env
 
 
-def main() -> None:
-    args = parse_args()
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device here; run on a GPU machine, or --device cpu --quick for a smoke run")
-    if args.quick:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.smoke:
         args.max_new_tokens = min(args.max_new_tokens, 12)
     start = time.perf_counter()
     _check_checkpoints(repo_root())
@@ -201,20 +239,23 @@ def main() -> None:
     split = split_devices(args, target, host, plain) if args.device != "cpu" else None
     sampled = sampled_determinism(args, target, host)
     tree = tree_benchmark(args)
+    overhead = overhead_benchmark(args)
     summary = {
-        "check": "accelerator", "quick": args.quick, "environment": environment(args.device),
+        "check": "accelerator", "smoke": args.smoke, "environment": environment(args.device),
         "greedy_exact_all": exact, "draft_on_cpu_target_on_device": split, "sampled": sampled,
-        "tree_construction": tree, "demo": rows,
+        "tree_construction": tree, "loop_overhead": overhead, "demo": rows,
         "max_new_tokens": args.max_new_tokens, "elapsed_s": round(time.perf_counter() - start, 1),
     }
     text = json.dumps(summary, indent=2)
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
-    if not exact or not sampled["same_seed_same_tokens"] or (split is not None and not split["exact"]):
-        sys.exit(1)
+    write_text(args.out, text + "\n", what="accelerator check summary")
+    print(f"wrote {args.out}" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""), file=sys.stderr)
+    overhead_ok = all(run["status"] == 0 for run in overhead.values())
+    if not exact or not sampled["same_seed_same_tokens"] or (split is not None and not split["exact"]) \
+            or not overhead_ok:
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

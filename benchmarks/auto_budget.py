@@ -23,26 +23,35 @@ from the tune split.
 
 The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), the load average
 before and after, and per row how many of its requests ran under contention. The script refuses to start on a
-busy machine (``--max-load``); ``--quick`` (2 prompts per set, 16 tokens, B = 16 and DARTree pruned auto only)
-checks that it runs and is not a measurement. Usage::
+busy machine (``--max-load``); ``--smoke`` (alias ``--quick``: 2 prompts per set, 8 tokens, B = 16 and DARTree
+pruned auto only) checks that it runs and is not a measurement. Arguments are checked before anything is loaded
+(``_frame``). Usage::
 
     .venv/bin/python benchmarks/auto_budget.py --n 20 --max-new-tokens 64 --out docs/benchmarks/auto-budget/results.json
-    .venv/bin/python benchmarks/auto_budget.py --quick --sets gsm8k,mt_bench --out /tmp/auto-budget-quick.json
+    .venv/bin/python benchmarks/auto_budget.py --smoke --sets gsm8k,mt_bench --out /tmp/auto-budget-smoke.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import torch
+from _frame import (
+    DATA,
+    BenchParser,
+    apply_threads,
+    check_load,
+    count,
+    counts,
+    name_list,
+    run_script,
+    use_shipped_checkpoints,
+)
 from prompt_sets import GROUPS, SETS, PromptSet, load_prompt_sets
 from rich.console import Console
 from rich.table import Table
@@ -51,7 +60,7 @@ from specframe_smollm2.demo import repo_root
 from specframe.bench.splits import REPORT, SPLITS
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
-from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average, refuse_when_busy
+from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average
 from specframe.metrics.records import GenerationResult
 from specframe.metrics.speedup import Estimate, PairedRun, aggregate_estimate, geomean_estimate
 from specframe.reference import REFERENCE_NAME, reference_result
@@ -129,9 +138,9 @@ def build_methods(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
                                "prompt-lookup chain": Pipeline.from_yaml(root / "prompt-lookup-chain.yaml",
                                                                          target=target, host=host)}
     dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=target, host=host)
-    for b in [int(x) for x in args.budgets.split(",") if x]:
+    for b in args.budgets:
         methods[f"dartree-pruned B={b}"] = dart.with_stage("budget", None, budget=b)
-    for method in [m for m in args.methods.split(",") if m]:
+    for method in args.methods:
         methods[f"{method} auto"] = Pipeline.from_yaml(
             root / f"{method}.yaml", target=target, host=host,
             overrides=["budget=auto", f"auto_budget.max_budget={args.max_budget}"])
@@ -158,8 +167,9 @@ def run_set(prompts: PromptSet, plain: Any, methods: dict[str, Any], max_new: in
         for label in [m for unit in groups[shift:] + groups[:shift] for m in unit]:
             with LoadWindow() as window:
                 if label == REFERENCE_NAME:
-                    result, _ = reference_result(plain, plain.encode(item.text),
-                                                 new_tokens=len(runs.results[PLAIN][-1].tokens), seed=plain.config.seed)
+                    done = runs.results[PLAIN][-1]  # plain decoding's result: its token count and its seed
+                    result, _ = reference_result(plain, plain.encode(item.text), new_tokens=len(done.tokens),
+                                                 seed=done.seed or 0)
                 else:
                     result = methods[label].generate(item.text, max_new)
             runs.results[label].append(result)
@@ -206,45 +216,52 @@ def warm_on_tune(args: argparse.Namespace, methods: dict[str, Any], names: Seque
     return done
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=20, help="prompts per set")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=20, help="prompts per set")
     ap.add_argument("--split", choices=[*SPLITS, "all"], default=REPORT,
                     help="report: held-out prompts (published numbers); tune: the prompts settings are chosen on")
-    ap.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of: {', '.join(SETS)}")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--budgets", default="16", help="fixed budgets of DARTree pruned")
-    ap.add_argument("--max-budget", type=int, default=16, help="auto's upper bound")
-    ap.add_argument("--methods", default="dartree-pruned", help=f"methods run with budget: auto, of: {LEARNED}")
-    ap.add_argument("--warm-tune", type=int, default=2, help="tune prompts per set run first through auto methods")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples")
-    ap.add_argument("--max-load", type=float, default=0.6)
-    ap.add_argument("--quick", action="store_true", help="a smoke run (2 prompts, 16 tokens): not a measurement")
-    ap.add_argument("--out", type=Path, default=Path("runs/auto-budget.json"))
-    args = ap.parse_args()
-    if args.quick:
-        args.n, args.max_new_tokens, args.budgets, args.methods = 2, 16, "16", "dartree-pruned"
+    ap.add_argument("--sets", type=name_list(SETS), default=list(SETS), help=f"comma-separated, of: {', '.join(SETS)}")
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_argument("--budgets", type=counts(allow_empty=True), default=[16],
+                    help="fixed budgets of DARTree pruned (\"\": none)")
+    ap.add_argument("--max-budget", type=count(), default=16, help="auto's upper bound")
+    ap.add_argument("--methods", type=name_list(LEARNED, allow_empty=True), default=["dartree-pruned"],
+                    help=f"methods run with budget: auto, of: {', '.join(LEARNED)}")
+    ap.add_argument("--warm-tune", type=count(0), default=2, help="tune prompts per set run first through auto methods")
+    ap.add_threads(1)
+    ap.add_argument("--bootstrap", type=count(), default=2000, help="bootstrap resamples")
+    ap.add_max_load()
+    ap.add_smoke("2 prompts per set, 8 tokens, B = 16 and DARTree pruned auto")
+    ap.add_output("runs/auto-budget.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.budgets, args.methods = 2, 8, [16], ["dartree-pruned"]
         args.bootstrap, args.warm_tune = 200, 0
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 200)
-    load_before = load_average() if args.quick else refuse_when_busy(args.max_load)
-    torch.set_num_threads(args.threads)
-    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
-    names = [s for s in args.sets.split(",") if s]
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
     split = None if args.split == "all" else args.split
-    sets = load_prompt_sets([args.data], n=args.n, split=split, names=names)
+    sets = load_prompt_sets([args.data], n=args.n, split=split, names=args.sets)
     plain, methods = build_methods(args)
     t0 = time.perf_counter()
-    warmed = warm_on_tune(args, methods, names)
-    first = load_prompt_sets([args.data], n=1, split="tune", names=names[:1])[names[0]].prompts[0].text
+    warmed = warm_on_tune(args, methods, args.sets)
+    first = load_prompt_sets([args.data], n=1, split="tune", names=args.sets[:1])[args.sets[0]].prompts[0].text
     for pipe in methods.values():  # warm-up on a tune prompt: first-call allocations, and auto's profile
         if pipe is not None:
             pipe.generate(first, 4)
     reference_result(plain, plain.encode(first), new_tokens=4, seed=0)
     boot = {"resamples": args.bootstrap, "confidence": 0.95, "seed": 0}
     report: dict[str, Any] = {
-        "quick": args.quick, "machine": machine_summary(), "threads": args.threads, "load_before": load_before,
+        "smoke": args.smoke, "machine": machine_summary(), "threads": args.threads, "load_before": load_before,
+        "max_load": None if args.smoke else args.max_load,
         "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens, "greedy": True,
         "warm_tune_runs": warmed, "sets": {}, "groups": {},
     }
@@ -270,8 +287,9 @@ def main() -> None:
     machine = report["machine"]
     console.print(f"{machine['cpu']} ({machine['cores']} cores, bf16 flags: {machine['bf16_flags'] or 'none'}), "
                   f"{args.threads} thread(s); wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} "
-                  f"-> {report['load_after']})" + ("; QUICK: a smoke run, not a measurement" if args.quick else ""))
+                  f"-> {report['load_after']})" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -26,20 +26,23 @@ load before and after. Writes a JSON file and, with matplotlib, a plot next to i
     .venv/bin/python benchmarks/batch_decoding.py --device cuda --n 64 --max-new-tokens 128 \\
         --out docs/benchmarks/batch-decoding/results.json
 
-A smoke run (CPU, seconds): ``--n 4 --max-new-tokens 6 --batch-sizes 1,2 --max-load 99``.
+A smoke run (CPU, seconds; not a measurement): ``--smoke`` (2 prompts, 4 tokens, batch sizes 1 and 2, one repeat, no
+load check). Arguments are checked before anything is loaded (``_frame``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
 from rich.console import Console
 from rich.table import Table
 from smollm2_eval import load_prompts
@@ -47,7 +50,7 @@ from specframe_smollm2.demo import repo_root
 
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.metrics.machine_load import load_average
 
 
 def timed_batch(pipe: Any, prompts: list[str], max_new: int, batch_size: int) -> tuple[list[Any], float, float | None]:
@@ -142,26 +145,89 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=32, help="prompts (half GSM8K, half HumanEval)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--batch-sizes", default="1,2,4,8,16")
+BOUND_NODES = (1, 3, 7, 15)  # node counts the physics bound considers
+
+
+def forward_ms(target: Any, batch: int, tokens: int, prompts: list[torch.Tensor], reps: int) -> float:
+    """Median ms of the target's forward over ``batch`` rows of ``tokens`` tokens (chains on the prompts' caches)."""
+    from specframe.device_sync import synchronize
+    from specframe.tree import DraftTree
+
+    rows = target.ragged_batch()
+    try:
+        for i in range(batch):
+            rows.add_row(prompts[i % len(prompts)].view(1, -1), capacity=int(prompts[i % len(prompts)].numel()) + 64)
+        chain = DraftTree.from_lists([7] * tokens, [-1, *range(tokens - 1)])
+        tree = DraftTree.stack([chain] * batch)
+        times = []
+        for _ in range(reps + 1):
+            synchronize(rows.device)
+            t0 = time.perf_counter()
+            rows.forward_tree(tree)
+            synchronize(rows.device)
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times[1:])
+    finally:
+        rows.close()
+
+
+def physics(plain: Any, dart: Any, prompts: list[str], sizes: list[int], max_new: int, reps: int,
+            console: Console) -> dict[str, Any]:
+    """The inputs of the physics bound (:mod:`specframe.bench.physics`) measured here, and the bound per batch size:
+    the target's forward over B rows of k + 1 tokens, tau at each fixed node count (DARTree pruned at that budget,
+    batch 1), and the draft + build + prune time of a round in which all B rows draft."""
+    from specframe.bench.physics import physics_bound
+
+    ids = [plain.encode(p).view(-1) for p in prompts]
+    tau: dict[int, float] = {}
+    for k in BOUND_NODES:
+        fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=k)
+        results = fixed.generate_batch(prompts, max_new, batch_size=1)
+        tau[k] = sum(len(r.tokens) for r in results) / max(sum(r.num_rounds for r in results), 1)
+    bounds: dict[str, Any] = {}
+    for b in sizes:
+        fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=7)
+        drafted = fixed.generate_batch((prompts * b)[:b], 16, batch_size=b)
+        draft_ms = statistics.median([sum(r.stage_ns.get(s, 0) for s in ("draft", "build", "prune")) / 1e6
+                                      for res in drafted for r in res.rounds if r.drafted] or [0.0])
+        curve = {t: forward_ms(plain.target, b, t, ids, reps) for t in (1, *(k + 1 for k in BOUND_NODES))}
+        bound = physics_bound(b, lambda q, b=b, curve=curve: curve[q // b], draft_ms, tau)
+        bounds[str(b)] = {"speedup": round(bound.speedup, 3), "nodes": bound.nodes, "draft_ms": round(draft_ms, 2),
+                          "forward_ms": {str(t): round(v, 2) for t, v in curve.items()}}
+        console.print(f"physics bound at batch {b}: {bound.speedup:.2f}x (k = {bound.nodes}), draft {draft_ms:.1f} ms, "
+                      f"forwards {', '.join(f'{t}: {v:.1f}' for t, v in curve.items())} ms", highlight=False)
+    return {"tau_by_nodes": {str(k): round(v, 3) for k, v in tau.items()}, "by_batch": bounds}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=32, help="prompts (half GSM8K, half HumanEval)")
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4, 8, 16])
     ap.add_argument("--device", default=None, help="target device (default: the pipeline's)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs per method and batch size (median)")
-    ap.add_argument("--max-load", type=float, default=0.6)
-    ap.add_argument("--out", type=Path, default=Path("runs/batch-decoding.json"))
-    args = ap.parse_args()
+    ap.add_threads(0)
+    ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per method and batch size (median)")
+    ap.add_max_load()
+    ap.add_argument("--no-bound", dest="bound", action="store_false",
+                    help="skip the physics bound (its measurements take about a minute per batch size)")
+    ap.add_smoke("2 prompts, 4 tokens, batch sizes 1 and 2, one repeat")
+    ap.add_output("runs/batch-decoding.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.batch_sizes, args.repeats = 2, 4, [1, 2], 1
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = refuse_when_busy(args.max_load)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
     root = repo_root() / "examples" / "smollm2"
     overrides = [f"target.device={args.device}"] if args.device else []
     host = PluginHost()
@@ -169,7 +235,7 @@ def main() -> None:
     dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
     sets = load_prompts(args.data, (args.n + 1) // 2, names=("gsm8k", "humaneval"))
     prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: args.n]
-    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    sizes = args.batch_sizes
     plain.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up (and the cost profile of budget: auto)
     dart.generate_batch(prompts[:2], 4, batch_size=2)
     reference = [r.tokens for r in plain.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
@@ -190,25 +256,31 @@ def main() -> None:
         rows.append(measure("plain decoding", runs["plain"], b, reference))
         rows.append(measure("DARTree pruned, budget: auto", runs["dart"], b, reference))
         console.print(*rows[-3:], highlight=False)
+    bound = physics(plain, dart, prompts, sizes, args.max_new_tokens, 1 if args.smoke else 3, console) \
+        if args.bound else None
     hf_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"].startswith("hf_generate")}
     plain_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"] == "plain decoding"}
     for r in rows:
         r["vs_plain_same_batch"] = round(r["tokens_per_s"] / plain_at[r["batch_size"]], 3)
         if r["batch_size"] in hf_at:
             r["vs_hf_generate_same_batch"] = round(r["tokens_per_s"] / hf_at[r["batch_size"]], 3)
+        if bound is not None and r["method"].startswith("DARTree"):
+            r["physics_bound"] = bound["by_batch"][str(r["batch_size"])]["speedup"]
+            r["share_of_bound"] = round(r["vs_plain_same_batch"] / r["physics_bound"], 3)
     machine = machine_summary()
     table = Table(title=f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, device "
                         f"{getattr(plain.target, 'device', 'cpu')}, {machine.get('cpu', '?')}, "
                         f"{torch.get_num_threads()} threads, median of {args.repeats}")
-    for col in ("method", "batch", "tok/s", "spread s", "vs plain", "vs generate()", "τ", "nodes", "draft ms",
-                "plain %", "MiB/row", "exact"):
+    for col in ("method", "batch", "tok/s", "spread s", "vs plain", "vs generate()", "bound", "τ", "nodes",
+                "draft ms", "plain %", "MiB/row", "exact"):
         table.add_column(col, justify="left" if col == "method" else "right")
     for r in rows:
         mem = "-" if r["memory_per_row_mib"] is None else f"{r['memory_per_row_mib']:.0f}"
         spread = f"{min(r['wall_s_repeats']):.1f}-{max(r['wall_s_repeats']):.1f}"
         vs_hf = f"{r['vs_hf_generate_same_batch']:.2f}x" if "vs_hf_generate_same_batch" in r else "-"
+        of_bound = f"{r['physics_bound']:.2f}x ({100 * r['share_of_bound']:.0f} %)" if "physics_bound" in r else "-"
         table.add_row(r["method"], str(r["batch_size"]), f"{r['tokens_per_s']:.1f}", spread,
-                      f"{r['vs_plain_same_batch']:.2f}x", vs_hf,
+                      f"{r['vs_plain_same_batch']:.2f}x", vs_hf, of_bound,
                       f"{r['tau']:.2f}", f"{r['verified_nodes']:.1f}", f"{r['draft_ms_per_round']:.1f}",
                       f"{100 * r['plain_round_share']:.0f}", mem,
                       "yes" if r["exact"] else "NO")
@@ -224,16 +296,19 @@ def main() -> None:
         targets["plain_b8_over_b1"] = round(plain_at[8] / plain_at[1], 3)
         line += f"; plain B=8 >= 3x B=1 -> {targets['plain_b8_over_b1']:.2f}x"
     console.print(line)
-    report = {"n": len(prompts), "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
+    report = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": len(prompts),
+              "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
               "cpu")), "machine": machine, "threads": torch.get_num_threads(), "load_before": load_before,
-              "rows": rows, "targets": targets, "load_after": load_average(),
+              "rows": rows, "targets": targets, "physics_bound": bound, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     png = args.out.with_suffix(".png")
     drew = plot(rows, png)
     console.print(f"wrote {args.out}{' and ' + str(png) if drew else ''} in {report['wall_seconds']:.0f}s "
-                  f"(load {load_before} -> {report['load_after']})")
+                  f"(load {load_before} -> {report['load_after']})"
+                  + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -19,23 +19,22 @@ before and after. Usage (a quiet machine)::
 
     .venv/bin/python benchmarks/batched_drafting.py --out runs/batched-drafting.json
 
-``--quick`` is a smoke run (batch sizes 1 and 2, 6 new tokens, one repeat, no load check): it checks that the
-script works, its times mean nothing.
+``--smoke`` (alias ``--quick``) is a smoke run (batch sizes 1 and 2, 4 new tokens, one repeat, no load check): it
+checks that the script works, its times mean nothing. Arguments are checked before anything is loaded (``_frame``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
+from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
 from rich.console import Console
 from rich.table import Table
 from smollm2_eval import load_prompts
@@ -45,7 +44,7 @@ from specframe.device_sync import synchronize
 from specframe.files import write_text
 from specframe.interfaces import DecodeState, Drafter, DrafterRows, ForkedRows
 from specframe.metrics.machine_info import machine_summary
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.metrics.machine_load import load_average
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, TargetOutput, VerifyResult
 
@@ -132,33 +131,37 @@ def summary(way: str, batch_size: int, runs: list[tuple[list[Any], list[TimedRow
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--batch-sizes", default="1,2,4,8")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--max-new-tokens", type=count(), default=48)
+    ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4, 8])
     ap.add_argument("--device", default=None, help="target device (default: the pipeline's; the drafter follows)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    ap.add_argument("--repeats", type=int, default=3, help="alternating runs per way and batch size")
-    ap.add_argument("--max-load", type=float, default=0.6)
-    ap.add_argument("--quick", action="store_true", help="smoke run: batch sizes 1 and 2, 6 tokens, no load check")
-    ap.add_argument("--out", type=Path, default=Path("runs/batched-drafting.json"))
-    args = ap.parse_args()
-    if args.quick:
-        args.batch_sizes, args.max_new_tokens, args.repeats, args.max_load = "1,2", 6, 1, float("inf")
+    ap.add_threads(0)
+    ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per way and batch size")
+    ap.add_max_load()
+    ap.add_smoke("batch sizes 1 and 2, 4 tokens, one repeat")
+    ap.add_output("runs/batched-drafting.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.batch_sizes, args.max_new_tokens, args.repeats = [1, 2], 4, 1
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = refuse_when_busy(args.max_load)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
     overrides = ["generation.stop_at_eos=false"] + ([f"target.device={args.device}"] if args.device else [])
     pipe = Pipeline.from_yaml(repo_root() / "examples" / "smollm2" / "dflash-chain.yaml", host=PluginHost(),
                               overrides=overrides)
     drafter = pipe.stages.drafter
-    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    sizes = args.batch_sizes
     sets = load_prompts(args.data, (max(sizes) + 1) // 2, names=("gsm8k", "humaneval"))
     prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: max(sizes)]
     pipe.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up
@@ -178,7 +181,7 @@ def main() -> None:
     for r in rows:
         r["vs_first_batch"] = None if r["draft_ms"] is None or not base[r["way"]] else \
             round(r["draft_ms"] / base[r["way"]], 3)
-    note = " (--quick: times mean nothing)" if args.quick else ""
+    note = " (--smoke: times mean nothing)" if args.smoke else ""
     machine = machine_summary()
     table = Table(title=f"draft time per round (median of {args.repeats}), {args.max_new_tokens} new tokens, device "
                         f"{getattr(pipe.target, 'device', 'cpu')}, {machine.get('cpu', '?')}, "
@@ -196,14 +199,17 @@ def main() -> None:
     if at.get(1) and at.get(4):
         ratio = targets["native_draft_b4_over_b1"] = round(at[4] / at[1], 3)
         console.print(f"target: native draft time at batch 4 <= 2x batch 1 -> {ratio:.2f}x")
-    report = {"max_new_tokens": args.max_new_tokens, "quick": args.quick,
+    report = {"max_new_tokens": args.max_new_tokens, "smoke": args.smoke,
+              "max_load": None if args.smoke else args.max_load,
               "device": str(getattr(pipe.target, "device", "cpu")), "machine": machine,
               "threads": torch.get_num_threads(),
               "load_before": load_before, "rows": rows, "targets": targets, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
-    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} -> {report['load_after']})")
+    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} -> {report['load_after']})"
+                  + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -17,28 +17,27 @@ there on. This script measures it on the SmolLM2 pair:
   speed over plain float32 decoding, measured before it in the same process), labelled with whether the device
   has native bf16 (:func:`specframe.metrics.machine_info.native_bf16`): elsewhere bf16 speeds say nothing.
 
-It refuses to start on a busy machine (1-minute load average above ``--max-load``; ``--quick`` skips the check).
+It refuses to start on a busy machine (1-minute load average above ``--max-load``; ``--smoke`` skips the check).
+Arguments are checked before anything is loaded (``_frame``).
 
 Usage::
 
     .venv/bin/python benchmarks/bf16_exactness.py --n 20 --out runs/bf16-exactness.json
-    .venv/bin/python benchmarks/bf16_exactness.py --quick --out /tmp/bf16-quick.json      # a smoke run
+    .venv/bin/python benchmarks/bf16_exactness.py --smoke --out /tmp/bf16-smoke.json      # a smoke run
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-import torch
-from prompt_sets import PromptSet, load_prompt_sets
+from _frame import DATA, BenchParser, apply_threads, check_load, count, name_list, run_script, use_shipped_checkpoints
+from prompt_sets import SETS, PromptSet, load_prompt_sets
 from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import repo_root
@@ -46,10 +45,14 @@ from specframe_smollm2.demo import repo_root
 from specframe.bench.splits import REPORT, SPLITS
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary, native_bf16
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.metrics.machine_load import load_average
 from specframe.metrics.records import GenerationResult
 
-DEFAULT_METHODS = "prompt-lookup-chain,dartree-pruned-b16,dartree-pruned"
+DEFAULT_METHODS = ["prompt-lookup-chain", "dartree-pruned-b16", "dartree-pruned"]
+#: The fp32 pipeline files of ``examples/smollm2`` a method may name.
+PIPELINES = sorted(p.stem for p in (repo_root() / "examples" / "smollm2").glob("*.yaml")
+                   if not p.stem.endswith("-bf16"))
+LOGITS = ("auto", "float32")
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -86,7 +89,7 @@ def build(args: argparse.Namespace, logits: str | None) -> tuple[Any, dict[str, 
     plain = Pipeline.from_yaml(root / "plain.yaml", overrides=overrides, host=host)
     methods = {} if logits is None else {
         name: Pipeline.from_yaml(root / f"{name}.yaml", target=plain.target, host=host)
-        for name in args.methods.split(",") if name}
+        for name in args.methods}
     return plain, methods
 
 
@@ -104,32 +107,39 @@ def decode(plain: Any, methods: dict[str, Any], sets: dict[str, PromptSet], max_
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=20, help="prompts per set")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=20, help="prompts per set")
     ap.add_argument("--split", choices=SPLITS, default=REPORT)
-    ap.add_argument("--sets", default="gsm8k,humaneval,mt_bench,alpaca")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--methods", default=DEFAULT_METHODS, help="pipeline files of examples/smollm2 (fp32 names)")
+    ap.add_argument("--sets", type=name_list(SETS), default=["gsm8k", "humaneval", "mt_bench", "alpaca"])
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_argument("--methods", type=name_list(PIPELINES, allow_empty=True), default=DEFAULT_METHODS,
+                    help="pipeline files of examples/smollm2 (fp32 names)")
     ap.add_argument("--dtype", choices=["bfloat16", "float16"], default="bfloat16")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--logits", default="auto,float32", help="logits_dtype settings compared")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--max-load", type=float, default=0.6)
-    ap.add_argument("--quick", action="store_true", help="a smoke run (2 prompts, 16 tokens): not a measurement")
-    ap.add_argument("--out", type=Path, default=Path("runs/bf16-exactness.json"))
-    args = ap.parse_args()
-    if args.quick:
-        args.n, args.max_new_tokens, args.methods, args.sets = 2, 16, "dartree-pruned-b16", "gsm8k"
-        args.max_load = float("inf")
-    load_before = refuse_when_busy(args.max_load)
+    ap.add_argument("--logits", type=name_list(LOGITS), default=list(LOGITS), help="logits_dtype settings compared")
+    ap.add_threads(1)
+    ap.add_max_load()
+    ap.add_smoke("2 GSM8K prompts, 8 tokens, DARTree pruned B=16")
+    ap.add_output("runs/bf16-exactness.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.methods, args.sets = 2, 8, ["dartree-pruned-b16"], ["gsm8k"]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+
+    load_before = check_load(args.max_load, args.smoke)
     console = Console(width=None if sys.stdout.isatty() else 180)
-    torch.set_num_threads(args.threads)
-    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(repo_root() / "checkpoints" / "smollm2-135m"))
-    sets = load_prompt_sets([args.data], n=args.n, split=args.split, names=[s for s in args.sets.split(",") if s])
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
+    sets = load_prompt_sets([args.data], n=args.n, split=args.split, names=args.sets)
     native = native_bf16(args.device)
-    report: dict[str, Any] = {"quick": args.quick, "machine": machine_summary(), "device": args.device,
+    report: dict[str, Any] = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load,
+                              "machine": machine_summary(), "device": args.device,
                               "dtype": args.dtype, "native_bf16": native, "threads": args.threads,
                               "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens,
                               "load_before": load_before, "settings": {}}
@@ -137,7 +147,7 @@ def main() -> None:
     plain32, _ = build(args, None)
     fp32 = decode(plain32, {}, sets, args.max_new_tokens)
     del plain32
-    for logits in [s for s in args.logits.split(",") if s]:
+    for logits in args.logits:
         plain, methods = build(args, logits)
         runs = decode(plain, methods, sets, args.max_new_tokens)
         rows = []
@@ -169,8 +179,9 @@ def main() -> None:
     machine = report["machine"]
     console.print(f"{machine['cpu']}, device {args.device} ({'native' if native else 'NO native'} {args.dtype} "
                   f"support: speeds {'comparable' if native else 'meaningless'}); wrote {args.out} in "
-                  f"{report['wall_seconds']:.0f}s" + ("; QUICK: a smoke run, not a measurement" if args.quick else ""))
+                  f"{report['wall_seconds']:.0f}s" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -13,12 +13,13 @@ greedy-equality check). Per variant the script reports
   the drafter that the subset shrinks, free of the backbone's and the tree's noise;
 * the machine load during the variant's requests (:mod:`specframe.metrics.machine_load`).
 
-The 1-minute load average is checked first; above ``--max-load`` the script stops unless ``--force``.
+The 1-minute load average is checked first; above ``--max-load`` the script stops unless ``--force``. Arguments
+(the mapping of every size included) are checked before anything is loaded (``_frame``).
 
 Usage (on a quiet machine; the shipped mappings are in checkpoints/smollm2-135m/draft-vocab)::
 
     .venv/bin/python benchmarks/draft_vocab.py --n 10 --max-new-tokens 96 --out runs/draft-vocab.json
-    .venv/bin/python benchmarks/draft_vocab.py --n 1 --max-new-tokens 8 --force     # smoke run
+    .venv/bin/python benchmarks/draft_vocab.py --smoke --out /tmp/draft-vocab.json     # a smoke run
 """
 
 from __future__ import annotations
@@ -28,18 +29,18 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from _frame import DATA, REPO, BenchParser, apply_threads, check_load, count, run_script, use_shipped_checkpoints
 from rich.console import Console
 from rich.table import Table
-
-sys.path.insert(0, str(Path(__file__).parent))
 from smollm2_eval import load_prompts  # the same prompts as the end-to-end evaluation
-from specframe_smollm2.demo import repo_root
 
-from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average, refuse_when_busy
+from specframe.files import write_text
+from specframe.metrics.machine_load import LoadWindow, MachineLoad
 
 FULL = "full"
 
@@ -50,14 +51,21 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _mapping(vocab_dir: Path, size: str) -> str:
+    """The draft-vocabulary file of ``size`` under ``vocab_dir`` (``full``: none)."""
     if size == FULL:
         return FULL
     n = int(size)
     name = f"fr{n // 1024}k.safetensors" if n % 1024 == 0 else f"fr{n}.safetensors"
-    path = vocab_dir / name
-    if not path.is_file():
-        raise SystemExit(f"no mapping {path}; build it with `specframe vocab-subset ... --size {n}`")
-    return str(path)
+    return str(vocab_dir / name)
+
+
+def _sizes(text: str) -> list[str]:
+    """``--sizes``: comma-separated vocabulary sizes (whole numbers >= 1) and/or ``full``."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    bad = [item for item in items if item != FULL and not (item.isdigit() and int(item) >= 1)]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"expected sizes >= 1 and/or `full`, got {text!r}")
+    return items
 
 
 def head_times(pipes: dict[str, Any], reps: int, slots: int) -> dict[str, dict[str, float]]:
@@ -79,24 +87,39 @@ def head_times(pipes: dict[str, Any], reps: int, slots: int) -> dict[str, dict[s
             for name, v in times.items()}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=10, help="prompts per dataset (GSM8K, HumanEval)")
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--pipeline", type=Path, default=repo_root() / "examples" / "smollm2" / "dartree-pruned.yaml")
-    ap.add_argument("--sizes", default="8192,16384,32768,full", help="comma-separated sizes and/or `full`")
-    ap.add_argument("--vocab-dir", type=Path, default=repo_root() / "checkpoints" / "smollm2-135m" / "draft-vocab")
-    ap.add_argument("--head-reps", type=int, default=200, help="LM-head-only calls per variant (0: skip)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--max-load", type=float, default=0.5, help="refuse to start above this 1-minute load")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=10, help="prompts per dataset (GSM8K, HumanEval)")
+    ap.add_argument("--max-new-tokens", type=count(), default=96)
+    ap.add_input("--pipeline", REPO / "examples" / "smollm2" / "dartree-pruned.yaml", help="the pipeline file")
+    ap.add_argument("--sizes", type=_sizes, default=["8192", "16384", "32768", FULL],
+                    help="comma-separated sizes and/or `full`")
+    ap.add_input("--vocab-dir", REPO / "checkpoints" / "smollm2-135m" / "draft-vocab", kind="dir",
+                 help="where the fr<N>k.safetensors mappings are")
+    ap.add_argument("--head-reps", type=count(0), default=200, help="LM-head-only calls per variant (0: skip)")
+    ap.add_threads(1)
+    ap.add_max_load()
     ap.add_argument("--force", action="store_true", help="run even on a loaded machine")
-    ap.add_argument("--out", type=Path, default=Path("runs/draft-vocab.json"))
-    args = ap.parse_args()
+    ap.add_smoke("1 prompt per dataset, 4 tokens, the 8k and full vocabularies, 2 head calls")
+    ap.add_output("runs/draft-vocab.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.sizes, args.head_reps = 1, 4, ["8192", FULL], 2
+    mappings = [_mapping(args.vocab_dir, size) for size in args.sizes]
+    missing = [m for m in mappings if m != FULL and not Path(m).is_file()]
+    if missing:
+        ap.error(f"argument --sizes: no mapping {missing[0]}; build it with `specframe vocab-subset ... --size N`")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 160)
-    load1 = load_average() if args.force else refuse_when_busy(args.max_load)
+    load1 = check_load(args.max_load, args.smoke or args.force)
     console.print(f"1-minute load average before starting: {load1 if load1 is not None else 'unknown'}")
-    torch.set_num_threads(args.threads)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
 
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
@@ -104,10 +127,10 @@ def main() -> None:
     sets = load_prompts(args.data, args.n, names=("gsm8k", "humaneval"))
     prompts = sets["gsm8k"] + sets["humaneval"]
     host = PluginHost()
-    plain = Pipeline.from_yaml(repo_root() / "examples" / "smollm2" / "plain.yaml", host=host)
+    plain = Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml", host=host)
     base = Pipeline.from_yaml(args.pipeline, target=plain.target, host=host)
     drafter = base.config.drafter.model_dump(mode="python", exclude_none=True)
-    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    sizes = args.sizes
     pipes = {size: base.with_stage("drafter", drafter | {"draft_vocab": _mapping(args.vocab_dir, size)})
              for size in sizes}
     plain.generate(prompts[0][1], 4)
@@ -170,13 +193,14 @@ def main() -> None:
     if any((r["machine_load"] or {}).get("contended") for r in rows):
         console.print("warning: other processes loaded the machine during the measurement; rerun on a quiet "
                       "machine", style="bold yellow")
-    report = {"pipeline": str(args.pipeline), "n": args.n, "max_new_tokens": args.max_new_tokens,
-              "threads": args.threads, "loadavg_at_start": load1, "plain_tokens_per_s": plain_tps,
+    report = {"smoke": args.smoke, "pipeline": str(args.pipeline), "n": args.n, "max_new_tokens": args.max_new_tokens,
+              "threads": args.threads, "loadavg_at_start": load1,
+              "max_load": None if args.smoke or args.force else args.max_load, "plain_tokens_per_s": plain_tps,
               "variants": rows, "wall_seconds": round(time.perf_counter() - t0, 1)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"wrote {args.out}")
+    write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
+    console.print(f"wrote {args.out}" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

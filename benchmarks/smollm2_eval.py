@@ -7,9 +7,10 @@ with one shared target in one process; plain decoding is the speedup denominator
 over budgets. Results go to ``--out`` (JSON, with the CPU model and the load before and after) and a markdown
 summary is printed. The script refuses to start on a busy machine (1-minute load average above ``--max-load``).
 
-Usage::
+Arguments are checked before anything is loaded (``_frame``). Usage::
 
     .venv/bin/python benchmarks/smollm2_eval.py --n 6 --max-new-tokens 64 --out runs/smollm2-eval.json
+    .venv/bin/python benchmarks/smollm2_eval.py --smoke --out /tmp/smollm2-eval.json      # a smoke run
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
 from prompt_sets import load_prompt_sets
 from rich.console import Console
-from specframe_smollm2.demo import METHODS, repo_root, results_table, run_methods
+from specframe_smollm2.demo import METHODS, QUICK_METHODS, repo_root, results_table, run_methods
 
 from specframe.bench.splits import REPORT
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
-from specframe.metrics.machine_load import load_average, refuse_when_busy
+from specframe.metrics.machine_load import load_average
 
 #: The sets of the end-to-end evaluation (held-out τ per set, checkpoints/smollm2-135m/eval.json).
 EVAL_SETS = ("gsm8k", "humaneval", "mt_bench")
@@ -68,43 +71,53 @@ def budget_sweep(prompts: list[tuple[str, str]], budgets: list[int], max_new_tok
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=repo_root().parent / "shared" / "data")
-    ap.add_argument("--n", type=int, default=6, help="prompts per dataset")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--budgets", default="4,8,16,32")
-    ap.add_argument("--sweep-n", type=int, default=3, help="prompts per dataset in the budget sweep")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=6, help="prompts per dataset")
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_argument("--budgets", type=counts(), default=[4, 8, 16, 32])
+    ap.add_argument("--sweep-n", type=count(), default=3, help="prompts per dataset in the budget sweep")
     ap.add_argument("--skip-sweep", action="store_true")
-    ap.add_argument("--out", type=Path, default=Path("runs/smollm2-eval.json"))
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1 is faster on shared 2-core machines)")
-    ap.add_argument("--max-load", type=float, default=0.6)
-    args = ap.parse_args()
-    import torch
+    ap.add_output("runs/smollm2-eval.json")
+    ap.add_threads(1)  # 1 is faster on shared 2-core machines
+    ap.add_max_load()
+    ap.add_smoke("1 prompt per set, 4 tokens, 4 methods, one budget")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.budgets, args.sweep_n = 1, 4, [4], 1
+    return args
 
-    load_before = refuse_when_busy(args.max_load)
-    torch.set_num_threads(args.threads)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
     console = Console(width=None if sys.stdout.isatty() else 160)
     t0 = time.perf_counter()
     sets = load_prompts(args.data, args.n)
-    report: dict = {"n": args.n, "max_new_tokens": args.max_new_tokens, "threads": args.threads,
-                    "machine": machine_summary(), "load_before": load_before, "datasets": {}}
+    methods = [m for m in METHODS if not args.smoke or m[0] in QUICK_METHODS]
+    report: dict = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": args.n,
+                    "max_new_tokens": args.max_new_tokens, "threads": args.threads, "machine": machine_summary(),
+                    "load_before": load_before, "datasets": {}}
     for name, prompts in sets.items():
         console.rule(name)
-        runs = run_methods(METHODS, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)
-        table, rows = results_table(runs, METHODS[0][0])
+        runs = run_methods(methods, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)
+        table, rows = results_table(runs, methods[0][0])
         console.print(table)
         report["datasets"][name] = rows
     if not args.skip_sweep:
         console.rule("τ versus budget (GSM8K + HumanEval)")
         mixed = sets["gsm8k"][: args.sweep_n] + sets["humaneval"][: args.sweep_n]
-        report["budget_sweep"] = budget_sweep(mixed, [int(b) for b in args.budgets.split(",")],
-                                              args.max_new_tokens, console)
+        report["budget_sweep"] = budget_sweep(mixed, args.budgets, args.max_new_tokens, console)
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
-    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s")
+    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s"
+                  + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

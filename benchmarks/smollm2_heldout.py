@@ -11,6 +11,10 @@ This is the comparison a new training stage has to win before its checkpoints re
 measures the drafter alone, on text the target wrote, with no decoding loop in between (``smollm2_eval.py``
 measures τ and speed end to end on the benchmark sets).
 
+Every argument is checked before a model is loaded (``_frame``): paths on the command line are read from the
+current directory, else from the repository; the recipe's own relative paths (its data sections) from the
+repository root, where the shipped recipes are written from, so the script runs from any directory.
+
 Usage::
 
     .venv/bin/python benchmarks/smollm2_heldout.py recipes/smollm2/drafter-stage3.yaml \\
@@ -25,8 +29,10 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Literal
 
 import torch
+from _frame import BenchParser, count, in_repository, resolve_input, run_script
 from specframe_smollm2.training.dataset import Sequence, load_sequences, make_batch, split
 from specframe_smollm2.training.objectives import EvalResult, Objective
 from specframe_smollm2.training.prompts import section_prompt_kinds
@@ -79,47 +85,65 @@ def evaluate(objective: Objective, groups: dict[str, list[Sequence]], anchors: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("recipe", help="the recipe whose data sections (and held-out split) to read")
+    ap = BenchParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_input("recipe", None, positional=True,
+                 help="the recipe whose data sections (and held-out split) to read")
     ap.add_argument("--drafter", action="append", default=[], metavar="NAME=DIR")
     ap.add_argument("--head", action="append", default=[], metavar="NAME=HEAD_DIR:BASE_DIR",
                     help="a head checkpoint on its base drafter; the head recipe kind comes from --head-recipe")
     ap.add_argument("--head-recipe", action="append", default=[], metavar="NAME=RECIPE",
                     help="the recipe (ar_head or markov_head kind) that describes head NAME")
-    ap.add_argument("--anchors", type=int, default=16, help="random anchors per held-out sequence")
+    ap.add_argument("--anchors", type=count(), default=16, help="random anchors per held-out sequence")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--target", default=None,
-                    help="converted target directory (default: the recipe's, else the setup-target cache)")
-    ap.add_argument("--out", type=Path, default=Path("runs/heldout.json"))
+    ap.add_input("--target", None, kind="dir",
+                 help="converted target directory (default: the recipe's, else the setup-target cache)")
+    ap.add_output("runs/heldout.json")
     args = ap.parse_args(argv)
 
-    from specframe_hf.loading import load_model, model_directory
-    from specframe_smollm2.cache import target_dir
-
-    recipe = load_recipe(Path(args.recipe))
-    groups = heldout_by_kind(recipe)
-    if not any(groups.values()):
-        ap.error(f"{args.recipe}: its data sections hold no held-out sequence (generate the data first)")
-    model_dir = args.target or recipe.target or str(target_dir())
-    target = load_model(model_directory(model_dir), dtype=torch.float32, device=torch.device("cpu"), role="target")
     def pair(item: str, sep: str, flag: str, form: str) -> tuple[str, str]:
         left, found, right = item.partition(sep)
         if not (left and found and right):
             ap.error(f"{flag} {item!r}: expected {form}")
         return left, right
 
-    head_recipes = dict(pair(item, "=", "--head-recipe", "NAME=RECIPE") for item in args.head_recipe)
-    results: dict[str, dict[str, EvalResult]] = {}
-    for item in args.drafter:
-        name, path = pair(item, "=", "--drafter", "NAME=DIR")
-        results[name] = evaluate(drafter_objective(recipe, target, path), groups, args.anchors, args.seed)
+    def existing(path: str, flag: str, kind: Literal["file", "dir"] = "dir") -> str:
+        found, why = resolve_input(Path(path), kind)
+        if found is None:
+            ap.error(f"argument {flag}: {why}")
+        return str(found)
+
+    head_recipes = {name: existing(path, "--head-recipe", "file")
+                    for name, path in (pair(item, "=", "--head-recipe", "NAME=RECIPE") for item in args.head_recipe)}
+    drafters = [(name, existing(path, "--drafter"))
+                for name, path in (pair(item, "=", "--drafter", "NAME=DIR") for item in args.drafter)]
+    heads = []
     for item in args.head:
         name, paths = pair(item, "=", "--head", "NAME=HEAD_DIR:BASE_DIR")
         head, base = pair(paths, ":", "--head", "NAME=HEAD_DIR:BASE_DIR")
         if name not in head_recipes:
             ap.error(f"--head {name} needs --head-recipe {name}=RECIPE")
-        head_recipe = load_recipe(Path(head_recipes[name]))
-        results[name] = evaluate(head_objective(head_recipe, target, head, base), groups, args.anchors, args.seed)
+        heads.append((name, existing(head, "--head"), existing(base, "--head")))
+    if not drafters and not heads:
+        ap.error("name at least one checkpoint: --drafter NAME=DIR or --head NAME=HEAD_DIR:BASE_DIR")
+
+    from specframe_hf.loading import load_model, model_directory
+    from specframe_smollm2.cache import target_dir
+
+    with in_repository():  # the recipe's relative data paths are written from the repository root
+        recipe = load_recipe(args.recipe)
+        groups = heldout_by_kind(recipe)
+        if not any(groups.values()):
+            ap.error(f"{args.recipe}: its data sections hold no held-out sequence (generate the data first)")
+        model_dir = str(args.target) if args.target else recipe.target or str(target_dir())
+        target = load_model(model_directory(model_dir), dtype=torch.float32, device=torch.device("cpu"),
+                            role="target")
+        results: dict[str, dict[str, EvalResult]] = {}
+        for name, path in drafters:
+            results[name] = evaluate(drafter_objective(recipe, target, path), groups, args.anchors, args.seed)
+        for name, head, base in heads:
+            head_recipe = load_recipe(Path(head_recipes[name]))
+            results[name] = evaluate(head_objective(head_recipe, target, head, base), groups, args.anchors,
+                                     args.seed)
 
     names = list(results)
     print(f"| kind | seqs | blocks | {' | '.join(names)} |")
@@ -141,10 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     overall = {name: sum(results[name][k].tau * w for k, w in weights.items()) / total for name in names}
     print(f"| all (sequence-weighted) | {total} | {total * args.anchors} | "
           + " | ".join(f"{overall[n]:.3f}" for n in names) + " |")
-    write_text(args.out, json.dumps({"recipe": args.recipe, "anchors": args.anchors, "seed": args.seed,
+    write_text(args.out, json.dumps({"recipe": str(args.recipe), "anchors": args.anchors, "seed": args.seed,
                                      "kinds": table, "overall": overall}, indent=1), what="results")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

@@ -6,6 +6,10 @@ another in subprocesses (one torch job at a time). A finished variant is skipped
 so the script can be rerun until the table is complete. It prints held-out chain τ and per-slot acceptance at
 every evaluation and writes ``runs/ablate/ablations.json``.
 
+Arguments are checked before any training starts (``_frame``); the recipe's relative paths are read from the
+repository root, where the shipped recipes are written from, so the script runs from any directory. ``--smoke``
+trains the base variant for 2 steps (on ``--recipe``, e.g. a tiny test recipe): it checks that the script works.
+
 Usage::
 
     .venv/bin/python benchmarks/smollm2_recipe_ablations.py --steps 400
@@ -17,11 +21,14 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from _frame import REPO, BenchParser, count, name_list, run_script
 
 from specframe.files import write_text
 
-RECIPE = "recipes/smollm2/drafter.yaml"
+RECIPE = REPO / "recipes" / "smollm2" / "drafter.yaml"
 #: variant -> (what it tests, recipe overrides)
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "base": ("shipped recipe: 2 layers from target layers 28-29, block 8, soft weight 0.5", []),
@@ -32,17 +39,21 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 }
 
 
-def run_variant(name: str, overrides: list[str], steps: int, out: Path) -> None:
+def run_variant(recipe: Path, name: str, overrides: list[str], steps: int, out: Path) -> None:
+    """Train one variant in a subprocess, from the repository root (the recipes' relative paths start there)."""
     work = out / name
     if (work / "summary.json").exists():
         return
     sets = [f"optim.steps={steps}", f"eval.every={steps // 2}", f"checkpoint_every={steps // 2}",
             f"work_dir={work}", f"output={work / 'ckpt'}", *overrides]
-    cmd = [sys.executable, "-m", "specframe.cli", "train", RECIPE, "--no-progress"]
+    cmd = [sys.executable, "-m", "specframe.cli", "train", str(recipe), "--no-progress"]
     for s in sets:
         cmd += ["--set", s]
     with (out / f"{name}.log").open("a") as log:
-        subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT)
+        done = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    if done.returncode:
+        raise SystemExit(f"variant {name}: `specframe train` failed (exit status {done.returncode}); see "
+                         f"{out / f'{name}.log'}")
 
 
 def collect(out: Path) -> list[dict]:
@@ -59,16 +70,26 @@ def collect(out: Path) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=400)
-    ap.add_argument("--out", type=Path, default=Path("runs/ablate"))
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--recipe", RECIPE, help="the recipe every variant changes")
+    ap.add_argument("--steps", type=count(2), default=400, help="training steps per variant (evaluated at half)")
+    ap.add_argument("--variants", type=name_list(list(VARIANTS)), default=list(VARIANTS),
+                    help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_output("runs/ablate", kind="dir", help="one work directory per variant, logs and ablations.json")
     ap.add_argument("--only-table", action="store_true", help="print the table of what exists; train nothing")
-    args = ap.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    ap.add_smoke("the base variant, 2 steps")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.steps, args.variants = 2, ["base"]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if not args.only_table:
-        for name, (_, overrides) in VARIANTS.items():
-            run_variant(name, overrides, args.steps, args.out)
+        for name in args.variants:
+            run_variant(args.recipe, name, VARIANTS[name][1], args.steps, args.out)
     rows = collect(args.out)
     print("| variant | change | step | held-out chain τ | per-slot acceptance |")
     print("|---|---|---|---|---|")
@@ -78,7 +99,8 @@ def main() -> None:
             print(f"| {r['variant']} | {r['what']} | {e['step']} | {e['eval_tau']:.3f} | {slots} |")
     write_text(args.out / "ablations.json", json.dumps({"steps": args.steps, "rows": rows}, indent=2) + "\n",
                what="ablation results")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -19,6 +19,7 @@ Usage::
     .venv/bin/python benchmarks/tree_construction.py --rounds 30
     .venv/bin/python benchmarks/tree_construction.py --vocab 32000 --hidden 1024 --out runs/small.json
     python benchmarks/tree_construction.py --device cuda --threads 0     # on a GPU (benchmarks/accelerator_check.py)
+    .venv/bin/python benchmarks/tree_construction.py --smoke             # seconds: small sizes, 3 rounds
 
 On an accelerator every build is timed between two device synchronisations, so the time is the work's and not
 its kernel launches'.
@@ -31,11 +32,12 @@ import dataclasses
 import json
 import platform
 import statistics
+import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import torch
+from _frame import BenchParser, apply_threads, count, name_list, run_script
 from specframe_trees.builders import (
     ChainThenHeapBuilder,
     ChainThenHeapConfig,
@@ -52,33 +54,42 @@ from specframe_trees.pruners import DeferredTopBConfig, DeferredTopBPruner
 from specframe.device_sync import synchronize
 from specframe.files import write_text
 from specframe.interfaces import Corrector, RoundContext
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree, check_tree
-from specframe.types import DraftProposal, RngStreams, SamplingParams
+from specframe.types import DraftProposal, SamplingParams
 
 METHODS = ("heap", "heap_sequential", "dartree", "chain_then_heap")
+#: ``--smoke``: a small head and vocabulary, 3 timed rounds after 1 warm-up.
+SMOKE = {"vocab": 4096, "hidden": 256, "gru_hidden": 128, "emb_dim": 64, "rounds": 3, "warmup": 1}
 
 
-def parse_args() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=30, help="timed rounds per method")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed rounds per method first")
-    ap.add_argument("--depth", type=int, default=16, help="L: proposal depth and max tree depth")
-    ap.add_argument("--candidates", type=int, default=64, help="K: candidates per depth")
-    ap.add_argument("--width", type=int, default=12, help="W: dartree width per depth")
-    ap.add_argument("--budget", type=int, default=64, help="B: verification budget")
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = BenchParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=count(), default=30, help="timed rounds per method")
+    ap.add_argument("--warmup", type=count(0), default=3, help="untimed rounds per method first")
+    ap.add_argument("--depth", type=count(), default=16, help="L: proposal depth and max tree depth")
+    ap.add_argument("--candidates", type=count(), default=64, help="K: candidates per depth")
+    ap.add_argument("--width", type=count(), default=12, help="W: dartree width per depth")
+    ap.add_argument("--budget", type=count(), default=64, help="B: verification budget")
     ap.add_argument("--beta", type=float, default=-0.2, help="deferred_topb depth bonus")
-    ap.add_argument("--hidden", type=int, default=2560, help="H: backbone hidden size (Qwen3-4B: 2560)")
-    ap.add_argument("--gru-hidden", type=int, default=1024, help="G: GRU hidden size")
-    ap.add_argument("--emb-dim", type=int, default=256, help="E: projection width")
-    ap.add_argument("--vocab", type=int, default=151936, help="V: vocabulary size")
+    ap.add_argument("--hidden", type=count(), default=2560, help="H: backbone hidden size (Qwen3-4B: 2560)")
+    ap.add_argument("--gru-hidden", type=count(), default=1024, help="G: GRU hidden size")
+    ap.add_argument("--emb-dim", type=count(), default=256, help="E: projection width")
+    ap.add_argument("--vocab", type=count(2), default=151936, help="V: vocabulary size")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="head dtype")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (0: torch's default); 1 avoids OpenMP stalls on a shared, busy CPU")
-    ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ", ".join(METHODS))
+    ap.add_threads(1)  # 1 avoids OpenMP stalls on a shared, busy CPU
+    ap.add_argument("--methods", type=name_list(METHODS), default=list(METHODS),
+                    help="comma-separated subset of " + ", ".join(METHODS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu", help="where the proposal, the head and the builders run (cpu, cuda)")
-    ap.add_argument("--out", default="runs/bench_tree_construction.json", help="JSON result path")
-    return ap.parse_args()
+    ap.add_smoke("small head and vocabulary, 3 rounds")
+    ap.add_output("runs/bench_tree_construction.json")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        vars(args).update(SMOKE)
+    if args.vocab < args.candidates:
+        ap.error(f"argument --vocab: {args.vocab} is fewer than --candidates {args.candidates}")
+    return args
 
 
 def random_proposal(args: argparse.Namespace, g: torch.Generator) -> DraftProposal:
@@ -97,8 +108,8 @@ def random_proposal(args: argparse.Namespace, g: torch.Generator) -> DraftPropos
 
 
 def make_methods(args: argparse.Namespace, corrector: Corrector) -> dict[str, Callable[[DraftProposal], DraftTree]]:
-    rng = RngStreams.from_seed(args.seed, device=args.device)
-    ctx = RoundContext(budget=args.budget, sampling=SamplingParams(), rng=rng)
+    noise = RoundNoise.from_seed(args.seed, device=args.device)
+    ctx = RoundContext(budget=args.budget, sampling=SamplingParams(), noise=noise)
     shape = {"max_depth": args.depth, "candidates": args.candidates}
     heap = HeapBuilder(HeapConfig(**shape))
     sequential = HeapSequentialBuilder(HeapSequentialConfig(**shape))
@@ -111,11 +122,7 @@ def make_methods(args: argparse.Namespace, corrector: Corrector) -> dict[str, Ca
         "dartree": lambda p: pruner.prune(dartree.build(p, corrector, ctx), ctx),
         "chain_then_heap": lambda p: chain_heap.build(p, corrector, ctx),
     }
-    chosen = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in chosen if m not in table]
-    if unknown:
-        raise SystemExit(f"unknown method(s) {unknown}; choose from {', '.join(METHODS)}")
-    return {m: table[m] for m in chosen}
+    return {m: table[m] for m in args.methods}
 
 
 def summarize(samples_ms: list[float]) -> dict[str, float]:
@@ -148,10 +155,8 @@ def print_table(stats: dict[str, dict[str, float]], cpu: dict[str, dict[str, flo
         print(f"{name}: {value:.2f}x")
 
 
-def main() -> None:
-    args = parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def run(args: argparse.Namespace) -> dict[str, object]:
+    """Build the trees, print the table and write ``args.out``; the result as written."""
     g = torch.Generator().manual_seed(args.seed)
     t0 = time.perf_counter()
     corrector = build_random_gru(RandomGRUConfig(
@@ -185,7 +190,7 @@ def main() -> None:
             if r == 0:
                 errors = check_tree(tree, budget=args.budget)
                 if errors:
-                    raise SystemExit(f"{name} built an invalid tree: {errors}")
+                    raise RuntimeError(f"{name} built an invalid tree: {errors}")
     stats = {m: summarize(s) for m, s in samples.items()}
     cpu = {m: summarize(s) for m, s in cpu_samples.items()}
     nodes = {m: statistics.fmean(c) for m, c in node_counts.items()}
@@ -198,7 +203,8 @@ def main() -> None:
     print_table(stats, cpu, nodes, ratios)
     result = {
         "benchmark": "tree_construction",
-        "config": vars(args),
+        "smoke": args.smoke,
+        "config": {k: str(v) if k == "out" else v for k, v in vars(args).items()},
         "setup_seconds": setup_s,
         "environment": {"torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device,
                         "machine": platform.machine(), "processor": platform.processor() or platform.platform()},
@@ -206,11 +212,21 @@ def main() -> None:
                         "cpu_samples_ms": cpu_samples[m]} for m in stats},
         "ratios": ratios,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text(out, json.dumps(result, indent=2), what="benchmark results")
-    print(f"wrote {out}")
+    write_text(args.out, json.dumps(result, indent=2), what="benchmark results")
+    print(f"wrote {args.out}" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    before = torch.get_num_threads()
+    apply_threads(args.threads)
+    try:
+        run(args)
+    finally:
+        torch.set_num_threads(before)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_script(main))

@@ -5,7 +5,6 @@ Drafter -> Corrector -> TreeBuilder -> Pruner -> Verifier. Every concrete stage 
 """
 
 from specframe.config.base import ComponentConfig
-from specframe.decode.noise import RoundNoise
 from specframe.errors import SpecframeError
 from specframe.interfaces import (
     BuildContext,
@@ -28,6 +27,7 @@ from specframe.registry import (
     TreeBuilderCapabilities,
     VerifierCapabilities,
 )
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, SamplingParams, TargetOutput, VerifyResult
 

@@ -56,7 +56,8 @@ def _data_files(items: tuple[str, ...]) -> dict[str, Path]:
 @click.option("--repeats", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Timed runs per prompt; the median-time run is recorded.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=None,
-              help="Seed of every request, 0 to 2**63 - 1 (default: each pipeline's `seed:`).")
+              help="Base seed, 0 to 2**63 - 1 (default: each pipeline's `seed:`, else 0): every question's turn "
+                   "gets a seed derived from it and the question, the same for every method; records carry it.")
 @click.option("--batch-size", type=click.IntRange(min=1, max=4096), default=1, show_default=True,
               help="Decode up to N questions at once per method (continuous batching; records say the size).")
 @click.option("--baseline-name", default=BASELINE_NAME, show_default=True, help="Method name of the AR baseline.")
@@ -194,6 +195,7 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
     """Tables (Markdown/CSV) and sweep plots from RESULTS files of `specframe bench`."""
     from specframe.bench import load_result_files
     from specframe.report import Report, SummaryOptions, summarize
+    from specframe.report.render import set_aside_lines
     from specframe.report.tables import summary_rows
 
     chosen = tuple(f.strip() for f in formats.split(",") if f.strip())
@@ -209,6 +211,8 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
     options = SummaryOptions(baseline=baseline, resamples=bootstrap, confidence=confidence, seed=seed)
     rep = Report(summarize(records, options), speedup=speedup, tau=tau, confidence=confidence,  # type: ignore[arg-type]
                  max_depth=max_depth)
+    for line in set_aside_lines(rep.summary):
+        err_console.print(f"set aside: {line}", highlight=False, markup=False)
     if as_json:
         rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
                 for row in summary_rows(rep.summary)]

@@ -3,8 +3,10 @@
 Everything that can be checked is checked before the measurement (which takes a while) and before the cache is
 touched: the prompt must fit the target's context, ``--out-dir`` must be a writable directory whose
 ``profile.json`` and ``profile.png`` can be files, and the cache directory must accept files. The measured
-profile then replaces the cached one only when it is plausible and covers it
-(:func:`specframe.cost.measure.cache_profile`); otherwise the notice says why and the cached one is kept.
+profile then replaces the cached one only when it is plausible, was measured while no other process kept the CPUs
+busy, and covers it (:func:`specframe.cost.measure.cache_profile`); otherwise the notice says why and the cached
+one is kept. A run stopped at any point (Ctrl-C, a timeout's kill) leaves the cache as it was: the cache file is
+replaced atomically and only after the whole measurement.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
             out_dir: Path | None, as_json: bool) -> None:
     """Measure PIPELINE's verify curve and stage costs, cache them for `budget: auto`, print a table."""
     from specframe.cost.measure import profile_path
-    from specframe.cost.report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
     from specframe.cost.setup import target_profile_key
     from specframe.pipeline import Pipeline
+    from specframe.profile_report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
 
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     if out_dir is not None:  # refused now, not after the measurement
@@ -44,13 +46,14 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
             check_output_file(out_dir / name, what="profile output")
     cache_dir = profile_path(target_profile_key(pipe.target, pipe.config)).parent
     check_writable_dir(cache_dir, what="cost-profile cache directory")
-    measured = measure_pipeline_profile(pipe, prompt, reps=reps)
+    taken = measure_pipeline_profile(pipe, prompt, reps=reps)
+    measured = taken.profile
     rows = profile_rows(measured)
     if out_dir is not None:
         write_text(out_dir / "profile.json", json.dumps({**measured.to_json(), "rows": rows}, indent=2) + "\n",
                    what="profile")
         write_plot(measured, out_dir / "profile.png")
-    cached = save_to_cache(measured)
+    cached = save_to_cache(taken)
     if as_json:
         click.echo(json.dumps({**measured.to_json(), "rows": rows, "cache": None if cached is None else str(cached)},
                               indent=2))

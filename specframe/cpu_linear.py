@@ -13,9 +13,13 @@ packed copy. A `PackedLinear` holds both layouts, so it picks its kernel per cal
 product (``x.numel() // in_features``: batch × new tokens) under a `LinearKernels` rule: oneDNN for rows in
 ``[low, high)``, the default ``F.linear`` (exactly ``nn.Linear``'s computation) otherwise. `cpu_linear: auto`
 measures both on the target and sets the rule (:mod:`specframe.cost.kernel_choice`); ``onednn`` packs every row
-count. The module's own ``forward`` and ``generate`` use the same layers, so a pipeline on a packed target stays
-token-for-token equal to that model's own greedy ``generate()``. Results differ from the default BLAS in the
-last bits (a different summation order), as between any two BLAS builds.
+count. The module's own ``forward`` and ``generate`` use the same layers as the pipeline. Results differ from the
+default BLAS in the last bits (a different summation order), as between any two BLAS builds, and under a rule that
+switches by row count the kernel of a product, and so the last bits of every row's result, depends on how many
+rows the product has: a verify of q tokens and a one-token step, or a request decoded alone and with batch-mates,
+can run the same row through different kernels. Greedy outputs then stay equal to the model's own ``generate()``
+except where two logits lie within that rounding (about 1e-6 relative in float32): equal in every exactness test
+and benchmark run here, not guaranteed bit for bit.
 
 `default_kernels(module)` switches every packed layer to the default path for a block (the reference
 ``generate()`` is measured that way: the unmodified model's kernels); `unpack_linear_layers` puts the original

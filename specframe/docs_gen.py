@@ -1,7 +1,9 @@
-"""Generators for the documentation pages that must never drift from the code.
+"""Generators for the documentation pages that must never drift from the code, and for the blocks of hand-written
+pages that must never drift from the result files (:mod:`specframe.docs_claims`: every speed claim).
 
 ``python -m specframe.docs_gen`` rewrites them; ``python -m specframe.docs_gen --check`` fails (status 1)
-when a committed page differs from what the code generates, which CI runs.
+when a committed page or block differs from what the code generates, which CI runs. A block is the text between
+``<!-- generated: NAME -->`` and ``<!-- /generated: NAME -->`` in its page.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from specframe import docs_reference, hookspecs
+from specframe import docs_claims, docs_reference, hookspecs
 from specframe.files import write_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,11 +67,24 @@ def _doc_to_md(doc: str) -> str:
     return "\n".join(out).strip()
 
 
+#: Blocks of hand-written pages: (page, block name) -> renderer.
+BLOCKS: dict[tuple[str, str], Callable[[], str]] = dict(docs_claims.BLOCKS)
+
 PAGES: dict[str, Callable[[], str]] = {
     "docs/plugins/hooks.md": render_hooks,
     "docs/reference/pipeline.md": lambda: docs_reference.render_pipeline_reference(),
     "docs/plugins/catalog.md": lambda: docs_reference.render_catalog(),
 }
+
+
+def with_block(text: str, name: str, body: str) -> str | None:
+    """``text`` with the block ``name`` replaced by ``body``; None when the page lacks its markers."""
+    start, end = f"<!-- generated: {name} -->", f"<!-- /generated: {name} -->"
+    head, found, rest = text.partition(start)
+    _, closed, tail = rest.partition(end)
+    if not (found and closed):
+        return None
+    return f"{head}{start}\n{body.strip()}\n{end}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +102,25 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(rel)
         else:
             write_text(path, text, what="documentation page")
+            print(f"wrote {rel}")
+    pages: dict[str, str] = {}
+    for (rel, name), render in BLOCKS.items():
+        current = pages.get(rel)
+        if current is None:
+            current = (ROOT / rel).read_text(encoding="utf-8")
+        updated = with_block(current, name, render())
+        if updated is None:
+            print(f"{rel} has no block '{name}' (markers <!-- generated: {name} --> ... <!-- /generated: {name} -->)",
+                  file=sys.stderr)
+            return 1
+        pages[rel] = updated
+    for rel, text in pages.items():
+        if (ROOT / rel).read_text(encoding="utf-8") == text:
+            continue
+        if args.check:
+            stale.append(rel)
+        else:
+            write_text(ROOT / rel, text, what="documentation page")
             print(f"wrote {rel}")
     if stale:
         print("generated docs are out of date: " + ", ".join(stale) +

@@ -27,29 +27,68 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from specframe.decode.noise import RoundNoise
 from specframe.prompts import Messages, encode_messages
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, SamplingParams, TargetOutput, VerifyResult
 
 
-@dataclass
 class DecodeState:
-    """What the loop knows about one request; drafters read it, only the loop writes it."""
+    """What the loop knows about one request; drafters read it, only the loop writes it.
 
-    tokens: torch.Tensor  # [B, T] int64, prompt + generated tokens; the last one is the root
-    prompt_len: int  # prompt tokens at the start of ``tokens``
-    sampling: SamplingParams
-    seed: int = 0  # the request's seed (every random draw is keyed by it and a position: specframe.decode.noise)
+    The tokens live in a buffer reserved for the request's whole output (``capacity`` positions), so the loop
+    appends each round's tokens in place (:meth:`append`) instead of concatenating a new tensor (which would make
+    a request cost O(T^2) copies); ``tokens`` is a view of the filled part.
+    """
+
+    def __init__(self, tokens: torch.Tensor, prompt_len: int, sampling: SamplingParams, seed: int = 0, *,
+                 capacity: int | None = None) -> None:
+        length = int(tokens.shape[1])
+        if capacity is not None and capacity > length:
+            buffer = tokens.new_zeros(tokens.shape[0], capacity)  # [B, capacity] int64
+            buffer[:, :length] = tokens
+            tokens = buffer
+        self._buffer = tokens  # [B, capacity] int64
+        self._length = length
+        self.prompt_len = prompt_len  # prompt tokens at the start of ``tokens``
+        self.sampling = sampling
+        self.seed = seed  # the request's seed: every random draw is keyed by it and a position (sampling.noise)
+
+    @property
+    def tokens(self) -> torch.Tensor:  # [B, T] int64, prompt + generated tokens; the last one is the root
+        return self._buffer[:, : self._length]
+
+    @tokens.setter
+    def tokens(self, value: torch.Tensor) -> None:
+        self._buffer, self._length = value, int(value.shape[1])
 
     @property
     def root(self) -> torch.Tensor:  # [B] int64
-        return self.tokens[:, -1]
+        return self._buffer[:, self._length - 1]
 
     @property
     def cached_len(self) -> int:
         """Tokens in the target's KV cache: everything but the root."""
-        return int(self.tokens.shape[1]) - 1
+        return self._length - 1
+
+    @property
+    def buffer_data_ptr(self) -> int:
+        """The address of the token buffer (tests check that appending does not reallocate it)."""
+        return int(self._buffer.data_ptr())
+
+    def append(self, new: Sequence[int]) -> None:
+        """Append ``new`` token ids (one row) in place; the buffer grows by half only when the capacity is exceeded."""
+        end = self._length + len(new)
+        if end > self._buffer.shape[1]:
+            grown = self._buffer.new_zeros(self._buffer.shape[0], max(end, self._buffer.shape[1] * 3 // 2))
+            grown[:, : self._length] = self._buffer[:, : self._length]
+            self._buffer = grown
+        self._buffer[:, self._length : end] = torch.tensor(new, dtype=self._buffer.dtype).to(self._buffer.device)
+        self._length = end
+
+    def __repr__(self) -> str:
+        return (f"DecodeState(tokens={self.tokens!r}, prompt_len={self.prompt_len}, sampling={self.sampling!r}, "
+                f"seed={self.seed})")
 
 
 @dataclass(frozen=True)
@@ -57,13 +96,16 @@ class RoundContext:
     """Per-round parameters shared by builders, pruners and verifiers, for the ``B`` rows of the round's tree.
 
     Every random draw of a stage comes from ``noise``: uniforms keyed by each row's request seed, a stream, the
-    absolute position the draw predicts and the node it is made at (:mod:`specframe.decode.noise`), never from
+    absolute position the draw predicts and the node it is made at (:mod:`specframe.sampling.noise`), never from
     the global torch RNG.
     """
 
     budget: int  # verification budget B: draft nodes, root excluded
     sampling: SamplingParams
     noise: RoundNoise  # [B] rows: request seeds and root positions
+    #: Check stage contracts that need a device-to-host read (the pipeline's ``metrics.check_trees``, a debug
+    #: mode); stages skip such checks otherwise, so a round makes one read.
+    check: bool = False
 
 
 class TargetModel(ABC):
@@ -146,8 +188,10 @@ class TargetRows(Protocol):
         """Committed positions per row."""
         ...
 
-    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
-        """Prefill ``input_ids`` ``[1, P]`` alone and append it as the last row; logits ``[1, 1, V]``."""
+    def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
+        """Prefill ``input_ids`` ``[1, P]`` alone and append it as the last row; logits ``[1, 1, V]``.
+        ``capacity``: positions the row will hold at most (prompt, decoded tokens and one tree), so an adapter
+        can reserve its cache once; None: unknown (the adapter grows as needed)."""
         ...
 
     def keep_rows(self, rows: Sequence[int]) -> None:
@@ -158,8 +202,11 @@ class TargetRows(Protocol):
         """Logits ``[B, N, V]`` after each node of each row's tree; nothing committed."""
         ...
 
-    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
-        """Keep each row's ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded)."""
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
+               paths: Sequence[Sequence[int]] | None = None) -> None:
+        """Keep each row's ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded). ``paths``: the same paths
+        as host lists, when the caller has read them already (the decode loop does, in its one read per round);
+        an adapter that needs them on the host then reads nothing."""
         ...
 
     def close(self) -> None:
@@ -302,6 +349,9 @@ class Corrector(ABC):
     """
 
     state_size: int = 0
+    #: True when ``child_logprobs`` depends on the depth only, not on the frontier's tokens or states (the
+    #: ``identity`` corrector): builders may then score every depth at once.
+    path_independent: bool = False
 
     def init_state(self, proposal: DraftProposal) -> torch.Tensor:  # [B, 1, S]
         """State of the root (after consuming the root token)."""

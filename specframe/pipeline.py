@@ -1,7 +1,7 @@
 """`Pipeline`: a validated configuration with its stages built around a target, and the public API.
 
-``generate`` / ``generate_batch`` check the requests and run the one decode loop (:mod:`specframe.decode`),
-one round of which is::
+``generate`` / ``generate_batch`` check the requests (one check per value: :mod:`specframe.decode.request`) and run
+the one decode loop (:mod:`specframe.decode`), one round of which is::
 
     proposal = drafter.propose(rows)                         # draft
     tree = tree_builder.build(proposal, corrector, ctx)      # correct + build
@@ -11,10 +11,15 @@ one round of which is::
     target.commit(tree, result.accepted_nodes); drafter.commit(...)   # compact caches
 
 Plugins are consulted only in :meth:`Pipeline.from_config`; the loop calls the resolved objects directly.
+
+Threads: every call that uses the target (``generate``, ``generate_batch``, ``encode``, ``request_inputs``,
+``prepare_auto_budget``) holds the target's lock (:mod:`specframe.decode.exclusive`), so concurrent calls on
+pipelines that share a target (``with_stage`` shares it) run one after the other, each as if alone.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, overload
@@ -27,16 +32,27 @@ from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.setup import build_auto_budget, save_learned
-from specframe.decode.loop import StreamFn, check_batch_support, decode
-from specframe.decode.request import Prompt, RefusedRequest, Request, RequestInputs, check_prompt_ids, check_stops
+from specframe.decode.exclusive import exclusive
+from specframe.decode.loop import FinishFn, StreamFn, check_batch_support, decode
+from specframe.decode.request import (
+    Prompt,
+    RefusedRequest,
+    Request,
+    RequestInputs,
+    check_prompt,
+    check_prompt_ids,
+    check_stops,
+    prompt_list,
+)
 from specframe.decode.session import DecodeSettings, Stages
 from specframe.errors import ConfigError, ContractError, GenerationError
+from specframe.files.cache import measuring
 from specframe.interfaces import BuildContext, TargetModel
 from specframe.metrics.records import GenerationResult
 from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
 from specframe.sampling import validate_sampling
-from specframe.seeds import check_seed
+from specframe.seeds import check_seed, derive_seed, fresh_seed
 from specframe.types import SamplingParams
 
 __all__ = ["Pipeline", "Prompt", "RefusedRequest", "Request", "Stages"]
@@ -55,7 +71,13 @@ class Pipeline:
         self.config_hash = config_hash(config.model_dump(mode="json"))
         self.sampling = SamplingParams(**config.sampling.model_dump())
         validate_sampling(self.sampling)
+        if config.generation.stop and getattr(target, "tokenizer", None) is None:
+            raise ConfigError(f"generation.stop holds stop strings {list(config.generation.stop)!r}, but the target "
+                              f"{type(target).__name__} has no tokenizer to turn tokens into the text they match",
+                              where="generation.stop",
+                              hint="remove generation.stop, or load the target from a directory with a tokenizer")
         self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
+        self._served = 0  # requests seeded by the pipeline so far (the index of the next one's derived seed)
         self.settings = DecodeSettings(sampling=self.sampling, budget=config.max_budget,
                                        stage_timing=config.metrics.stage_timing,
                                        check_trees=config.metrics.check_trees,
@@ -139,87 +161,113 @@ class Pipeline:
     # ------------------------------------------------------------------------------------ generation
     def encode(self, prompt: Prompt, *, chat: bool | None = None) -> torch.Tensor:  # [1, P] int64
         """Token ids of a prompt; strings go through the target's ``encode_messages`` (and its chat template)."""
-        if isinstance(prompt, torch.Tensor):
-            ids = prompt.long().view(1, -1)
-        elif isinstance(prompt, str):
-            if self.target.tokenizer is None:
-                raise GenerationError("a text prompt needs a tokenizer, but the target has none",
-                                      hint="pass token ids, or load the target from a directory with a tokenizer")
-            use_chat = self.config.generation.chat_template if chat is None else chat
-            ids = torch.tensor([self.target.encode_messages(user_message(prompt), chat=None if use_chat else False)],
-                               dtype=torch.long)
-        else:
-            ids = torch.tensor([list(prompt)], dtype=torch.long)
-        return ids
+        with exclusive(self.target, "encode()"):
+            return self._encode(prompt, chat=chat)
+
+    def _encode(self, prompt: object, *, chat: bool | None) -> torch.Tensor:  # [1, P] int64
+        checked = check_prompt(prompt)
+        if isinstance(checked, torch.Tensor):
+            return checked
+        if self.target.tokenizer is None:
+            raise GenerationError("a text prompt needs a tokenizer, but the target has none",
+                                  hint="pass token ids, or load the target from a directory with a tokenizer")
+        use_chat = self.config.generation.chat_template if chat is None else chat
+        return torch.tensor([self.target.encode_messages(user_message(checked), chat=None if use_chat else False)],
+                            dtype=torch.long)
 
     @overload
     def generate(self, prompt: Prompt, max_new_tokens: int | None = None, *, seed: int | None = None,
                  stream: Callable[[str], None] | None = None, chat: bool | None = None,
-                 stop: Sequence[str] | None = None) -> GenerationResult: ...
+                 stop: str | Sequence[str] | None = None) -> GenerationResult: ...
 
     @overload
     def generate(self, prompt: list[Prompt | Request], max_new_tokens: int | None = None, *,
                  seed: int | None = None, stream: Callable[[str], None] | None = None, chat: bool | None = None,
-                 stop: Sequence[str] | None = None,
+                 stop: str | Sequence[str] | None = None,
                  batch_size: int | None = None) -> list[GenerationResult | RefusedRequest]: ...
 
     def generate(self, prompt: Prompt | list[Prompt | Request], max_new_tokens: int | None = None, *,
                  seed: int | None = None, stream: Callable[[str], None] | None = None, chat: bool | None = None,
-                 stop: Sequence[str] | None = None,
+                 stop: str | Sequence[str] | None = None,
                  batch_size: int | None = None) -> GenerationResult | list[GenerationResult | RefusedRequest]:
         """Decode one request; the output law equals the target's own (exactly, at temperature 0).
 
         A Python list of prompts (strings, id lists, tensors or `Request` objects; a flat list of ints stays one
         prompt of token ids) decodes them in one batched loop: see :meth:`generate_batch`. One request is a batch
-        of one: ``generate(p)`` and ``generate_batch([p])[0]`` give the same tokens, rounds and τ.
+        of one: ``generate(p)`` and ``generate_batch([p])[0]`` give the same tokens, rounds and τ. ``stop`` is one
+        stop string (``stop="\\n"``) or a list of them. A prompt that is not text or token ids (``None``, bytes, a
+        float tensor, several rows) is a :class:`GenerationError`; in a list it refuses that element alone.
         """
-        if _is_batch(prompt):
+        if isinstance(prompt, list) and _is_batch(prompt):
             if stream is not None:
                 raise GenerationError("stream= takes the text of one request, but a list of prompts was given",
                                       hint="use generate_batch(prompts, stream=fn) with fn(request_index, text)")
             return self.generate_batch(prompt, max_new_tokens, seed=seed, chat=chat, stop=stop,
                                        batch_size=batch_size)
-        inputs = self.request_inputs(Request(prompt, max_new_tokens, seed, stop), chat=chat)
-        row_stream = None if stream is None else (lambda _index, text: stream(text))
-        outcome = self._decode([inputs], 1, row_stream)[0]
+        with exclusive(self.target, "generate()"):
+            inputs = self._request_inputs(Request(prompt, max_new_tokens, seed, stop), chat=chat)
+            row_stream = None if stream is None else (lambda _index, text: stream(text))
+            outcome = self._decode([inputs], 1, row_stream)[0]
         if isinstance(outcome, RefusedRequest):
             raise outcome.error
         return outcome
 
     def generate_batch(self, prompts: Sequence[Prompt | Request], max_new_tokens: int | None = None, *,
-                       seed: int | None = None, chat: bool | None = None, stop: Sequence[str] | None = None,
-                       batch_size: int | None = None,
-                       stream: StreamFn | None = None) -> list[GenerationResult | RefusedRequest]:
+                       seed: int | None = None, chat: bool | None = None, stop: str | Sequence[str] | None = None,
+                       batch_size: int | None = None, stream: StreamFn | None = None,
+                       on_finish: FinishFn | None = None) -> list[GenerationResult | RefusedRequest]:
         """Decode many requests with up to ``batch_size`` rows in flight (default: all of them at once).
 
-        Every request keeps its own seed, limit and stop strings (a `Request` overrides the call's
-        defaults) and its output does not depend on its batch-mates; one result per request, in order, a
-        `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`).
+        Every request keeps its own seed (a fresh or derived one when none is given; ``result.seed``), limit and
+        stop strings (a `Request` overrides the call's defaults), and its random draws do not depend on its
+        batch-mates (its logits can, in the last bits: docs/concepts/batched-decoding.md); one result per
+        request, in order, a `RefusedRequest` for a request that cannot run (see :mod:`specframe.decode.loop`), a
+        malformed prompt included. ``prompts`` is a list (or tuple) of prompts or a ``[B, P]`` tensor.
+        ``on_finish(index, outcome)`` is called as each request is refused or ends (a server or a command line can
+        hand results out then).
         """
-        requests = [p if isinstance(p, Request) else Request(p) for p in prompts]
-        checked: list[RequestInputs | GenerationError] = []
-        for r in requests:
-            merged = Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
-                             seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
-            try:
-                checked.append(self.request_inputs(merged, chat=chat))
-            except GenerationError as exc:
-                checked.append(exc)
-        size = max(len(requests), 1) if batch_size is None else int(batch_size)
-        return self._decode(checked, size, stream)
+        items = prompt_list(prompts)
+        with exclusive(self.target, "generate_batch()"):
+            checked: list[RequestInputs | GenerationError] = []
+            for item in items:
+                r = item if isinstance(item, Request) else Request(item)
+                merged = Request(r.prompt, max_new_tokens if r.max_new_tokens is None else r.max_new_tokens,
+                                 seed if r.seed is None else r.seed, stop if r.stop is None else r.stop)
+                try:
+                    checked.append(self._request_inputs(merged, chat=chat))
+                except GenerationError as exc:
+                    checked.append(exc)
+            size = max(len(items), 1) if batch_size is None else int(batch_size)
+            return self._decode(checked, size, stream, on_finish)
 
     def request_inputs(self, request: Request, *, chat: bool | None) -> RequestInputs:
         """One request's checked inputs (the pipeline's ``generation`` defaults where the request leaves None)."""
+        with exclusive(self.target, "request_inputs()"):
+            return self._request_inputs(request, chat=chat)
+
+    def _request_inputs(self, request: Request, *, chat: bool | None) -> RequestInputs:
         gen = self.config.generation
         max_new = check_max_new_tokens(gen.max_new_tokens if request.max_new_tokens is None
                                        else request.max_new_tokens)
         stops = check_stops(gen.stop if request.stop is None else request.stop)
-        ids = self.encode(request.prompt, chat=chat)
+        if stops and getattr(self.target, "tokenizer", None) is None:
+            raise GenerationError(f"stop strings {list(stops)!r} were given, but the target "
+                                  f"{type(self.target).__name__} has no tokenizer to turn tokens into the text they "
+                                  "match", hint="leave out stop=, or load the target from a directory with a "
+                                                "tokenizer")
+        ids = self._encode(request.prompt, chat=chat)
         limit = self.target.max_length
         check_prompt_ids(ids, self.target.vocab_size, limit)
         cap = max_new if limit is None else min(max_new, limit - int(ids.shape[1]))
-        seed = self.config.seed if request.seed is None else check_seed(request.seed)
-        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=seed)
+        return RequestInputs(ids=ids, max_new=max_new, cap=cap, stops=stops, seed=self._request_seed(request.seed))
+
+    def _request_seed(self, seed: int | None) -> int:
+        """The seed of the next request: its own, else one derived from the pipeline's ``seed`` and the request's
+        index among those this pipeline has served, else fresh entropy (:mod:`specframe.seeds`)."""
+        if seed is not None:
+            return check_seed(seed)
+        index, self._served = self._served, self._served + 1
+        return fresh_seed() if self.config.seed is None else derive_seed(self.config.seed, index)
 
     def check_batch_size(self, batch_size: int) -> None:
         """Refuse a batch size this pipeline cannot decode (below 1, or above 1 with a drafter that keeps no
@@ -227,23 +275,32 @@ class Pipeline:
         check_batch_support(self.stages, self.config.drafter.type, batch_size)  # type: ignore[attr-defined]
 
     def _decode(self, requests: list[RequestInputs | GenerationError], batch_size: int,
-                stream: StreamFn | None) -> list[GenerationResult | RefusedRequest]:
+                stream: StreamFn | None, on_finish: FinishFn | None = None) -> list[GenerationResult | RefusedRequest]:
+        """Run the loop (the caller holds the target's lock)."""
         self.check_batch_size(batch_size)
         if self.config.auto and self.settings.drafts and self.auto_budget is None:
             self.auto_budget = self._build_auto_budget(requests)
+        auto = self.auto_budget if self.settings.drafts else None  # a pipeline that never drafts learns nothing
         try:
-            outcomes = decode(self.target, self.stages, self.settings, requests, batch_size,
-                              auto=self.auto_budget if self.settings.drafts else None, stream=stream)
+            if auto is None:
+                return decode(self.target, self.stages, self.settings, requests, batch_size, auto=None,
+                              stream=stream, on_finish=on_finish)
+            with measuring() as window:  # what the controller learns is cached only from a quiet machine
+                outcomes = decode(self.target, self.stages, self.settings, requests, batch_size, auto=auto,
+                                  stream=stream, on_finish=on_finish)
         except ContractError as exc:
             self._attribute(exc)
             raise
-        if self.auto_budget is not None and self.settings.drafts:  # a pipeline that never drafts learnt nothing
-            save_learned(self.auto_budget)
+        save_learned(auto, window.load)
         return outcomes
 
     def prepare_auto_budget(self, prompt_ids: torch.Tensor) -> AutoBudget:
         """Build the `budget: auto` controller now (its profile measured on ``prompt_ids`` ``[1, P]`` when none is
         cached); otherwise the first request builds it."""
+        with exclusive(self.target, "prepare_auto_budget()"):
+            return self._prepare_auto_budget(prompt_ids)
+
+    def _prepare_auto_budget(self, prompt_ids: torch.Tensor) -> AutoBudget:
         self.auto_budget = build_auto_budget(self.target, self.config, prompt_ids,
                                              sibling_prefix=self._sibling_prefix())
         return self.auto_budget
@@ -255,7 +312,7 @@ class Pipeline:
             if isinstance(req, GenerationError):
                 continue
             try:
-                return self.prepare_auto_budget(req.ids)
+                return self._prepare_auto_budget(req.ids)
             except GenerationError as exc:
                 failure = exc
         if failure is not None:
@@ -288,6 +345,19 @@ class Pipeline:
         return tuple(dict.fromkeys(found))
 
 
-def _is_batch(prompt: object) -> bool:
+def _is_batch(prompt: list[Any]) -> bool:
     """A list of prompts (not a flat list of token ids, which is one prompt)."""
-    return isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
+    return bool(prompt) and not _is_token_id(prompt[0])
+
+
+def _is_token_id(value: object) -> bool:
+    """An integer (numpy's and 0-d integer tensors included; a bool is not one)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, torch.Tensor):
+        return value.dim() == 0 and not value.is_floating_point() and value.dtype != torch.bool
+    try:
+        operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True

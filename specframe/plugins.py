@@ -8,8 +8,12 @@ exactly like third-party packages. Loading is lazy (on first use) and idempotent
 * ``SPECFRAME_DISABLED_PLUGINS=a,b``: blocklist of entry-point or distribution names;
 * ``SPECFRAME_TRACE_PLUGINS=1``: print every hook call and its result to stderr.
 
-The core's own stages (:mod:`specframe.builtin`) are a plugin too, registered by every host whatever the
-switches say (as pytest registers its own plugins).
+The core's own stages (:mod:`specframe.builtin`) are a plugin too, declared as the ``builtin`` entry point of
+specframe's own distribution (``pyproject.toml``) and loaded by the same path (``EntryPoint.load``, then
+registered under its name) by every host, whatever the switches say, as pytest loads its own plugins: the AR
+baseline and the stages a pipeline file may leave out are built from them. Naming ``builtin`` in
+``SPECFRAME_DISABLED_PLUGINS`` is a warning; another distribution's entry point called ``builtin`` is refused as
+broken.
 
 The host is an object, not a module singleton, so tests build a fresh one each time. Pluggy is used only
 here, while pipelines and the CLI are built; the decode loop never calls a hook.
@@ -43,15 +47,26 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "verifier": "specframe_verifiers",
 }
 
-#: Plugin name of the core's built-in stages.
+#: Plugin name of the core's built-in stages: the name of their entry point in specframe's distribution.
 BUILTIN_PLUGIN = "builtin"
+#: The distribution that ships the core (and the ``builtin`` entry point).
+CORE_DISTRIBUTION = "specframe"
 
 
-def _core_version() -> str:
+def builtin_entry_point() -> md.EntryPoint:
+    """The ``builtin`` entry point of specframe's own distribution (read from its metadata, so a test that fakes
+    the global entry-point list still gets the core's stages)."""
     try:
-        return md.version("specframe")
+        eps = md.distribution(CORE_DISTRIBUTION).entry_points
     except md.PackageNotFoundError:
-        return ""
+        eps = ()
+    found = [ep for ep in eps if ep.group == ENTRY_POINT_GROUP and ep.name == BUILTIN_PLUGIN]
+    if not found:
+        raise PluginError(f"specframe's own entry point '{BUILTIN_PLUGIN}' (group '{ENTRY_POINT_GROUP}') is not "
+                          "installed, so the built-in stages cannot be loaded",
+                          hint="install specframe as a package: `make setup` or `pip install -e .` in the "
+                               "repository (a bare copy of the sources has no entry points)")
+    return found[0]
 
 
 @dataclass(frozen=True)
@@ -144,9 +159,11 @@ class PluginHost:
         self._registry: ComponentRegistry | None = None
         if trace if trace is not None else env.get("SPECFRAME_TRACE_PLUGINS", "") not in ("", "0"):
             self._install_trace()
-        from specframe.builtin import plugin as builtin_plugin
-
-        self.register(builtin_plugin, BUILTIN_PLUGIN, distribution="specframe", version=_core_version())
+        if {BUILTIN_PLUGIN, CORE_DISTRIBUTION} & self.disabled:
+            print(f"warning: SPECFRAME_DISABLED_PLUGINS names specframe's built-in stages ('{BUILTIN_PLUGIN}'), "
+                  "which every host loads (the AR baseline and the default stages are built from them)",
+                  file=sys.stderr)
+        self._load_entry_point(builtin_entry_point(), core=True)
 
     @property
     def broken(self) -> list[str]:
@@ -211,9 +228,26 @@ class PluginHost:
                 hint="hook names are listed in docs/plugins/hooks.md; all start with specframe_",
             ) from None
 
-    def _load_entry_point(self, ep: md.EntryPoint) -> None:
+    def _load_entry_point(self, ep: md.EntryPoint, *, core: bool = False) -> None:
+        """Import and register one entry point; ``core``: specframe's own ``builtin``, loaded whatever the
+        switches say, and never skipped when broken."""
         dist, version = _dist_of(ep)
         names = {ep.name, dist}
+        if core:
+            try:
+                module = ep.load()
+            except (Exception, SystemExit) as exc:
+                raise PluginError(f"specframe's built-in stages failed to import: {_failure(exc)}",
+                                  hint="reinstall specframe (`make setup`)") from None
+            self.pm.register(module, name=ep.name)
+            self._dists[ep.name] = (dist, version)
+            return
+        if ep.name == BUILTIN_PLUGIN:
+            if dist == CORE_DISTRIBUTION:
+                return  # the core's own: loaded by __init__
+            self._broken(ep.name, dist, version, f"uses the entry-point name '{BUILTIN_PLUGIN}', which is "
+                                                 "specframe's own")
+            return
         if self.allowlist is not None and not names & self.allowlist:
             self.unloaded.append(UnloadedPlugin(ep.name, dist, version, "skipped", "not in SPECFRAME_LOAD_PLUGINS"))
             return

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 
+from specframe.decode.exclusive import exclusive
 from specframe.errors import GenerationError
 from specframe.metrics.records import GenerationResult, RoundRecord
 from specframe.types import SamplingParams
@@ -74,7 +75,8 @@ def reference_result(pipe: Pipeline, ids: torch.Tensor, *, new_tokens: int,
                                    "plain loop only")
     if new_tokens < 1:
         raise GenerationError(f"generate() needs at least one new token, got {new_tokens}")
-    run = target.native_generate(ids.view(1, -1), new_tokens, sampling=pipe.sampling, seed=seed)
+    with exclusive(target, "the generate() reference"):  # the model's layers may carry a decode's taps
+        run = target.native_generate(ids.view(1, -1), new_tokens, sampling=pipe.sampling, seed=seed)
     text = None
     if target.tokenizer is not None:
         text = target.tokenizer.decode(run.tokens, skip_special_tokens=True)
@@ -82,5 +84,5 @@ def reference_result(pipe: Pipeline, ids: torch.Tensor, *, new_tokens: int,
     rounds = [RoundRecord(nodes=0, depth=0, accepted=0, committed=1) for _ in run.tokens[1:]]
     result = GenerationResult(tokens=list(run.tokens), text=text, prompt_len=int(ids.numel()), rounds=rounds,
                               prefill_ns=run.prefill_ns, total_ns=run.total_ns,
-                              stop_reason="eos" if run.tokens and run.tokens[-1] in eos else "length")
+                              stop_reason="eos" if run.tokens and run.tokens[-1] in eos else "length", seed=seed)
     return result, run.kernels

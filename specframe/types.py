@@ -24,11 +24,28 @@ import torch
 DraftRegime = Literal["deterministic", "sampled"]
 
 
+#: Smallest positive temperature: vLLM's threshold for greedy. Logits are divided by the temperature in float32, and
+#: below it the law differs from greedy only by gaps under float32's spacing of the logits themselves (7.6e-6 at a
+#: logit of 64); far below it the temperature itself rounds to 0 in float32 (1e-300 does) and decodes garbage, and
+#: transformers' ``generate()`` divides unshifted logits into infinity. Such values are refused: 0 is greedy.
+MIN_TEMPERATURE = 1e-5
+
+
+def temperature_problem(value: float) -> str | None:
+    """Why ``value`` cannot be a temperature (see :data:`MIN_TEMPERATURE`), or None."""
+    if 0 < value < MIN_TEMPERATURE:
+        return (f"{value!r} is between 0 and {MIN_TEMPERATURE:g}: logits are divided by it in float32, where it "
+                "does not survive (it decodes garbage or rounds to 0); use 0 for greedy decoding or a temperature "
+                f"of at least {MIN_TEMPERATURE:g}")
+    return None
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How tokens are drawn from a distribution; applied by :mod:`specframe.sampling` only.
 
-    ``temperature == 0`` means greedy (argmax). ``top_k == 0`` and ``top_p == 1`` disable filtering.
+    ``temperature == 0`` means greedy (argmax); positive temperatures start at :data:`MIN_TEMPERATURE`. ``top_k == 0``
+    and ``top_p == 1`` disable filtering.
     """
 
     temperature: float = 0.0

@@ -8,17 +8,25 @@ specframe fields:
 
 * key — ``method``, ``dataset``, ``turn`` (0-based) with ``question_id``;
 * run — ``baseline``, ``reference`` (transformers' ``generate()``, :mod:`specframe.reference`; with
-  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed``,
-  ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``, ``dataset_source``;
-* request — ``prompt_tokens``, ``tokens`` (generated ids), ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
+  ``reference_kernels``, how it ran), ``base_method``, ``sweep``, ``config_hash``, ``target_hash``, ``seed`` (the
+  run's base seed), ``temperature``, ``max_new_tokens``, ``plugins`` (``{distribution: version}``), ``git_rev``,
+  ``dataset_source``;
+* request — ``request_seed`` (the turn's own seed, derived from the base seed and the question, the same for every
+  method; ``generate(..., seed=request_seed)`` replays the sample), ``prompt_tokens``, ``tokens`` (generated ids),
+  ``stop_reason``, ``prefill_ns``, ``total_ns`` (the
   repeat whose time is the median), ``total_ns_repeats`` (all repeats), ``batch_size`` (rows in flight in the
   batch it ran in; 1 without ``--batch-size``);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
   ``budget: auto`` chose per round, None with a fixed budget), ``plain_rounds``, ``tree_depth``,
   ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds);
-* machine — ``machine_load`` (optional; absent in files written before it existed): the load average and the CPU
-  seconds other processes used while the turn's repeats ran, and whether that was contention
-  (:class:`specframe.metrics.machine_load.MachineLoad`).
+* machine — ``machine`` (what it ran on: CPU model, core count, GPU; :func:`specframe.metrics.machine_info.
+  machine_identity`) and ``machine_load``: the load average and the CPU seconds other processes used while the
+  turn's repeats ran, and whether that was contention (:class:`specframe.metrics.machine_load.MachineLoad`);
+* ``sampling`` — ``temperature``, ``top_k`` and ``top_p`` of the run.
+
+``machine``, ``machine_load`` and ``sampling`` are absent in files written before they existed; readers treat a
+missing ``machine`` as unknown (paired only with records that lack it too) and a missing ``sampling`` as
+``temperature`` with no top-k or top-p filtering.
 """
 
 from __future__ import annotations
@@ -56,6 +64,9 @@ class RunInfo:
     git_rev: str | None = None
     batch_size: int = 1
     reference: bool = False
+    top_k: int = 0
+    top_p: float = 1.0
+    machine: dict[str, Any] | None = None
 
     def consistency_fields(self) -> dict[str, Any]:
         """Fields a resumed run must share with the records already in the file."""
@@ -93,8 +104,10 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "sweep": info.sweep,
         "config_hash": info.config_hash,
         "target_hash": info.target_hash,
-        "seed": info.seed,
+        "seed": info.seed,  # the run's base seed
+        "request_seed": result.seed,  # this turn's own: replays its sample
         "temperature": info.temperature,
+        "sampling": {"temperature": info.temperature, "top_k": info.top_k, "top_p": info.top_p},
         "max_new_tokens": info.max_new_tokens,
         "plugins": info.plugins,
         "git_rev": info.git_rev,
@@ -113,5 +126,6 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
+        **({"machine": info.machine} if info.machine is not None else {}),
         **({"machine_load": machine_load.to_dict()} if machine_load is not None else {}),
     }

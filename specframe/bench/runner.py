@@ -13,8 +13,10 @@ Order of work::
 Rotating the order per question keeps a method from always running right after the same neighbour (cache and thermal
 effects). The ``hf_generate`` reference runs right after its partner (the baseline) in every rotation: it decodes
 exactly as many tokens as the partner's record of the same turn holds (:mod:`specframe.reference`), so their tokens
-per second compare work for work. The seed of every request is the method's ``seed:`` unless ``seed`` is given, so
-the method and the baseline draw the same random streams.
+per second compare work for work. Every question's turn has its own seed, derived from the base seed (``seed``,
+else the method's ``seed:``, else 0) and the question (:meth:`BenchRunner.request_seed`), so the method, the
+baseline and the reference draw the same random streams on it, a rerun reproduces it, and its record carries it
+(``request_seed``).
 
 With ``batch_size > 1`` each method decodes a dataset's pending questions turn by turn in one batched loop
 (`Pipeline.generate_batch`, up to ``batch_size`` rows in flight, waiting questions taking freed rows); methods
@@ -35,10 +37,13 @@ from specframe.bench.methods import Method
 from specframe.bench.record import RunInfo, build_record
 from specframe.bench.results import ResultStore
 from specframe.datasets.base import LoadedDataset, Sample
+from specframe.decode.request import Request
 from specframe.errors import GenerationError
+from specframe.metrics.machine_info import machine_identity
 from specframe.metrics.machine_load import LoadWindow
 from specframe.metrics.records import GenerationResult
 from specframe.reference import reference_result
+from specframe.seeds import derive_seed
 
 #: Called after each recorded turn with (method name, dataset name, question id, turn).
 ProgressFn = Callable[[str, str, str, int], None]
@@ -108,15 +113,26 @@ class BenchRunner:
         return item.method.name, item.dataset.name, str(item.sample.question_id), turn
 
     # -------------------------------------------------------------------------------------- running
-    def _decode(self, method: Method, ids: torch.Tensor, new_tokens: int | None = None) -> GenerationResult:
-        """One decode of ``ids``; the reference decodes ``new_tokens`` (its partner's count)."""
+    def base_seed(self, method: Method) -> int:
+        """The seed every request seed of ``method`` derives from: ``--seed``, else the pipeline's, else 0."""
+        return base_seed(method, self.seed)
+
+    def request_seed(self, method: Method, dataset: str, sample: Sample, turn: int) -> int:
+        """The seed of one question's turn: derived from the base seed and the question, so every method (and the
+        reference) samples it with the same seed, and a rerun or a resumed run reproduces it."""
+        return derive_seed(self.base_seed(method), dataset, str(sample.question_id), turn)
+
+    def _decode(self, method: Method, ids: torch.Tensor, new_tokens: int | None = None, *,
+                seed: int | None = None) -> GenerationResult:
+        """One decode of ``ids`` with ``seed`` (None: the base seed); the reference decodes ``new_tokens`` (its
+        partner's count)."""
         pipe = method.pipeline
-        seed = pipe.config.seed if self.seed is None else self.seed
+        seed = self.base_seed(method) if seed is None else seed
         if method.reference:
             result, self.reference_kernels = reference_result(pipe, ids, new_tokens=new_tokens or self.max_new_tokens,
                                                               seed=seed)
             return result
-        return pipe.generate(ids, self.max_new_tokens, seed=self.seed)
+        return pipe.generate(ids, self.max_new_tokens, seed=seed)
 
     def _partner_tokens(self, item: WorkItem, turn: int) -> int | None:
         """The reference's token count: its partner's for the same turn (None for a pipeline method)."""
@@ -160,8 +176,9 @@ class BenchRunner:
                     continue
                 ids = encode_turn(item.method.pipeline, item.sample.turns[: turn + 1], answers)
                 new_tokens = self._partner_tokens(item, turn)
+                seed = self.request_seed(item.method, item.dataset.name, item.sample, turn)
                 with LoadWindow() as window:
-                    runs = sorted((self._decode(item.method, ids, new_tokens) for _ in range(self.repeats)),
+                    runs = sorted((self._decode(item.method, ids, new_tokens, seed=seed) for _ in range(self.repeats)),
                                   key=lambda r: r.total_ns)
                 median = runs[(len(runs) - 1) // 2]
                 record = build_record(self.infos[item.method.name], item.sample, turn, median,
@@ -200,8 +217,9 @@ class BenchRunner:
             if not todo:
                 continue
             pipe = method.pipeline
-            ids = [encode_turn(pipe, s.turns[: turn + 1], answers[str(s.question_id)]) for s in todo]
-            runs = [pipe.generate_batch(ids, self.max_new_tokens, seed=self.seed, batch_size=self.batch_size)
+            requests = [Request(encode_turn(pipe, s.turns[: turn + 1], answers[str(s.question_id)]),
+                                seed=self.request_seed(method, dataset.name, s, turn)) for s in todo]
+            runs = [pipe.generate_batch(requests, self.max_new_tokens, batch_size=self.batch_size)
                     for _ in range(self.repeats)]  # one outcome per question, in order
             for i, sample in enumerate(todo):
                 outcomes = sorted((run[i] for run in runs), key=lambda r: getattr(r, "total_ns", 0))
@@ -232,13 +250,22 @@ def batched_groups(items: Sequence[WorkItem]) -> list[tuple[LoadedDataset, list[
     return list(groups.values())
 
 
+def base_seed(method: Method, seed: int | None) -> int:
+    """The base of a bench's request seeds: ``seed`` (``--seed``), else the pipeline's ``seed:``, else 0."""
+    if seed is not None:
+        return seed
+    return 0 if method.pipeline.config.seed is None else method.pipeline.config.seed
+
+
 def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: dict[str, str],
              git_rev: str | None, batch_size: int = 1) -> RunInfo:
     """The per-method facts every record of ``method`` carries."""
     pipe = method.pipeline
+    sampling = pipe.config.sampling
     return RunInfo(method=method.name, base_method=method.base_name, baseline=method.baseline,
                    reference=method.reference,
                    config_hash=pipe.config_hash, target_hash=method.target_hash,
-                   temperature=pipe.config.sampling.temperature,
-                   seed=pipe.config.seed if seed is None else seed, max_new_tokens=max_new_tokens,
-                   sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size)
+                   temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
+                   seed=base_seed(method, seed), max_new_tokens=max_new_tokens,
+                   sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size,
+                   machine=machine_identity())

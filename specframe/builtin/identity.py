@@ -29,6 +29,7 @@ class IdentityCorrector(Corrector):
     """Broadcasts the proposal's base log-probs over the frontier (a view, no copy)."""
 
     state_size = 0
+    path_independent = True
 
     def child_logprobs(
         self,

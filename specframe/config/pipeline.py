@@ -15,6 +15,7 @@ from specframe.config.base import ComponentConfig, StrictConfigModel
 from specframe.config.bounds import MAX_NEW_TOKENS
 from specframe.registry import ComponentRegistry
 from specframe.seeds import MAX_SEED
+from specframe.types import temperature_problem
 
 #: Stage fields of a pipeline, in round order, with the registry kind each one draws from.
 STAGE_FIELDS: dict[str, str] = {
@@ -52,11 +53,19 @@ class SamplingConfig(StrictModel):
     """How the target's tokens are drawn; the same processing applies to draft laws."""
 
     temperature: float = Field(0.0, ge=0.0)
-    """0 means greedy decoding."""
+    """0 means greedy decoding; a positive temperature is at least 1e-5 (smaller ones do not survive float32)."""
     top_k: int = Field(0, ge=0)
     """Keep only the k most likely tokens (0 = off)."""
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass (1 = off)."""
+
+    @field_validator("temperature")
+    @classmethod
+    def _survives_float32(cls, v: float) -> float:
+        problem = temperature_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
+        return v
 
 
 class GenerationConfig(StrictModel):
@@ -114,8 +123,11 @@ class PipelineConfigBase(StrictModel):
 
     name: str = "pipeline"
     """Label used in reports and result files."""
-    seed: int = Field(0, ge=0, le=MAX_SEED)
-    """Seed of the per-request random streams (draft, accept, residual, target), from 0 to 2**63 - 1."""
+    seed: int | None = Field(None, ge=0, le=MAX_SEED)
+    """Base of the request seeds, from 0 to 2**63 - 1: the n-th request the pipeline serves without a seed of its
+    own gets one derived from this seed and n, so a run is reproducible. Unset (the default): every such request
+    gets a fresh seed, so samples of one prompt differ. Each result records its seed (`GenerationResult.seed`);
+    passing it back as the request's seed replays the sample."""
     sampling: SamplingConfig = SamplingConfig()
     budget: Union[int, Literal["auto"]] = Field(64)  # noqa: UP007
     """Verification budget B: draft-tree nodes per round, root excluded; `auto` chooses per round from the

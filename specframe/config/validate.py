@@ -111,8 +111,9 @@ def _translate(exc: ValidationError, data: dict[str, Any], model: type[PipelineC
                 msg = f"missing required stage '{dotted}'"
         else:
             value = err.get("input")
-            shown = "" if isinstance(value, dict) or "got " in str(err["msg"]) else f" (got {value!r})"
-            msg = f"{dotted}: {err['msg']}{shown}"
+            text = str(err["msg"]).removeprefix("Value error, ")  # a validator's own sentence
+            shown = "" if isinstance(value, dict) or "got " in text else f" (got {value!r})"
+            msg = f"{dotted}: {text}{shown}"
         lines.append(msg if where == first_where or i == 0 else f"{msg}  [{where}]")
     return ConfigError("; ".join(lines) if len(lines) == 1 else "invalid pipeline:\n  " + "\n  ".join(lines),
                        where=first_where,

@@ -40,13 +40,15 @@ import torch
 from specframe.tree import DraftTree
 
 Key = Literal["score", "rank"]
+#: Factor every count is multiplied by once per round.
+DEFAULT_DECAY = 0.995
 
 
 class AcceptanceEstimator:
     """Calibrated path-acceptance probabilities; see the module docstring."""
 
     def __init__(self, *, key: Key = "score", bins: int = 10, max_depth: int = 16, prior_strength: float = 4.0,
-                 prior_scale: float = 0.8, decay: float = 0.995) -> None:
+                 prior_scale: float = 0.8, decay: float = DEFAULT_DECAY) -> None:
         if bins < 1 or max_depth < 1:
             raise ValueError("bins and max_depth must be positive")
         self.key = key

@@ -36,13 +36,15 @@ trees accept 1 token on average (gain 2) decodes plainly after one round and pro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from specframe.cost.acceptance import AcceptanceEstimator
-from specframe.cost.chooser import best_width, keep_first, verification_order
+from specframe.cost.chooser import best_width, forward_tokens, keep_first, verification_order
+from specframe.cost.draft_cost import DraftCost
 from specframe.cost.memory import ControllerMemory
 from specframe.cost.profile import CostProfile
 from specframe.tree import DraftTree
@@ -104,6 +106,10 @@ class AutoBudget:
             self.estimator.load_state(self.memory.calibration)
         self._draft_ms: float | None = self.memory.draft_ms  # moving average of a drafted round's ms per row
         self._draft_tokens: float | None = None  # moving average of a drafted round's expected tokens per row
+        self.draft_cost = DraftCost()  # a drafted round's draft cost: fixed + per drafting row
+        #: Whether the target runs a plain row of a drafted round as one token (selective batching); the loop
+        #: sets it from its target rows.
+        self.packs = False
 
     # ------------------------------------------------------------------------------------------ rates
     def plain_round_ms(self, rows: int) -> float:
@@ -114,7 +120,8 @@ class AutoBudget:
         return rows / max(self.plain_round_ms(rows), 1e-6)
 
     def draft_rate(self) -> float | None:
-        """Tokens per ms of drafted rounds so far, per row (None before the first)."""
+        """Tokens per ms of drafted rounds so far (None before the first): the moving averages of tokens per row and
+        of the round's ms per row, whose ratio is the round's tokens over its milliseconds."""
         if self._draft_tokens is None or self._draft_ms is None:
             return None
         return self._draft_tokens / max(self._draft_ms, 1e-6)
@@ -122,14 +129,27 @@ class AutoBudget:
     def rate(self, rows: int) -> float:
         """``lam``: the best rate the loop achieves with ``rows`` rows, the bar a round's extra work must clear."""
         drafted = self.draft_rate()
-        return max(self.plain_rate(rows), 0.0 if drafted is None else drafted * rows)
+        return max(self.plain_rate(rows), 0.0 if drafted is None else drafted)
 
     def break_even(self, rows: int) -> float:
-        """``tau*``: the gain a drafted round must reach to beat plain decoding (1 before any drafted round was
-        measured, so every row drafts until one is)."""
+        """``tau*``: the expected tokens a row's drafted round must commit for drafting to pay (1 before any drafted
+        round was measured, so every row drafts until one is).
+
+        With one row this is a drafted round against a plain one, ``R_d / R_p``. In a batch the question is
+        marginal (the other rows decode either way): the row pays its share of the drafter's forward
+        (`DraftCost`) and the verify tokens its tree adds to the batch's forward, ``T(B + k) - T(B)`` with
+        selective batching or ``T(B (k + 1)) - T(B)`` without (its tree pads every row), and must bring ``lam``
+        tokens per such millisecond: ``tau* = 1 + lam * marginal_ms``."""
         if self._draft_ms is None:
             return 1.0
-        return self._draft_ms * rows / max(self.plain_round_ms(rows), 1e-6)
+        if not self.draft_cost.observed:  # a remembered draft time, not yet a round of this run
+            return self._draft_ms * rows / max(self.plain_round_ms(rows), 1e-6)
+        kept = max(self.draft_cost.kept or 1.0, 1.0)
+        tokens = rows + kept if self.packs else rows * (kept + 1)
+        verify = self.profile.verify_cost(round(tokens)) - self.profile.verify_cost(rows)
+        overhead = max(self.profile.overhead("verify") + self.profile.overhead("commit")
+                       - self.profile.overhead("plain"), 0.0) / max(self.draft_cost.together or 1.0, 1.0)
+        return 1.0 + self.rate(rows) * (self.draft_cost.marginal_ms() + max(verify, 0.0) + overhead)
 
     # ----------------------------------------------------------------------------------------- rows
     def start_row(self, signature: tuple[float, ...] | None = None) -> RowBudget:
@@ -148,7 +168,9 @@ class AutoBudget:
             self.memory.observe_request(row.signature, row.gain_sum / row.drafted_rounds)
 
     def choose(self, tree: DraftTree, rows: int, *, explore: bool = False) -> Choice:
-        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all).
+        """Each drafting row's subtree to verify (``tree`` ``[R, N]``; the forward has ``rows`` rows in all, priced by
+        what it runs: :attr:`packs` when the target skips the padding of the rows that do not draft,
+        :func:`specframe.cost.chooser.forward_tokens`).
 
         ``explore``: verify at least one node per row even when none is expected to pay, so that a probe (or a
         request's first drafted round) teaches the estimator something; its cost is the probe's.
@@ -163,8 +185,8 @@ class AutoBudget:
         packed = torch.cat([sums, nodes_dev[:, None].to(sums.dtype)], dim=1).tolist()  # the one read
         table = [row[:-1] for row in packed]
         nodes = [int(row[-1]) for row in packed]
-        costs = self.profile.verify_costs(rows * (width + 1))
-        k = best_width(table, costs, self.rate(rows))
+        costs = self.profile.verify_costs(forward_tokens(width, len(table), rows, self.packs))
+        k = best_width(table, costs, self.rate(rows), rows=rows, packs=self.packs)
         if explore:
             k = max(k, min(1, width))
         kept = [min(k, n) for n in nodes]
@@ -189,13 +211,21 @@ class AutoBudget:
             row.plain_left -= 1
 
     def observe_drafted(self, drafted: list[RowBudget], plain: list[RowBudget], expected: list[float],
-                        forward_tokens: int, stage_ms: dict[str, float]) -> None:
-        """A round in which ``drafted`` rows verified trees committing ``expected`` tokens in expectation (and
-        ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens (``stage_ms`` empty when the
-        round was not timed exactly: then only the rows' gains are learnt)."""
+                        forward_tokens: int, stage_ms: dict[str, float], kept: Sequence[int] = ()) -> None:
+        """A round in which ``drafted`` rows verified trees (``kept`` nodes each, when known) committing ``expected``
+        tokens in expectation (and ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens
+        (``stage_ms`` empty when the round was not timed exactly: then only the rows' gains are learnt)."""
         rows = len(drafted) + len(plain)
         w = self.settings.smoothing
         if stage_ms:
+            drafting_ms = sum(stage_ms.get(stage, 0.0) for stage in DRAFT_STAGES)
+            if kept:
+                mean_kept = sum(kept) / len(kept)
+            elif self.packs:  # the drafting rows' share of the tokens that ran, roots excluded
+                mean_kept = (forward_tokens - len(plain)) / max(len(drafted), 1) - 1
+            else:
+                mean_kept = forward_tokens / max(rows, 1) - 1
+            self.draft_cost.observe(len(drafted), drafting_ms, max(mean_kept, 0.0))
             self._observe_verify(forward_tokens, rows, stage_ms["target"])
             for stage in (*DRAFT_STAGES, "verify", "commit"):
                 if stage in stage_ms:

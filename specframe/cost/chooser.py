@@ -1,13 +1,16 @@
 """How many of a round's draft nodes to verify: the expected-throughput rule of `budget: auto`, for all rows.
 
-A round that verifies each row's ``k`` best nodes commits ``sum_b (1 + S_b(k))`` tokens in expectation (``S_b(k)``
-= the sum of row ``b``'s ``k`` largest path-acceptance probabilities ``p``) and costs ``C + T(B * (k + 1))``
-milliseconds: the batch's trees are padded to the widest one, so the target forward runs ``B * (k + 1)`` tokens
-(``C`` = the round's other stages). The loop wants the most tokens per second over the whole run,
+A round in which ``R`` of its ``B`` rows verify their ``k`` best nodes commits ``sum_b (1 + S_b(k))`` tokens in
+expectation (``S_b(k)`` = the sum of row ``b``'s ``k`` largest path-acceptance probabilities ``p``) and costs
+``C + T(tokens(k))`` milliseconds (``C`` = the round's other stages), priced on what the target forward really runs
+(:func:`forward_tokens`): the trees are padded to the widest, and the ``B - R`` rows that decode plainly this round
+run their root alone when the target skips padding in its token-wise work (selective batching), or are padded to
+``k + 1`` positions like the others when it does not. So ``tokens(k) = R (k + 1) + (B - R)`` or ``B (k + 1)``.
+The loop wants the most tokens per second over the whole run,
 ``E[tokens] / E[time]``. With ``lam`` the rate it already achieves, a round adds to that ratio exactly when
 ``tokens - lam * time`` is positive (Dinkelbach's rule for ratio objectives), so the best ``k`` maximises
 
-    value(k) = sum_b S_b(min(k, n_b)) - lam * T(B * (k + 1))
+    value(k) = sum_b S_b(min(k, n_b)) - lam * T(tokens(k))
 
 (``n_b`` = row ``b``'s draft nodes; the constants drop out). A node is worth verifying when its ``p`` exceeds
 ``lam`` times the time it adds: on a flat (GPU-like) curve every node with ``p > 0`` pays, on a steep (CPU) curve
@@ -61,21 +64,34 @@ def verification_order(tree: DraftTree, p: torch.Tensor, *,
     return idx + 1, p_sorted.clamp(min=0.0)
 
 
-def best_width(sums: Sequence[Sequence[float]], verify_ms: Sequence[float], rate_per_ms: float) -> int:
-    """The common width ``k`` maximising ``sum_b sums[b][k] - rate * verify_ms[B * (k + 1) - 1]``.
+def forward_tokens(k: int, drafting: int, rows: int, packs: bool) -> int:
+    """Tokens of a round's target forward when ``drafting`` of its ``rows`` rows verify ``k`` nodes each (plus their
+    roots) and the others their roots alone; ``packs``: the target skips padding positions (selective batching).
+
+    Example: 1 of 4 rows verifies 7 nodes: 8 + 3 = 11 tokens with selective batching, 4 x 8 = 32 without."""
+    plain = rows - drafting
+    return drafting * (k + 1) + plain * (1 if packs else k + 1)
+
+
+def best_width(sums: Sequence[Sequence[float]], verify_ms: Sequence[float], rate_per_ms: float, *,
+               rows: int | None = None, packs: bool = False) -> int:
+    """The common width ``k`` maximising ``sum_b sums[b][k] - rate * verify_ms[tokens(k) - 1]``.
 
     Args:
-        sums: ``sums[b][k]`` = ``S_b(min(k, n_b))`` for ``k = 0 .. K``.
-        verify_ms: ``verify_ms[t - 1]`` = target forward time over ``t`` tokens, for ``t`` up to ``B * (K + 1)``.
+        sums: ``sums[b][k]`` = ``S_b(min(k, n_b))`` for ``k = 0 .. K``, one row per drafting row.
+        verify_ms: ``verify_ms[t - 1]`` = target forward time over ``t`` tokens, up to ``tokens(K)``.
         rate_per_ms: tokens per millisecond the loop already achieves (``lam``).
+        rows: rows in the round's forward (None: the drafting rows alone).
+        packs: whether the target skips padding (:func:`forward_tokens`).
 
     Ties go to the smaller ``k``.
     """
-    b = len(sums)
+    drafting = len(sums)
+    total = drafting if rows is None else rows
     width = len(sums[0]) - 1
     best_k, best_value = 0, None
     for k in range(width + 1):
-        value = sum(row[k] for row in sums) - rate_per_ms * verify_ms[b * (k + 1) - 1]
+        value = sum(row[k] for row in sums) - rate_per_ms * verify_ms[forward_tokens(k, drafting, total, packs) - 1]
         if best_value is None or value > best_value + 1e-12:
             best_k, best_value = k, value
     return best_k

@@ -18,10 +18,14 @@ measured on the machine, once:
   plain round (q = 1) and the verify round (q = 17) weighted equally with the middle point. Row counts beyond
   the largest measured size (bigger budgets, batches) keep the kernel that won there;
 * **cache** (:func:`choose_linear_kernels`): ``$SPECFRAME_CACHE/profiles/cpu-linear-<hash>.json``, next to the
-  cost profiles (:mod:`specframe.cost.measure`), named by the CPU model, the model config's hash and the dtype;
-  the file records the full key (plus thread count, torch version and the measured sizes) and the timings. A
-  file measured under another key, or one that does not read as such a file, is reported with a notice and
-  measured again; the decision is re-derived from the stored timings, so a changed rule needs no new measurement.
+  cost profiles (:mod:`specframe.cost.measure`), named by a hash of the whole key (CPU model, thread count, torch
+  version, model config hash, dtype and measured sizes), so runs at different thread counts keep a choice each; the
+  file records the full key and the timings. It is a cache file (:mod:`specframe.files.cache`: a regular file, never
+  read or written through a link, set aside when something else is at its path; written atomically under a lock,
+  and a choice another run cached meanwhile is kept), and its timings must be plausible (:data:`MS_RANGE` each, the
+  two kernels within :data:`MAX_KERNEL_RATIO` of each other at every size: they compute the same product). A file
+  that does not read as such a file is reported with a notice and measured again; the decision is re-derived from
+  the stored timings, so a changed rule needs no new measurement.
   A measurement taken while other processes kept the CPUs busy (:class:`specframe.metrics.machine_load.LoadWindow`
   says contended) is used for the run that took it but **not cached**, with a notice: the cache outlives the
   moment, and a choice made on shared cores (a training job beside it, say) would hold for every later run.
@@ -48,17 +52,21 @@ from typing import Any
 import torch
 
 from specframe.cost.measure import cache_root
+from specframe.cost.profile import MAX_STAGE_MS, MIN_FORWARD_MS
 from specframe.cpu_linear import ALWAYS, NEVER, UNBOUNDED, LinearKernels
-from specframe.errors import SpecframeError
-from specframe.files import MiB, parse_json, read_text, write_text
+from specframe.files.cache import busy_reason, measuring, read_cache_json, update_cache_json
 from specframe.metrics.machine_info import cpu_model
-from specframe.metrics.machine_load import LoadWindow
 
 #: New tokens per measured forward: plain decoding, a small tree, a verify at budget 16.
 MEASURE_ROWS: tuple[int, ...] = (1, 4, 17)
 #: oneDNN must be this much faster (relative) to be chosen at a row count.
 MARGIN = 0.02
 CHOICE_FORMAT = 1
+#: Plausible milliseconds of one measured forward (a microsecond to ten minutes, as a cost profile's).
+MS_RANGE = (MIN_FORWARD_MS, MAX_STAGE_MS)
+#: Most one kernel's time may exceed the other's at one size: both compute the same product, so a larger gap is a
+#: broken measurement or an edited file.
+MAX_KERNEL_RATIO = 50.0
 
 Notify = Callable[[str], None]
 
@@ -87,14 +95,21 @@ class KernelTimings:
                 raise ValueError(f"'{field}' must be a non-empty object of rows -> milliseconds")
             points = {}
             for q, ms in raw.items():
-                if not str(q).isdigit() or int(q) < 1 or isinstance(ms, bool) or not isinstance(ms, int | float) \
-                        or not math.isfinite(ms) or ms <= 0:
-                    raise ValueError(f"{field}[{q!r}] = {ms!r} is not a row count with a positive time in ms")
+                if not str(q).isascii() or not str(q).isdigit() or len(str(q)) > 9 or int(q) < 1 \
+                        or isinstance(ms, bool) or not isinstance(ms, int | float) or not math.isfinite(ms) \
+                        or not MS_RANGE[0] <= ms <= MS_RANGE[1]:
+                    raise ValueError(f"{field}[{q!r}] = {ms!r} is not a row count with a plausible time "
+                                     f"({MS_RANGE[0]} to {MS_RANGE[1]:.0f} ms)")
                 points[int(q)] = float(ms)
             parsed.append(points)
         timings = cls(default_ms=parsed[0], onednn_ms=parsed[1])
         if not timings.rows():
             raise ValueError("default_ms and onednn_ms share no row count")
+        for q in timings.rows():
+            a, b = timings.default_ms[q], timings.onednn_ms[q]
+            if max(a, b) > MAX_KERNEL_RATIO * min(a, b):
+                raise ValueError(f"at {q} rows one kernel took {max(a, b) / min(a, b):.0f}x the other's time "
+                                 f"({a:g} / {b:g} ms); two kernels of one product differ by far less")
         return timings
 
     def summary(self) -> str:
@@ -159,24 +174,19 @@ def choice_key(*, model: str, dtype: str, rows: Sequence[int] = MEASURE_ROWS) ->
 
 
 def choice_path(key: Mapping[str, Any]) -> Path:
-    """The cache file of a model on a CPU model in a dtype (the other key fields are checked inside the file)."""
-    ident = json.dumps({k: key.get(k) for k in ("cpu", "model", "dtype")}, sort_keys=True, default=str)
+    """The cache file of a choice key (a hash of the whole key: another thread count or torch gets its own file)."""
+    ident = json.dumps(dict(key), sort_keys=True, default=str)
     return cache_root() / "profiles" / f"cpu-linear-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
 
 
-def load_choice(path: Path, key: Mapping[str, Any], notify: Notify) -> KernelTimings | None:
-    """The timings in ``path`` if it exists, reads as a choice file and was measured under ``key``; else None
-    (with a notice, except when there is no file)."""
-    if not path.is_file():
-        return None
+def _timings_in(data: Any, key: Mapping[str, Any], path: Path, notify: Notify) -> KernelTimings | None:
+    """The timings a parsed choice file holds if it is one measured under ``key``; else None with a notice."""
     try:
-        data = parse_json(read_text(path, what="cpu_linear choice", max_bytes=MiB), where=str(path))
         if not isinstance(data, dict) or data.get("format") != CHOICE_FORMAT or not isinstance(data.get("key"), dict):
             raise ValueError(f"not a cpu_linear choice of format {CHOICE_FORMAT}")
         timings = KernelTimings.from_json(data)
-    except (SpecframeError, ValueError) as exc:
-        reason = exc.message if isinstance(exc, SpecframeError) else str(exc)
-        notify(f"ignoring the cpu_linear choice {path}: {reason}; measuring again")
+    except ValueError as exc:
+        notify(f"ignoring the cpu_linear choice {path}: {exc}; measuring again")
         return None
     stored = data["key"]
     if json.loads(json.dumps(stored, default=str)) != json.loads(json.dumps(dict(key), default=str)):
@@ -187,15 +197,32 @@ def load_choice(path: Path, key: Mapping[str, Any], notify: Notify) -> KernelTim
     return timings
 
 
-def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> None:
-    """Write the choice through the one atomic writer; a cache that cannot be written is a notice, not an error."""
-    kernels = decide(timings)
-    text = json.dumps({"format": CHOICE_FORMAT, "key": dict(key), **timings.to_json(),
-                       "decision": kernels.to_json(), "describe": kernels.describe()}, indent=2, sort_keys=True)
+def load_choice(path: Path, key: Mapping[str, Any], notify: Notify) -> KernelTimings | None:
+    """The timings in ``path`` if it is a regular file (:mod:`specframe.files.cache`) holding a choice measured under
+    ``key``; else None (with a notice, except when there is no file)."""
+    data = read_cache_json(path, what="cpu_linear choice", notify=notify, then="measuring again")
+    return None if data is None else _timings_in(data, key, path, notify)
+
+
+def save_choice(path: Path, key: Mapping[str, Any], timings: KernelTimings, notify: Notify) -> bool:
+    """Write the choice into the cache (a cache that cannot be written is a notice, not an error); a valid choice
+    that another run cached meanwhile is kept, with a notice; implausible timings are not cached. Returns whether
+    ``path`` now holds this choice."""
     try:
-        write_text(path, text + "\n", what="cpu_linear choice")
-    except SpecframeError as exc:
-        notify(f"could not save the cpu_linear choice: {exc.message}")
+        KernelTimings.from_json(timings.to_json())
+    except ValueError as exc:
+        notify(f"not caching the cpu_linear choice: {exc}")
+        return False
+
+    def merge(current: Any) -> Any:
+        if current is not None and _timings_in(current, key, path, lambda _: None) is not None:
+            notify(f"kept the cpu_linear choice {path} that another run cached meanwhile")
+            return None
+        kernels = decide(timings)
+        return {"format": CHOICE_FORMAT, "key": dict(key), **timings.to_json(), "decision": kernels.to_json(),
+                "describe": kernels.describe()}
+
+    return update_cache_json(path, merge, what="cpu_linear choice", notify=notify) is not None
 
 
 @dataclass(frozen=True)
@@ -204,6 +231,7 @@ class KernelChoice:
     timings: KernelTimings
     measured: bool  # False: read from the cache
     path: Path
+    cached: bool = True  # whether ``path`` holds this choice (False: measured on a busy machine, or not writable)
 
 
 def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTimings], notify: Notify,
@@ -212,15 +240,15 @@ def choose_linear_kernels(key: Mapping[str, Any], measure: Callable[[], KernelTi
     path = path or choice_path(key)
     timings = load_choice(path, key, notify)
     measured = timings is None
+    cached = True
     if timings is None:
-        with LoadWindow() as window:
+        with measuring() as window:
             timings = measure()
-        if window.load is not None and window.load.contended:
-            busy = window.load.other_cpus
-            what = f"{busy:.1f} cores busy with other work" if busy is not None else \
-                f"load average {window.load.loadavg_after}"
-            notify(f"cpu_linear: auto measured while other processes used the CPUs ({what}): using the choice for "
+        busy = busy_reason(window.load)
+        if busy is not None:
+            notify(f"cpu_linear: auto measured while other processes used the CPUs ({busy}): using the choice for "
                    "this run, not caching it (it is measured again next time)")
+            cached = False
         else:
-            save_choice(path, key, timings, notify)
-    return KernelChoice(decide(timings), timings, measured, path)
+            cached = save_choice(path, key, timings, notify)
+    return KernelChoice(decide(timings), timings, measured, path, cached)

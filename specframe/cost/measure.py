@@ -8,12 +8,14 @@ every size is cut to its longest prefix that does (the cost of a forward grows s
 and the loop refines the curve online), so a long prompt never yields a curve of one point.
 
 Profiles are cached as JSON in ``$SPECFRAME_CACHE/profiles/`` (default ``~/.cache/specframe/profiles``), one
-file per target and device; the file records the full key (target, device, dtype, threads, library
-versions). A file whose key differs (another dtype, thread count or library version) is reported with a
-notice and measured again. Profile files are read through the one guarded reader (size limit, UTF-8, strict
-JSON without stack-exhausting nesting) and must be plausible (:meth:`CostProfile.problem`); they are written
-through the one atomic writer. :func:`cache_profile` is the only way into the cache: it refuses an implausible
-profile and keeps a cached one that the new one does not cover (:meth:`CostProfile.covers`), with a notice.
+file per key: the file name holds a hash of the target and device, the thread count and a hash of the whole key
+(dtype and library versions included), so runs at 1 and at 2 threads keep a profile each instead of replacing each
+other's; the file records the full key, which is checked again when it is read. Cache files follow the cache's one
+rule (:mod:`specframe.files.cache`: regular files only, no link followed, atomic replace under a lock, plausible
+numbers) and must be plausible (:meth:`CostProfile.problem`). :func:`cache_profile` is the only way into the
+cache: it refuses an implausible profile and one measured while other processes kept the CPUs busy, and keeps a
+cached one that the new one does not cover (:meth:`CostProfile.covers`), each with a notice. A named profile
+(``auto_budget.profile``) is the user's file and goes through the user-file reader (:func:`read_profile`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ import torch
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
 from specframe.device_sync import synchronize
 from specframe.errors import SpecframeError
-from specframe.files import MiB, OutputError, parse_json, read_text, write_text
+from specframe.files import MiB, parse_json, read_text, write_text
+from specframe.files.cache import busy_reason, read_cache_json, update_cache_json
 from specframe.interfaces import SharedEmbeddings, TargetModel
 from specframe.metrics.machine_info import cpu_model
+from specframe.metrics.machine_load import MachineLoad
 from specframe.tree import DraftTree
 
 
@@ -71,10 +75,17 @@ def profile_key(target: TargetModel, target_config: dict[str, Any] | None) -> di
     }
 
 
-def profile_path(key: dict[str, Any]) -> Path:
-    """The cache file of a target on a device (other key fields are checked inside the file)."""
+def target_stem(key: dict[str, Any]) -> str:
+    """A short hash of the target and device of a profile key: what every cache file of that target starts with."""
     ident = json.dumps({"target": key["target"], "device": key["device"]}, sort_keys=True, default=str)
-    return cache_root() / "profiles" / f"{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def profile_path(key: dict[str, Any]) -> Path:
+    """The cache file of a profile key: ``<target and device>.<threads>-threads.<whole key>.json``."""
+    whole = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    threads = key.get("threads")
+    return cache_root() / "profiles" / f"{target_stem(key)}.{threads}-threads.{whole}.json"
 
 
 #: Largest profile file read (real ones are a few kilobytes).
@@ -90,14 +101,25 @@ class ProfileKeyError(ProfileError):
 
 
 def read_profile(path: Path, key: dict[str, Any] | None = None) -> CostProfile:
-    """The plausible profile in ``path``; a :class:`ProfileError` naming the file and field otherwise.
+    """The plausible profile in the user's file ``path`` (``auto_budget.profile``); a :class:`ProfileError` naming
+    the file and field otherwise.
 
     With ``key``, a profile measured under another key raises a :class:`ProfileKeyError` naming the fields that differ
     (checked before the numbers, which another machine's profile may hold in another range).
     """
     hint = "delete it, or write a new one with `specframe profile PIPELINE -o DIR`"
     text = read_text(path, what="cost profile", max_bytes=MAX_PROFILE_BYTES, error=ProfileError, hint=hint)
-    data = parse_json(text, where=str(path), error=ProfileError, hint=hint)
+    return profile_in(parse_json(text, where=str(path), error=ProfileError, hint=hint), key, path)
+
+
+def _canonical(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def profile_in(data: Any, key: dict[str, Any] | None, path: Path) -> CostProfile:
+    """The plausible profile measured under ``key`` that ``data`` (a parsed profile file) holds; a
+    :class:`ProfileKeyError` or :class:`ProfileError` naming ``path`` otherwise."""
+    hint = "delete it, or write a new one with `specframe profile PIPELINE -o DIR`"
     found = data.get("key") if isinstance(data, dict) else None
     if key is not None and isinstance(found, dict) and _canonical(found) != _canonical(key):
         changed = sorted(k for k in set(key) | set(found) if _canonical(key.get(k)) != _canonical(found.get(k)))
@@ -109,46 +131,60 @@ def read_profile(path: Path, key: dict[str, Any] | None = None) -> CostProfile:
         raise ProfileError(f"not a usable cost profile: {exc}", where=str(path), hint=hint) from None
 
 
-def _canonical(value: Any) -> Any:
-    return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
 def load_profile(path: Path, key: dict[str, Any] | None, notify: Callable[[str], None]) -> CostProfile | None:
-    """The profile in ``path`` if it exists, is plausible and was measured under ``key``; else None (with a
-    notice)."""
-    if not os.path.lexists(path):
+    """The cached profile in ``path`` if it is a regular file (:mod:`specframe.files.cache`), plausible and measured
+    under ``key``; else None (with a notice, except when there is no file)."""
+    data = read_cache_json(path, what="cost profile", notify=notify, max_bytes=MAX_PROFILE_BYTES,
+                           then="measuring again")
+    return _cached(data, key, path, notify)
+
+
+def _cached(data: Any, key: dict[str, Any] | None, path: Path, notify: Callable[[str], None]) -> CostProfile | None:
+    if data is None:
         return None
     try:
-        return read_profile(path, key)
+        return profile_in(data, key, path)
     except ProfileError as exc:
         notify(f"ignoring the cost profile {path}: {exc.message}; measuring again")
         return None
 
 
 def save_profile(profile: CostProfile, path: Path) -> None:
-    """Write ``profile`` to ``path`` through the one atomic writer (an :class:`OutputError` when it cannot)."""
+    """Write ``profile`` to the user's file ``path`` through the one atomic writer (an :class:`OutputError` when it
+    cannot); the cache is written by :func:`cache_profile` only."""
     write_text(path, profile.dumps(), what="cost profile")
 
 
-def cache_profile(profile: CostProfile, notify: Callable[[str], None]) -> Path | None:
-    """Store ``profile`` in the cache unless it is implausible or the cached profile of its key measures more
-    (:meth:`CostProfile.covers`); each refusal is a notice. Returns the cache file written, or None."""
+def cache_profile(profile: CostProfile, notify: Callable[[str], None], *,
+                  load: MachineLoad | None = None) -> Path | None:
+    """Store ``profile`` in the cache unless it is implausible, was measured (or learnt) while other processes kept
+    the CPUs busy (``load``, the measurement's :class:`MachineLoad`; None: unknown), or the cached profile of its
+    key measures more (:meth:`CostProfile.covers`, checked under the file's lock so a concurrent run's profile is
+    weighed too); each refusal is a notice. Returns the cache file written, or None."""
     path = profile_path(profile.key)
+    busy = busy_reason(load)
+    if busy is not None:
+        notify(f"not caching the cost profile: it was measured while other processes used the CPUs ({busy}); "
+               "this run uses it, and a run on a quiet machine caches it")
+        return None
     reason = profile.problem()
     if reason is not None:
         notify(f"not caching the cost profile: {reason}")
         return None
-    cached = load_profile(path, profile.key, lambda _: None) if path.is_file() else None
-    if cached is not None and not profile.covers(cached):
-        notify(f"kept the cached cost profile {path} ({cached.coverage()}); this one has only "
-               f"{profile.coverage()} (delete the file to replace it)")
-        return None
-    try:
-        save_profile(profile, path)
-    except OutputError as exc:
-        notify(f"could not cache the cost profile: {exc.message}")
-        return None
-    return path
+
+    def merge(current: Any) -> Any:
+        cached = _cached(current, profile.key, path, _unreported)
+        if cached is not None and not profile.covers(cached):
+            notify(f"kept the cached cost profile {path} ({cached.coverage()}); this one has only "
+                   f"{profile.coverage()} (delete the file to replace it)")
+            return None
+        return profile.to_json()
+
+    return update_cache_json(path, merge, what="cost profile", notify=notify)
+
+
+def _unreported(_: str) -> None:
+    """What is wrong with the file being replaced was reported when it was read."""
 
 
 def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid: Sequence[int] = DEFAULT_GRID,

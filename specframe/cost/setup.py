@@ -8,14 +8,15 @@ every size) before its clock starts (about a second on a CPU for a 135M target).
 readable, plausible profile file is a :class:`~specframe.errors.ConfigError` naming ``auto_budget.profile``. The
 controller's memory of earlier requests (`specframe.cost.memory`) is read from beside the profile. After every
 request the learnt profile goes back to the cache through :func:`specframe.cost.measure.cache_profile` (unless it
-became implausible or the cache holds one that measures more), and the memory beside it.
+became implausible, was learnt on a busy machine or the cache holds one that measures more), and the memory is merged
+into the one beside it. A profile measured here while other processes kept the CPUs busy is used for this run but
+not cached (:mod:`specframe.files.cache`: only quiet measurements are cached).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +36,15 @@ from specframe.cost.measure import (
 )
 from specframe.cost.memory import load_memory, memory_path, save_memory
 from specframe.cost.profile import CostProfile
-from specframe.errors import ConfigError, GenerationError, SpecframeError
+from specframe.errors import ConfigError, GenerationError
+from specframe.files.cache import busy_reason, measuring
 from specframe.interfaces import TargetModel
+from specframe.metrics.machine_load import MachineLoad
+from specframe.notices import notify
 
 #: Pipeline sections whose change makes earlier acceptance meaningless (the target's belongs to the profile).
 MEMORY_SECTIONS = ("drafter", "corrector", "tree_builder", "pruner", "verifier", "sampling")
 
-_NOTIFIED: set[str] = set()
-
-
-def notify(message: str) -> None:
-    """A notice for the person running the pipeline (stderr, once per process; results are unaffected)."""
-    if message not in _NOTIFIED:
-        _NOTIFIED.add(message)
-        print(f"specframe: {message}", file=sys.stderr)
 
 
 def target_profile_key(target: TargetModel, config: Any) -> dict:
@@ -96,7 +92,8 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
         profile = load_profile(profile_path(key), key, notify)
     if profile is None:
         try:
-            curve = measure_verify_curve(target, prompt_ids)
+            with measuring() as window:
+                curve = measure_verify_curve(target, prompt_ids)
         except ValueError as exc:
             raise GenerationError(f"budget: auto has no cost profile and cannot measure one: {exc}",
                                   hint="give auto_budget.profile (a JSON written by `specframe profile`), or use "
@@ -111,20 +108,19 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
             raise GenerationError(f"budget: auto measured an unusable cost profile: {reason}",
                                   hint="give auto_budget.profile (a JSON written by `specframe profile` on this "
                                        "machine), or use a fixed budget")
-        cache_profile(profile, notify)
+        cache_profile(profile, notify, load=window.load)
     settings = AutoBudgetSettings(max_budget=cfg.max_budget, min_probe_interval=cfg.min_probe_interval,
                                   max_probe_interval=cfg.max_probe_interval)
-    memory_file = memory_path(profile_path(key), pipeline_memory_key(config))
+    memory_file = memory_path(key, pipeline_memory_key(config))
     return AutoBudget(profile, settings, sibling_prefix=sibling_prefix, memory=load_memory(memory_file, notify),
                       memory_file=memory_file)
 
 
-def save_learned(auto: AutoBudget) -> None:
-    """Offer the controller's profile to the cache (:func:`cache_profile`: kept only when plausible and at least
-    as complete as the cached one) and write its memory beside it (best effort: a read-only cache is a notice)."""
-    cache_profile(auto.profile, notify)
+def save_learned(auto: AutoBudget, load: MachineLoad | None = None) -> None:
+    """Offer the controller's profile to the cache (:func:`cache_profile`: kept only when plausible, learnt on a quiet
+    machine and at least as complete as the cached one) and merge its memory into the one beside it
+    (:func:`save_memory`; the timings learnt on a busy machine are not kept). ``load``: the machine's load while the
+    decode call ran (None: unknown). Best effort: a cache that cannot be written is a notice."""
+    cache_profile(auto.profile, notify, load=load)
     if auto.memory_file is not None:
-        try:
-            save_memory(auto.remember(), auto.memory_file)
-        except (OSError, SpecframeError) as exc:
-            notify(f"could not save what budget: auto learnt: {getattr(exc, 'message', exc)}")
+        save_memory(auto.remember(), auto.memory_file, notify, quiet=busy_reason(load) is None)

@@ -9,7 +9,10 @@
         run_round(rows)                                       # specframe.decode.rounds: every row advances
         rows that ended leave (their results are final)
 
-A request that cannot run is refused on its own (`RefusedRequest`, naming it); the others decode. A drafter that
+A request that cannot run is refused on its own (`RefusedRequest`, naming it); the others decode. So is a request
+that fails while decoding: a prefill that raises refuses that request alone, and a round that raises is retried
+row by row (each row readmitted alone by prefilling its committed tokens again) so that only the rows whose own
+round fails are refused; finished results are never lost. A drafter that
 does not declare ``supports_batch`` is refused up front for a batch size above 1. A `ContractError` raised by a
 stage is attributed to the component that broke the contract (``attribute``).
 """
@@ -24,21 +27,23 @@ import torch
 
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.text_kind import prompt_signature
-from specframe.decode.noise import TARGET, RoundNoise
 from specframe.decode.request import RefusedRequest, RequestInputs
 from specframe.decode.rounds import run_round
 from specframe.decode.row import Row
 from specframe.decode.session import DecodeSettings, Session, Stages
 from specframe.decode.target_rows import target_rows
 from specframe.device_sync import StageClock
-from specframe.errors import ConfigError, GenerationError
+from specframe.errors import ConfigError, ContractError, GenerationError
 from specframe.interfaces import DecodeState, TargetModel
 from specframe.metrics.records import GenerationResult
 from specframe.sampling import sample
+from specframe.sampling.noise import TARGET, RoundNoise
 
 #: Called with (request index, new text) while decoding.
 StreamFn = Callable[[int, str], None]
 Outcome = GenerationResult | RefusedRequest
+#: Called with (request index, outcome) as each request is refused or ends, in that order.
+FinishFn = Callable[[int, Outcome], None]
 
 
 def check_batch_support(stages: Stages, drafter_name: str, batch_size: int) -> None:
@@ -53,16 +58,22 @@ def check_batch_support(stages: Stages, drafter_name: str, batch_size: int) -> N
 
 def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
            requests: Sequence[RequestInputs | GenerationError], batch_size: int, *, auto: AutoBudget | None,
-           stream: StreamFn | None = None) -> list[Outcome]:
+           stream: StreamFn | None = None, on_finish: FinishFn | None = None) -> list[Outcome]:
     """Decode ``requests`` (checked inputs, or the error that refused each) with up to ``batch_size`` rows in flight.
 
-    Returns one outcome per request, in order.
+    Returns one outcome per request, in order; ``on_finish(index, outcome)`` is called as each is known.
     """
     outcomes: list[Outcome | None] = [None] * len(requests)
+
+    def finish(index: int, outcome: Outcome) -> None:
+        outcomes[index] = outcome
+        if on_finish is not None:
+            on_finish(index, outcome)
+
     waiting: deque[tuple[int, RequestInputs]] = deque()
     for i, req in enumerate(requests):
         if isinstance(req, GenerationError):
-            outcomes[i] = RefusedRequest(i, req)
+            finish(i, RefusedRequest(i, req))
         else:
             waiting.append((i, req))
     if not waiting:
@@ -71,7 +82,11 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
     taps = stages.drafter.target_layers if settings.drafts else ()  # the plain loop taps nothing
     session = Session(stages=stages, settings=settings, target=target_rows(target, taps),
                       drafter=stages.drafter.rows() if settings.drafts else None,
-                      clock=StageClock(settings.devices, sync=settings.stage_timing), auto=auto)
+                      # `budget: auto` learns its costs from exactly timed rounds, so it samples one in
+                      # `StageClock.every` on an accelerator even when stage timing is off for the records.
+                      clock=StageClock(settings.devices, sync=settings.stage_timing or auto is not None), auto=auto)
+    if auto is not None:  # the controller prices rounds on what this target's forward runs
+        auto.packs = bool(getattr(session.target, "selective_batching", False))
     rows: list[Row] = []
     try:
         with torch.inference_mode():
@@ -80,26 +95,90 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                     index, inputs = waiting.popleft()
                     row_stream = None if stream is None else (lambda text, i=index: stream(i, text))
                     row = Row(index, inputs, tokenizer=target.tokenizer, eos=eos, stream=row_stream)
-                    _start(session, row)
+                    try:
+                        _start(session, row)
+                    except ContractError:
+                        raise
+                    except Exception as exc:  # this request alone fails (e.g. its prefill runs out of memory)
+                        _keep(session, list(range(len(rows))))  # whatever it left in the caches leaves
+                        finish(index, RefusedRequest(index, _failure(exc, "its prefill")))
+                        continue
                     if row.reason is None:
                         rows.append(row)
                     else:  # ended on its prefill token: it leaves at once
                         _keep(session, list(range(len(rows))))
-                        outcomes[index] = row.result(batch_size)
+                        finish(index, row.result(batch_size))
                 if rows:
-                    run_round(session, rows)
+                    try:
+                        run_round(session, rows)
+                    except ContractError:
+                        raise
+                    except Exception as exc:  # find the row(s) at fault; the others go on
+                        rows, failed = _isolate(session, rows, exc)
+                        for r, err in failed:
+                            finish(r.index, RefusedRequest(r.index, err))
                     done = [r for r in rows if r.reason is not None]
                     if done:
                         keep = [i for i, r in enumerate(rows) if r.reason is None]
                         _keep(session, keep)
                         for r in done:
-                            outcomes[r.index] = r.result(batch_size)
+                            finish(r.index, r.result(batch_size))
                             if session.auto is not None and r.budget is not None:
                                 session.auto.finish_row(r.budget)
                         rows = [rows[i] for i in keep]
     finally:
         session.target.close()
     return [o for o in outcomes if o is not None]
+
+
+def _isolate(session: Session, rows: list[Row],
+             error: Exception) -> tuple[list[Row], list[tuple[Row, GenerationError]]]:
+    """A round of several rows failed: find the rows at fault and keep the others decoding.
+
+    Every row leaves the caches; each is then readmitted alone (its committed tokens prefilled again, as an engine
+    recomputes a preempted request) and runs one round by itself. A row whose own round fails is refused with
+    that error; the others are readmitted together and continue exactly where they were (their tokens, seeds and
+    positions are unchanged, so their outputs do not depend on the failure). A round of one row is that row's.
+    """
+    if len(rows) == 1:
+        _keep(session, [])
+        return [], [(rows[0], _failure(error, "a decode round"))]
+    _keep(session, [])
+    survivors: list[Row] = []
+    failed: list[tuple[Row, GenerationError]] = []
+    for row in rows:
+        try:
+            _resume(session, row)
+            run_round(session, [row])
+            survivors.append(row)
+        except ContractError:
+            raise
+        except Exception as exc:
+            failed.append((row, _failure(exc, "a decode round")))
+        _keep(session, [])
+    for row in survivors:
+        if row.reason is None:
+            _resume(session, row)
+    return survivors, failed
+
+
+def _resume(session: Session, row: Row) -> None:
+    """Readmit a row that left the caches: prefill its committed tokens alone (no token is drawn)."""
+    state = row.state
+    assert state is not None
+    capacity = row.inputs.prompt_len + row.inputs.cap + session.settings.budget + 1
+    prefill = session.target.add_row(state.tokens[:, :-1], capacity=capacity)
+    if session.drafter is not None:
+        session.drafter.add_row(state, prefill)
+
+
+def _failure(exc: Exception, where: str) -> GenerationError:
+    """The refusal of a request that failed in ``where`` (its other batch-mates go on)."""
+    if isinstance(exc, GenerationError):
+        return exc
+    return GenerationError(f"the request failed in {where}: {type(exc).__name__}: {exc}",
+                           hint="its batch-mates were decoded; retry this request alone, or with a smaller batch "
+                                "or shorter prompt if it ran out of memory")
 
 
 def _keep(session: Session, rows: list[int]) -> None:
@@ -111,14 +190,17 @@ def _keep(session: Session, rows: list[int]) -> None:
 def _start(session: Session, row: Row) -> None:
     """Prefill the row's prompt alone, draw its first token, start its drafter and controller state."""
     cfg = session.settings
-    prefill = session.target.add_row(row.inputs.ids)
+    # The row's whole life: prompt, up to `cap` new tokens, one verified tree beyond the last committed token.
+    capacity = row.inputs.prompt_len + row.inputs.cap + cfg.budget + 1
+    prefill = session.target.add_row(row.inputs.ids, capacity=capacity)
     noise = RoundNoise.for_rows([row.inputs.seed], [row.inputs.prompt_len - 1], session.target.device)
     u = None if cfg.sampling.greedy else noise.uniforms(TARGET, torch.zeros(1, dtype=torch.long))
     first = int(sample(prefill.logits[:, -1], cfg.sampling, u)[0])
     row.prefill_ns = time.perf_counter_ns() - row.t_start
     ids = row.inputs.ids.to(session.target.device)
     state = DecodeState(tokens=torch.cat([ids, torch.tensor([[first]], device=ids.device)], dim=1),
-                        prompt_len=row.inputs.prompt_len, sampling=cfg.sampling, seed=row.inputs.seed)
+                        prompt_len=row.inputs.prompt_len, sampling=cfg.sampling, seed=row.inputs.seed,
+                        capacity=row.inputs.prompt_len + row.inputs.cap + cfg.budget + 1)
     row.start(first, state)
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)

@@ -2,13 +2,25 @@
 
 A `Request` carries a prompt and optional per-request limits; `RequestInputs` is what the loop needs after the
 checks (prompt ids, the token cap within the context, stop strings, seed). A request that cannot run (its prompt
-does not fit the target's context, holds ids outside the vocabulary, ...) becomes a `RefusedRequest` naming it,
-and the other requests of the call still run.
+does not fit the target's context, holds ids outside the vocabulary, is not a prompt at all, ...) becomes a
+`RefusedRequest` naming it, and the other requests of the call still run.
+
+Every value a caller hands the Python API enters through one check here:
+
+* :func:`check_prompt`: a prompt is text (``str``), token ids (a list, tuple or range of whole numbers, numpy
+  integers included) or an integer tensor of shape ``[P]`` or ``[1, P]``. ``None``, ``bytes``, floats, booleans,
+  float or boolean tensors and tensors holding several rows are refused with what was given and the fix; nothing is
+  taken as token ids that is not one;
+* :func:`check_stops`: stop strings are a ``str`` (one stop string: ``stop="10"`` stops at "10") or a sequence of
+  non-empty strings;
+* :func:`prompt_list`: what ``generate_batch`` takes is a list (or tuple) of prompts or a ``[B, P]`` tensor of
+  equal-length prompts, never one text (``"abc"`` is not three prompts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,9 +80,92 @@ def check_prompt_ids(ids: torch.Tensor, vocab_size: int, max_length: int | None)
                               hint="encode the prompt with the target's tokenizer")
 
 
-def check_stops(stops: Sequence[str]) -> tuple[str, ...]:
+def check_stops(stops: str | Sequence[str]) -> tuple[str, ...]:
+    """Stop strings as a tuple: one ``str`` is one stop string; otherwise a sequence of non-empty strings."""
+    if isinstance(stops, str):
+        stops = (stops,)
+    elif isinstance(stops, (bytes, bytearray)) or not isinstance(stops, Iterable) or isinstance(stops, dict):
+        raise GenerationError(f"stop must be a string or a list of strings, got {_shown(stops)}",
+                              hint='for example stop="\\n\\n" or stop=["Question:", "\\n\\n"]')
     out = tuple(stops)
     if any(not isinstance(s, str) or not s for s in out):
-        raise GenerationError(f"stop strings must be non-empty strings, got {list(out)!r}",
+        raise GenerationError(f"stop strings must be non-empty strings, got {_shown(list(out))}",
                               hint="an empty stop string matches at once and would end every output empty")
     return out
+
+
+#: What a prompt may be, for error messages.
+PROMPT_FORMS = "text (a str), token ids (a list of ints) or an integer tensor of shape [P] or [1, P]"
+
+
+def check_prompt(prompt: object) -> str | torch.Tensor:
+    """``prompt`` as text or as token ids ``[1, P]`` int64 (on the tensor's device); a GenerationError saying what
+    was given and what a prompt is otherwise (see the module docstring)."""
+    if isinstance(prompt, str):
+        return prompt
+    if prompt is None:
+        raise GenerationError("the prompt is None", hint=f"give {PROMPT_FORMS}")
+    if isinstance(prompt, (bytes, bytearray, memoryview)):
+        raise GenerationError(f"the prompt is {type(prompt).__name__} ({_shown(prompt)}), not text or token ids",
+                              hint="decode it to text first, e.g. prompt.decode('utf-8')")
+    if isinstance(prompt, torch.Tensor):
+        return _tensor_prompt(prompt)
+    if isinstance(prompt, (list, tuple, range)) or _is_array(prompt):
+        return _id_list(prompt)
+    raise GenerationError(f"the prompt is {type(prompt).__name__} {_shown(prompt)}, not text or token ids",
+                          hint=f"give {PROMPT_FORMS}")
+
+
+def _tensor_prompt(prompt: torch.Tensor) -> torch.Tensor:  # [1, P] int64
+    if prompt.dtype == torch.bool or prompt.is_floating_point() or prompt.is_complex():
+        raise GenerationError(f"a tensor prompt must hold integer token ids, got dtype "
+                              f"{str(prompt.dtype).removeprefix('torch.')}",
+                              hint="pass the token ids as an integer tensor (torch.long), or the text itself")
+    if prompt.dim() == 1:
+        return prompt.long().view(1, -1)
+    if prompt.dim() == 2 and prompt.shape[0] == 1:
+        return prompt.long()
+    raise GenerationError(f"a tensor prompt is one prompt of shape [P] or [1, P], got shape {list(prompt.shape)}",
+                          hint="for several prompts pass a list of them to generate() or generate_batch()")
+
+
+def _is_array(value: object) -> bool:
+    """A numpy array (or another array type with ``__array__`` and a length), which iterates like a list."""
+    return hasattr(value, "__array__") and hasattr(value, "__len__") and hasattr(value, "__iter__")
+
+
+def _id_list(prompt: Any) -> torch.Tensor:  # [1, P] int64
+    ids = []
+    for i, value in enumerate(prompt):
+        try:
+            number = None if isinstance(value, (bool, str)) else operator.index(value)
+        except TypeError:
+            number = None
+        if number is None:
+            raise GenerationError(f"token ids must be whole numbers, but element {i} of the prompt is "
+                                  f"{_shown(value)}", hint=f"give {PROMPT_FORMS}; to decode several prompts at once "
+                                                           "pass a list of them")
+        if not 0 <= number < 1 << 63:
+            raise GenerationError(f"token id {number} at element {i} of the prompt is not a token id",
+                                  hint="encode the prompt with the target's tokenizer")
+        ids.append(number)
+    return torch.tensor([ids], dtype=torch.long)
+
+
+def prompt_list(prompts: object) -> list[Any]:
+    """The prompts of a batch call as a list (see the module docstring); a GenerationError for one text, bytes or
+    something that is not a collection of prompts."""
+    if isinstance(prompts, torch.Tensor):
+        if prompts.dim() == 2:
+            return list(prompts)
+        raise GenerationError(f"generate_batch takes a list of prompts or a [B, P] tensor, got a tensor of shape "
+                              f"{list(prompts.shape)}", hint="for one prompt use generate(prompt)")
+    if isinstance(prompts, (str, bytes, bytearray)) or not isinstance(prompts, (list, tuple)):
+        raise GenerationError(f"generate_batch takes a list of prompts, got a {type(prompts).__name__} "
+                              f"({_shown(prompts)})", hint="for one prompt use generate(prompt), or wrap it: [prompt]")
+    return list(prompts)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

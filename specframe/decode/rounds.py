@@ -9,26 +9,34 @@
     full     = the drafted rows' trees + root-only trees for the other rows, padded to one width   [B, N]
     out      = target.forward_tree(full)                       # ONE target forward
     result   = verifier.verify(full, out.logits)               # a plain round: the target's own draw
-    target.commit(full, result.accepted_nodes)                 # per-row commit
-    outcome  = every row's counts and tokens in ONE device-to-host transfer
-    drafter.commit(all rows); rows take their tokens, check stop strings and record the round
+    outcome  = every row's path, counts and tokens in ONE device-to-host transfer (checked on the host)
+    target.commit(full, result.accepted_nodes, outcome.paths)  # per-row commit from the host paths: no read
+    states append their tokens in place; drafter.commit(all rows)
+    rows take their tokens, check stop strings and record the round
 
-Every random draw is keyed by the row's request seed and the position it predicts (:mod:`specframe.decode.noise`),
+Host reads: the outcome is the round's one read for every verifier (none in build, prune or verify for the
+built-in stages, `tests/core/test_host_reads.py`); `budget: auto` adds one before the forward (the number of nodes
+it keeps sets the forward's shape, :mod:`specframe.cost.chooser`).
+
+Every random draw is keyed by the row's request seed and the position it predicts (:mod:`specframe.sampling.noise`),
 so a row's tokens do not depend on its batch-mates, and with the WALK or greedy verifier they equal plain
 decoding's for the seed. A single request is a batch of one.
 """
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
+
 import torch
 
-from specframe.decode.noise import TARGET, RoundNoise
 from specframe.decode.row import Row
 from specframe.decode.session import Session
 from specframe.errors import ContractError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.metrics.records import RoundRecord
 from specframe.sampling import sample
+from specframe.sampling.noise import TARGET, RoundNoise
 from specframe.tree import DraftTree, check_tree
 from specframe.types import DraftProposal, VerifyResult
 
@@ -48,7 +56,7 @@ def run_round(session: Session, rows: list[Row]) -> None:
     t0 = clock()
     if drafting:
         sub_noise = noise if len(drafting) == len(rows) else noise.rows(drafting)
-        ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=sub_noise)
+        ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=sub_noise, check=cfg.check_trees)
         assert session.drafter is not None, "a pipeline that drafts has drafter rows"
         proposal = session.drafter.propose(drafting, [states[i] for i in drafting])  # type: ignore[misc]
         t1 = clock()
@@ -57,9 +65,9 @@ def run_round(session: Session, rows: list[Row]) -> None:
         tree = fit_context(st.pruner.prune(tree, ctx), proposal, session.target.max_length,
                            [states[i] for i in drafting])  # type: ignore[misc]
         if session.auto is not None:
-            probing = any(rows[i].probing for i in drafting)
-            choice = session.auto.choose(tree, len(rows), explore=probing or session.rounds == 1)
-            tree, expected = choice.tree, choice.expected
+            probing = any(rows[i].probing for i in drafting)  # a probe, or a request's first drafted round
+            choice = session.auto.choose(tree, len(rows), explore=probing)
+            tree, expected = replace(choice.tree, row_nodes=tuple(k + 1 for k in choice.kept)), choice.expected
             for i, k in zip(drafting, choice.kept, strict=True):
                 kept[i] = k
         full = merge_rows(tree, drafting, roots_of(states), len(rows))  # type: ignore[arg-type]
@@ -73,16 +81,15 @@ def run_round(session: Session, rows: list[Row]) -> None:
         full = full.to(session.target.device)
     out = session.target.forward_tree(full)
     t4 = clock()
-    round_ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=noise)
+    round_ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=noise, check=cfg.check_trees)
     result = st.verifier.verify(full, out.logits, round_ctx) if drafting else plain_step(out.logits, round_ctx)
     t5 = clock()
-    session.target.commit(full, result.accepted_nodes)
     outcome = RoundOutcome.read(full, result)
+    session.target.commit(full, result.accepted_nodes, outcome.paths)
     for row, emitted in zip(rows, outcome.emitted, strict=True):  # the drafter sees every committed token
         state = row.state
         assert state is not None
-        state.tokens = torch.cat([state.tokens, torch.tensor([emitted], dtype=torch.long,
-                                                             device=state.tokens.device)], dim=1)
+        state.append(emitted)
     if session.drafter is not None:
         session.drafter.commit(states, full, result, out)  # type: ignore[arg-type]
     t6 = clock()
@@ -94,11 +101,12 @@ def run_round(session: Session, rows: list[Row]) -> None:
                              drafted=i in drafting, budget=kept[i])
         row.take(outcome.emitted[i], record)
     if session.auto is not None:
-        _observe(session, rows, drafting, full, result, expected, stage_ns if timed else None)
+        _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
+                 stage_ns if timed else None)
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
-             expected: list[float], stage_ns: dict[str, int] | None) -> None:
+             expected: list[float], kept: list[int], stage_ns: dict[str, int] | None) -> None:
     """Teach `budget: auto` what the round did (costs only from exactly timed rounds)."""
     auto = session.auto
     assert auto is not None
@@ -109,8 +117,9 @@ def _observe(session: Session, rows: list[Row], drafting: list[int], full: Draft
         auto.observe_tree(full.select_rows(index), result.accepted_nodes.index_select(0, index))
         drafted = [budgets[i] for i in drafting]
         plain = [b for i, b in enumerate(budgets) if i not in drafting]
-        auto.observe_drafted(drafted, plain, expected, full.batch_size * full.capacity,  # type: ignore[arg-type]
-                             stage_ms)
+        ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
+        auto.observe_drafted(drafted, plain, expected, ran, stage_ms,  # type: ignore[arg-type]
+                             kept=kept)
     else:
         auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
 
@@ -147,9 +156,11 @@ def merge_rows(tree: DraftTree, drafting: list[int], roots: torch.Tensor, rows: 
     tokens = fill(tree.tokens, 0, 0)
     tokens[:, 0] = roots.to(dev)  # the drafted rows' roots are their own roots too
     child_q = None if tree.child_q is None else fill(tree.child_q, 0.0, 0.0)
+    drafted = dict(zip(drafting, tree.row_nodes or (n,) * len(drafting), strict=True))
     return DraftTree(tokens=tokens, parent=fill(tree.parent, -1, -1), depth=fill(tree.depth, 0, 0),
                      logq=fill(tree.logq, 0.0, float("-inf")), score=fill(tree.score, 0.0, float("-inf")),
-                     valid=fill(tree.valid, True, False), child_q=child_q)
+                     valid=fill(tree.valid, True, False), child_q=child_q, depth_bound=tree.depth_bound,
+                     width_bound=tree.width_bound, row_nodes=tuple(drafted.get(b, 1) for b in range(rows)))
 
 
 def fit_context(tree: DraftTree, proposal: DraftProposal, max_length: int | None,
@@ -176,22 +187,48 @@ def check_round_tree(tree: DraftTree) -> None:
 
 
 class RoundOutcome:
-    """What the host needs from a round, for every row, read in one device-to-host transfer."""
+    """What the host needs from a round, for every row, read in one device-to-host transfer and checked here."""
 
-    def __init__(self, nodes: list[int], depths: list[int], accepted: list[int], emitted: list[list[int]]) -> None:
+    def __init__(self, nodes: list[int], depths: list[int], paths: list[list[int]], emitted: list[list[int]]) -> None:
         self.nodes = nodes  # [B] draft nodes verified (root excluded)
         self.depths = depths  # [B] deepest valid node
-        self.accepted = accepted  # [B] draft tokens accepted
+        self.paths = paths  # [B] accepted node indices, root first (what the target commits)
         self.emitted = emitted  # [B] accepted path tokens, then the bonus
+
+    @property
+    def accepted(self) -> list[int]:
+        """Draft tokens accepted per row (the bonus excluded)."""
+        return [len(p) - 1 for p in self.paths]
 
     @classmethod
     def read(cls, tree: DraftTree, result: VerifyResult) -> RoundOutcome:
+        """Pack every row's node count, depth, accepted count, bonus, path and path tokens into one tensor, read it
+        once, and check the verifier's path on the host (root first, increasing, inside the tree, -1 padded)."""
+        b = tree.batch_size
+        shapes = (tuple(result.accepted_nodes.shape), tuple(result.num_accepted.shape), tuple(result.bonus_token.shape))
+        if len(shapes[0]) != 2 or shapes[0][0] != b or shapes[1] != (b,) or shapes[2] != (b,):
+            raise ContractError(f"the verifier returned accepted_nodes {shapes[0]}, num_accepted {shapes[1]} and "
+                                f"bonus_token {shapes[2]} for a tree of {b} rows; expected [B, D + 1], [B] and [B]",
+                                stage="verifier")
         dev = result.accepted_nodes.device
-        path = result.accepted_nodes[:, 1:].clamp(min=0)  # [B, D]; -1 padding reads node 0, cut off below
-        tokens = tree.tokens.to(dev).gather(1, path)  # [B, D]
+        nodes = result.accepted_nodes.long()  # [B, D + 1]
+        width = int(nodes.shape[1])
+        # Out-of-tree indices read a clamped node here and are refused by the check below.
+        tokens = tree.tokens.to(dev).gather(1, nodes.clamp(0, tree.capacity - 1))  # [B, D + 1]
         depth = torch.where(tree.valid, tree.depth, torch.zeros_like(tree.depth)).amax(dim=1)  # [B]
         packed = torch.cat([tree.num_nodes.to(dev)[:, None] - 1, depth.to(dev)[:, None],
-                            result.num_accepted.long()[:, None], result.bonus_token.long()[:, None], tokens],
-                           dim=1).tolist()  # [B, 4 + D]
-        return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], accepted=[r[2] for r in packed],
-                   emitted=[r[4 : 4 + r[2]] + [r[3]] for r in packed])
+                            result.num_accepted.long()[:, None], result.bonus_token.long()[:, None], nodes, tokens],
+                           dim=1).tolist()  # [B, 4 + 2 (D + 1)]: the round's one read
+        paths, emitted = [], []
+        for b, row in enumerate(packed):
+            path_row, token_row = row[4 : 4 + width], row[4 + width :]
+            count = row[2] + 1
+            path = path_row[:count]
+            if not (path and path[0] == 0 and all(a < c for a, c in itertools.pairwise(path))
+                    and path[-1] <= row[0] and all(v == -1 for v in path_row[count:])):
+                raise ContractError(f"the verifier's accepted_nodes for row {b}, {path_row}, with num_accepted "
+                                    f"{row[2]}, is not a root-first increasing path of the tree's {row[0] + 1} nodes "
+                                    "padded with -1", stage="verifier")
+            paths.append(path)
+            emitted.append(token_row[1:count] + [row[3]])
+        return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], paths=paths, emitted=emitted)

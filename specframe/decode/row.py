@@ -40,8 +40,9 @@ class Row:
 
     @property
     def probing(self) -> bool:
-        """A probe: `budget: auto` drafts this round to test whether drafting pays again for this request."""
-        return self.budget is not None and not self.budget.drafting
+        """A probe (`budget: auto` drafts this round to test whether drafting pays again for this request) or the
+        request's first drafted round: either way a round that must teach the controller something."""
+        return self.budget is not None and (not self.budget.drafting or self.budget.drafted_rounds == 0)
 
     @property
     def root_position(self) -> int:
@@ -65,8 +66,9 @@ class Row:
                 break
         self.new += taken
         removed = self.text.add(taken)
-        if record is not None:
+        if record is not None:  # a length or EOS cut keeps the accepted drafts that made it
             record.committed = len(taken)
+            record.accepted = min(record.accepted, record.committed)
             self.rounds.append(record)
         if removed:  # a stop string: tokens, counts and speed never include what the user does not get
             del self.new[len(self.new) - removed:]
@@ -84,8 +86,9 @@ class Row:
         return None
 
     def result(self, batch_size: int) -> GenerationResult:
-        """The request's outcome (after it ended)."""
+        """The request's outcome (after it ended), decoded with up to ``batch_size`` rows in flight."""
         text = self.text.finish()
         return GenerationResult(tokens=self.new, text=text, prompt_len=self.inputs.prompt_len, rounds=self.rounds,
                                 prefill_ns=self.prefill_ns, total_ns=time.perf_counter_ns() - self.t_start,
-                                stop_reason=self.reason or "length", batch_size=batch_size)
+                                stop_reason=self.reason or "length", batch_size=batch_size,
+                                seed=self.inputs.seed)

@@ -34,7 +34,7 @@ class OneRowTarget:
     def lengths(self) -> list[int]:
         return [self.target.cache_len] if self._active else []
 
-    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
+    def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
         if self._active:
             raise ConfigError(f"target {type(self.target).__name__} decodes one request at a time",
                               hint="its adapter needs ragged_batch() for --batch-size above 1")
@@ -50,7 +50,8 @@ class OneRowTarget:
     def forward_tree(self, tree: DraftTree) -> TargetOutput:
         return self.target.forward_tree(tree)
 
-    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
+               paths: Sequence[Sequence[int]] | None = None) -> None:
         self.target.commit(tree, accepted_nodes)
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """User files: one reader for text (:mod:`specframe.files.read`, YAML in :mod:`specframe.files.yaml_input`) and one
-writer for outputs (:mod:`specframe.files.write`)."""
+writer for outputs (:mod:`specframe.files.write`); the files the product keeps in its cache follow their own rule
+(:mod:`specframe.files.cache`)."""
 
 from specframe.files.read import MiB, decode_text, json_lines, parse_json, path_problem, read_bytes, read_text
 from specframe.files.write import (

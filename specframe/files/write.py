@@ -48,7 +48,8 @@ _REASONS = {
 }
 
 
-def _reason(exc: OSError) -> str:
+def describe_write_error(exc: OSError) -> str:
+    """Why a write failed, in words (``the file system is full``, ``permission denied``, ...)."""
     return _REASONS.get(exc.errno or -1, describe_os_error(exc))
 
 
@@ -76,7 +77,7 @@ def ensure_dir(path: str | Path, *, what: str, for_file: Path | None = None) -> 
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"cannot create {what} {path}: {_reason(exc)}",
+        raise OutputError(f"cannot create {what} {path}: {describe_write_error(exc)}",
                           hint="choose a writable location") from None
     return path
 
@@ -93,7 +94,8 @@ def check_output_file(path: str | Path, *, what: str) -> Path:
             raise OutputError(f"{what} {path} is a symbolic link to a missing file",
                               hint="remove the link or give another path") from None
         except OSError as exc:
-            raise OutputError(f"cannot use {what} {path}: {_reason(exc)}", hint="give a regular file path") from None
+            raise OutputError(f"cannot use {what} {path}: {describe_write_error(exc)}",
+                              hint="give a regular file path") from None
         if not stat.S_ISREG(mode):
             raise OutputError(f"{what} {path} is not a regular file (a device, pipe or socket)",
                               hint="write to a regular file, then copy or redirect it")
@@ -108,7 +110,7 @@ def check_writable_dir(path: str | Path, *, what: str) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(dir=path, prefix=".specframe-probe.", suffix=".tmp")
     except OSError as exc:
-        raise OutputError(f"cannot write into {what} {path}: {_reason(exc)}",
+        raise OutputError(f"cannot write into {what} {path}: {describe_write_error(exc)}",
                           hint="choose a writable location") from None
     os.close(fd)
     _remove(tmp)
@@ -140,7 +142,7 @@ def write_all(files: Sequence[tuple[Path, Callable[[IO[bytes]], object]]], *, wh
             try:
                 os.replace(tmp, target)
             except OSError as exc:
-                raise OutputError(f"cannot write {what} {given}: {_reason(exc)}",
+                raise OutputError(f"cannot write {what} {given}: {describe_write_error(exc)}",
                                   hint="free space or choose another location") from None
     except BaseException:
         for _, _, tmp in staged:
@@ -157,7 +159,7 @@ def _stage(path: Path, write: Callable[[IO[bytes]], object], *, what: str) -> tu
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as exc:
-        raise OutputError(f"cannot write {what} {path}: {_reason(exc)} ({target.parent})",
+        raise OutputError(f"cannot write {what} {path}: {describe_write_error(exc)} ({target.parent})",
                           hint="choose a writable location") from None
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -167,7 +169,7 @@ def _stage(path: Path, write: Callable[[IO[bytes]], object], *, what: str) -> tu
         os.chmod(tmp, mode)
     except OSError as exc:
         _remove(tmp)
-        raise OutputError(f"cannot write {what} {path}: {_reason(exc)}",
+        raise OutputError(f"cannot write {what} {path}: {describe_write_error(exc)}",
                           hint="free space or choose another location; the old file (if any) is unchanged") from None
     except BaseException:
         _remove(tmp)

@@ -71,6 +71,15 @@ def lscpu() -> dict[str, str]:
     return {key.strip(): value.strip() for key, sep, value in fields if sep and value.strip()}
 
 
+def machine_identity() -> dict[str, Any]:
+    """What tells two machines' speeds apart, recorded with every benchmark result so that ``report`` pairs only
+    results measured on the same kind of machine: the CPU model, its core count and the GPU (None without one).
+
+    Example: ``{"cpu": "AMD EPYC 9B45", "cores": 2, "gpu": None}``."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
 def machine_summary() -> dict[str, Any]:
     """The facts a benchmark result is reported with."""
     info = lscpu()

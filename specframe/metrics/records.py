@@ -47,7 +47,8 @@ class GenerationResult:
     prefill_ns: int  # prefill forward + first sample
     total_ns: int  # whole request, prefill included
     stop_reason: str  # "length", "eos", "stop_string" or "context"
-    batch_size: int = 1  # batch size of the loop this request ran in (`specframe.decode`; 1: alone)
+    batch_size: int = 1  # the batch size it was decoded under (up to this many rows in flight; 1: alone)
+    seed: int | None = None  # the request's seed: passed back as `seed=`, it replays this sample token for token
 
     @property
     def num_rounds(self) -> int:
@@ -93,6 +94,7 @@ class GenerationResult:
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 3),
             "stop_reason": self.stop_reason,
             "batch_size": self.batch_size,
+            "seed": self.seed,
             "stage_ns": self.stage_totals(),
         }
 

@@ -65,6 +65,7 @@ class Report:
             markdown(main_table(s, self.speedup, self.tau)), "",
             *self._reference_section(),
             *self._contention_note(),
+            *self._set_aside_section(),
             f"## Paired speedup ({self.confidence:.0%} bootstrap CI over prompts)", "",
             markdown(paired_table(s)), "",
             "## Acceptance per depth (all datasets pooled)", "",
@@ -101,6 +102,15 @@ class Report:
                 f"(records per method, baseline partners included: {listed}; `machine_load` in the result "
                 "file). Treat these speeds as lower bounds and rerun on a quiet machine.", ""]
 
+    def _set_aside_section(self) -> list[str]:
+        """Records left out of the speedups because their partners ran under other conditions."""
+        lines = set_aside_lines(self.summary)
+        if not lines:
+            return []
+        return ["## Set aside", "", "Records left out of speedups: their prompt's partner ran under other sampling "
+                "settings or on another machine, so the times do not compare.", "",
+                *[f"- {line}" for line in lines], ""]
+
     def write(self, out_dir: Path, *, formats: tuple[str, ...] = ("md", "csv"), plots: bool = True) -> list[Path]:
         """Write the chosen formats (and sweep plots) into ``out_dir``; return the paths written."""
         ensure_dir(out_dir, what="report directory")
@@ -114,6 +124,12 @@ class Report:
         if plots:
             written += sweep_plots(self.summary, out_dir, speedup=self.speedup, tau=self.tau)
         return written
+
+
+def set_aside_lines(summary: Summary) -> list[str]:
+    """One line per (method, partner, reason) of records left out of the speedups."""
+    return [f"{entry.method}: {entry.records} record(s) not paired with {entry.against}: {entry.reason}"
+            for entry in summary.set_aside]
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:

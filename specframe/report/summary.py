@@ -1,13 +1,18 @@
 """From result records to per-(method, dataset) statistics, each method paired with its AR baseline and with
 transformers' ``generate()`` (the ``hf_generate`` reference, :mod:`specframe.reference`).
 
-A record is paired with the baseline record of the same target (``target_hash``), dataset, question and turn;
-records without a partner count for τ but not for speedup. The same pairing against the reference's records
-(``reference: true``) gives each cell its speedups over ``generate()`` (``CellStats.versus_reference``), beside
-those over the plain loop; files without reference records leave them empty. ``ALL`` pools every dataset of a
-method (used by the per-depth and stage tables); the main table's average column is the mean of the per-dataset
-cells, as in the papers. A cell counts the records behind it (its own and their baseline partners) that were
-measured under contention (``machine_load.contended``; records without the field count as quiet).
+A record is paired with the baseline record of the same target (``target_hash``), dataset, question and turn that
+ran under the same conditions: the same sampling settings (``sampling``, or ``temperature`` in older files) and the
+same machine (``machine``: CPU model, cores, GPU; records written before the field existed pair only with each
+other). Records without a partner count for τ but not for speedup; a record whose only partners ran under other
+conditions is *set aside* from the speedups, and :attr:`Summary.set_aside` says how many and why (``report`` prints
+it), so a T = 0.7 method is never timed against a greedy baseline, nor one machine against another. The same
+pairing against the reference's records (``reference: true``) gives each cell its speedups over ``generate()``
+(``CellStats.versus_reference``), beside those over the plain loop; files without reference records leave them
+empty. ``ALL`` pools every dataset of a method (used by the per-depth and stage tables); the main table's average
+column is the mean of the per-dataset cells, as in the papers. A cell counts the records behind it (its own and
+their baseline partners) that were measured under contention (``machine_load.contended``; records without the field
+count as quiet).
 """
 
 from __future__ import annotations
@@ -94,6 +99,16 @@ class MethodInfo:
     reference: bool = False
 
 
+@dataclass(frozen=True)
+class SetAside:
+    """Records of a method left out of its speedups against ``against``, and why."""
+
+    method: str
+    against: str  # "the baseline" or "generate()"
+    reason: str
+    records: int
+
+
 @dataclass
 class Summary:
     methods: list[MethodInfo]
@@ -102,6 +117,7 @@ class Summary:
     baseline_names: list[str]
     reference_names: list[str] = field(default_factory=list)
     reference_kernels: list[str] = field(default_factory=list)  # how generate() ran (the records' notes)
+    set_aside: list[SetAside] = field(default_factory=list)
 
     def cell(self, method: str, dataset: str) -> CellStats | None:
         return self.cells.get((method, dataset))
@@ -109,6 +125,55 @@ class Summary:
 
 def _key(record: Record) -> tuple[str, str, str, int]:
     return record["target_hash"], record["dataset"], str(record["question_id"]), int(record["turn"])
+
+
+def _sampling(record: Record) -> tuple[float, int, float]:
+    """(temperature, top_k, top_p); older records hold the temperature only (no filtering then)."""
+    given = record.get("sampling") or {}
+    return (float(record["temperature"]), int(given.get("top_k", 0)), float(given.get("top_p", 1.0)))
+
+
+def _machine(record: Record) -> tuple[str, int | None, str | None] | None:
+    """(CPU model, cores, GPU), or None for records written before the field existed."""
+    given = record.get("machine")
+    return None if not isinstance(given, dict) else (str(given.get("cpu")), given.get("cores"), given.get("gpu"))
+
+
+def _describe_sampling(value: tuple[float, int, float]) -> str:
+    t, k, p = value
+    text = "greedy" if t == 0 else f"T = {t:g}"
+    return text + (f", top-k {k}" if k and t else "") + (f", top-p {p:g}" if p < 1 and t else "")
+
+
+def _describe_machine(value: tuple[str, int | None, str | None] | None) -> str:
+    if value is None:
+        return "an unnamed machine (a record written before records named their machine)"
+    cpu, cores, gpu = value
+    return f"{cpu} ({cores} cores{', ' + gpu if gpu else ''})"
+
+
+def _unlike(record: Record, partner: Record) -> str | None:
+    """Why ``partner`` (same prompt) cannot be paired with ``record``, or None when it ran under the same conditions."""
+    if _sampling(record) != _sampling(partner):
+        return f"ran {_describe_sampling(_sampling(record))}, its partner {_describe_sampling(_sampling(partner))}"
+    if _machine(record) != _machine(partner):
+        return f"ran on {_describe_machine(_machine(record))}, its partner on {_describe_machine(_machine(partner))}"
+    return None
+
+
+Partners = dict[tuple[str, str, str, int], list[Record]]
+
+
+def partner_of(record: Record, partners: Partners) -> tuple[Record | None, str | None]:
+    """The partner of ``record`` (same prompt, same conditions), or None with why the prompt's partners do not pair
+    (None as well when there is no partner at all)."""
+    candidates = partners.get(_key(record), [])
+    reason = None
+    for candidate in candidates:
+        reason = _unlike(record, candidate)
+        if reason is None:
+            return candidate, None
+    return None, reason
 
 
 def _tokens(record: Record) -> int:
@@ -130,12 +195,14 @@ def _tpot(record: Record) -> float | None:
     return (record["total_ns"] - record["prefill_ns"]) / 1e9 / decoded if decoded > 0 else None
 
 
-Partners = dict[tuple[str, str, str, int], Record]
+def _pairs(records: Sequence[Record], partners: Partners) -> list[tuple[Record, Record]]:
+    found = ((r, partner_of(r, partners)[0]) for r in records)
+    return [(r, p) for r, p in found if p is not None]
 
 
 def _versus(records: Sequence[Record], partners: Partners, options: SummaryOptions, itself: bool) -> Versus:
     """Speedups of ``records`` over their partners (1 by definition when they are the partners: ``itself``)."""
-    pairs = [(r, partners[_key(r)]) for r in records if _key(r) in partners]
+    pairs = _pairs(records, partners)
     if itself:
         return Versus(Estimate(1.0, n=len(pairs)), Estimate(1.0, n=len(pairs)), 1.0) if pairs else Versus()
     if not pairs:
@@ -167,7 +234,7 @@ def _cell(method: str, dataset: str, records: Sequence[Record], partners: Partne
                       tau_per_response=tau_per_response(committed), tau_pooled=tau_pooled(committed),
                       depth=depth_rates(accepted, options.max_depth),
                       nodes_per_round=nodes / rounds if rounds else math.nan, stage_ns=stage_ns)
-    pairs = [(r, partners[_key(r)]) for r in records if _key(r) in partners]
+    pairs = _pairs(records, partners)
     behind = {id(r): r for r in records} | ({} if is_baseline else {id(b): b for _, b in pairs})
     stats.contended = sum(is_contended(r) for r in behind.values())
     stats.versus_reference = _versus(records, references, options, is_reference)
@@ -204,9 +271,9 @@ def summarize(records: Sequence[Record], options: SummaryOptions | None = None) 
     references: Partners = {}
     for r in records:
         if r["method"] in baseline_names:
-            partners.setdefault(_key(r), r)
+            partners.setdefault(_key(r), []).append(r)
         if r["method"] in reference_names:
-            references.setdefault(_key(r), r)
+            references.setdefault(_key(r), []).append(r)
     ordered = sorted(methods.values(), key=lambda m: (m.name not in baseline_names, m.name not in reference_names))
     cells: dict[tuple[str, str], CellStats] = {}
     for m in ordered:
@@ -218,6 +285,25 @@ def summarize(records: Sequence[Record], options: SummaryOptions | None = None) 
                 cells[(m.name, ds)] = _cell(m.name, ds, group, partners, options, roles[0], references, roles[1])
                 pooled.extend(group)
         cells[(m.name, ALL)] = _cell(m.name, ALL, pooled, partners, options, roles[0], references, roles[1])
-    kernels = list(dict.fromkeys(str(r.get("reference_kernels") or "") for r in references.values()))
+    kernels = list(dict.fromkeys(str(r.get("reference_kernels") or "") for rs in references.values() for r in rs))
     return Summary(methods=ordered, datasets=datasets, cells=cells, baseline_names=baseline_names,
-                   reference_names=reference_names, reference_kernels=kernels)
+                   reference_names=reference_names, reference_kernels=kernels,
+                   set_aside=_set_aside(records, baseline_names, reference_names, partners, references))
+
+
+def _set_aside(records: Sequence[Record], baseline_names: list[str], reference_names: list[str],
+               partners: Partners, references: Partners) -> list[SetAside]:
+    """The records left out of speedups because their prompt's partners ran under other conditions, by reason."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for r in records:
+        checks = []
+        if r["method"] not in baseline_names:
+            checks.append(("the baseline", partners))
+        if r["method"] not in reference_names:
+            checks.append(("generate()", references))
+        for against, table in checks:
+            reason = partner_of(r, table)[1]
+            if reason is not None:
+                key = (r["method"], against, reason)
+                counts[key] = counts.get(key, 0) + 1
+    return [SetAside(method, against, reason, n) for (method, against, reason), n in counts.items()]

@@ -105,7 +105,8 @@ class ToyTarget(TargetModel):
         prev2 = torch.where(tree.valid.cpu(), prev2, last_cached[:, None].expand_as(tokens))
         return TargetOutput(logits=self.next_logits(prev2, prev1).to(tree.tokens.device))
 
-    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
+               paths: Sequence[Sequence[int]] | None = None) -> None:
         """Append the tokens of ``accepted_nodes`` ``[B, D + 1]`` (root first, -1 padded) to each row's cache."""
         nodes = accepted_nodes.cpu()
         keep = nodes >= 0  # [B, D + 1]
@@ -156,7 +157,7 @@ class ToyTarget(TargetModel):
     def lengths(self) -> list[int]:
         return self._lengths.tolist()
 
-    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
+    def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
         """Append one request ``[1, P]`` as the last row; logits ``[1, 1, V]`` after its last token."""
         row = input_ids.long().cpu().view(1, -1)
         width = max(self._cache.shape[1], row.shape[1])

@@ -15,7 +15,7 @@ Example: root, level 1 = 2 slots (both alive), level 2 = 2 slots (second dead)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -51,10 +51,17 @@ def tree_from_levels(root: torch.Tensor, levels: list[Level]) -> DraftTree:
     score = torch.cat([zero] + [lv.score.float() for lv in levels], dim=1)
     alive = torch.cat([torch.ones(b, 1, dtype=torch.bool, device=dev)] + [lv.alive for lv in levels], dim=1)
     tree = DraftTree(tokens=tokens, parent=parent, depth=depth, logq=logq, score=score,
-                     valid=torch.ones_like(alive))
-    if bool(alive.all()):
-        return tree
-    return tree.subtree(alive)  # dead slots have only dead descendants, so ``alive`` is ancestor-closed
+                     valid=torch.ones_like(alive), depth_bound=len(levels),
+                     width_bound=max(int(lv.tokens.shape[1]) for lv in levels))
+    if all(int(lv.tokens.shape[1]) == 1 for lv in levels):
+        # A chain: a dead slot's descendants are dead, so the live slots are a prefix already (no re-indexing).
+        dead = ~alive
+        return replace(tree, valid=alive, tokens=tokens.masked_fill(dead, 0), parent=parent.masked_fill(dead, -1),
+                       depth=depth.masked_fill(dead, 0), logq=logq.masked_fill(dead, float("-inf")),
+                       score=score.masked_fill(dead, float("-inf")))
+    # Dead slots have only dead descendants, so ``alive`` is ancestor-closed; the capacity is the slot count (a
+    # host fact), so nothing is read back: rows with dead slots carry them as padding.
+    return tree.subtree(alive, capacity=int(alive.shape[1]))
 
 
 @dataclass

@@ -26,7 +26,7 @@ from ``parent`` and ``depth``; they are never stored, so they cannot disagree wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -42,6 +42,16 @@ class DraftTree:
     score: torch.Tensor  # [B, N] float32, path score the builder ranked the node by (0 at the root)
     valid: torch.Tensor  # [B, N] bool, contiguous prefix of True per row
     child_q: torch.Tensor | None = None  # [B, N, V] float32, law the node's children were sampled from
+    #: Host-side upper bounds on the deepest node and on the children of any node, when the builder knows them
+    #: (None: unknown). Verifiers size their loops by them instead of reading the tree back to the host.
+    depth_bound: int | None = field(default=None, compare=False)
+    width_bound: int | None = field(default=None, compare=False)
+    #: Per row, a host-side bound on its nodes: row ``b``'s valid nodes lie in its first ``row_nodes[b]`` slots
+    #: (None: the whole capacity). The decode loop sets it when rows decoding plainly share a round with rows
+    #: verifying trees, so a target can skip the padding in its token-wise work (selective batching).
+    row_nodes: tuple[int, ...] | None = field(default=None, compare=False)
+    #: :meth:`visibility`, computed on first use (a tree is immutable; `replace` never copies it).
+    _visibility: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
     # ----------------------------------------------------------------------------------- construction
     @classmethod
@@ -71,6 +81,9 @@ class DraftTree:
                 sc[i] = sc[parents[i]] + lq[i]
         else:
             sc = score
+        children = [0] * n
+        for p in parents[1:]:
+            children[p] += 1
         return cls(
             tokens=torch.tensor([tokens], dtype=torch.long, device=device),
             parent=torch.tensor([parents], dtype=torch.long, device=device),
@@ -78,6 +91,8 @@ class DraftTree:
             logq=torch.tensor([lq], dtype=torch.float32, device=device),
             score=torch.tensor([sc], dtype=torch.float32, device=device),
             valid=torch.ones(1, n, dtype=torch.bool, device=device),
+            depth_bound=max(depth),
+            width_bound=max(children),
         )
 
     @classmethod
@@ -92,6 +107,8 @@ class DraftTree:
             logq=torch.zeros(b, 1, dtype=torch.float32, device=dev),
             score=torch.zeros(b, 1, dtype=torch.float32, device=dev),
             valid=torch.ones(b, 1, dtype=torch.bool, device=dev),
+            depth_bound=0,
+            width_bound=0,
         )
 
     @classmethod
@@ -117,6 +134,8 @@ class DraftTree:
             score=torch.cat([pad(r.score, float("-inf")) for r in rows]),
             valid=torch.cat([pad(r.valid, False) for r in rows]),
             child_q=child_q,
+            depth_bound=_max_bound([r.depth_bound for r in rows]),
+            width_bound=_max_bound([r.width_bound for r in rows]),
         )
 
     # ------------------------------------------------------------------------------------ basic facts
@@ -134,7 +153,19 @@ class DraftTree:
 
     @property
     def max_depth(self) -> int:
+        """The deepest valid node (reads the device)."""
         return int(torch.where(self.valid, self.depth, torch.zeros_like(self.depth)).max().item())
+
+    def depth_limit(self) -> int:
+        """An upper bound on the deepest node: ``depth_bound`` when the builder set it (no read), else
+        :attr:`max_depth`."""
+        return self.depth_bound if self.depth_bound is not None else self.max_depth
+
+    def width_limit(self) -> int:
+        """An upper bound on the children of any node: ``width_bound`` when set (no read), else counted."""
+        if self.width_bound is not None:
+            return self.width_bound
+        return int(self.sibling_rank().max().item()) + 1
 
     def to(self, device: str | torch.device) -> DraftTree:
         return replace(
@@ -180,6 +211,16 @@ class DraftTree:
             reach = (reach + torch.bmm(reach, reach)).clamp(max=1.0)
             span *= 2
         return (reach > 0) & self.valid.unsqueeze(-1)
+
+    def visibility(self) -> torch.Tensor:  # [B, N, N] bool
+        """The round's tree-attention relation, computed once per tree: ``[b, i, j]`` = node ``j`` is node ``i``
+        or one of its ancestors; a padding node sees only itself (so no query row is all hidden). The target's
+        mask and the verifier's walk share it."""
+        if self._visibility is None:
+            eye = torch.eye(self.capacity, dtype=torch.bool, device=self.parent.device)
+            object.__setattr__(self, "_visibility", self.ancestor_mask() | eye)
+        assert self._visibility is not None
+        return self._visibility
 
     def positions(self, base_len: torch.Tensor | int) -> torch.Tensor:  # [B, N] int64
         """Position ids for tree attention: committed length + depth (the root sits at ``base_len``)."""
@@ -312,4 +353,11 @@ class DraftTree:
             score=torch.where(valid, take(self.score), torch.full_like(take(self.score), float("-inf"))),
             valid=valid,
             child_q=None if self.child_q is None else take(self.child_q),
+            depth_bound=self.depth_bound,
+            width_bound=self.width_bound,
         )
+
+
+def _max_bound(bounds: list[int | None]) -> int | None:
+    """The largest bound, or None when any is unknown."""
+    return None if any(b is None for b in bounds) else max(b for b in bounds if b is not None)

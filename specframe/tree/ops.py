@@ -4,9 +4,6 @@ Every selection in this package breaks ties by the lower index (candidate index,
 index), never by whatever order a backend's ``topk`` happens to return. ``stable_topk`` sorts with
 ``stable=True``; ``first_argmax`` picks the smallest index among the maxima explicitly.
 
-``apply_to_unique_rows`` evaluates a row-wise function once per distinct row, which is how the GRU corrector
-avoids recomputing the same token's or the same parent's projection for every kept child.
-
 Example::
 
     >>> x = torch.tensor([[0.5, 1.0, 1.0, -inf]])
@@ -15,8 +12,6 @@ Example::
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 
@@ -52,21 +47,3 @@ def masked_log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """``log_softmax`` that maps an all ``-inf`` slice to all ``-inf`` instead of NaN."""
     lse = torch.logsumexp(x, dim=dim, keepdim=True)
     return torch.where(torch.isfinite(lse), x - lse, torch.full_like(x, NEG_INF))
-
-
-def apply_to_unique_rows(fn: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
-    """``fn(rows)`` for a row-wise ``fn``, evaluated only on the distinct rows of ``rows``.
-
-    Args:
-        fn: maps ``[U, ...]`` to ``[U, ...]`` row by row (a projection, an embedding lookup).
-        rows: ``[N]`` ids or ``[N, D]`` vectors; rows are equal when every entry is bitwise equal.
-
-    Returns:
-        ``fn(rows)`` ``[N, ...]``. When no row repeats, ``fn`` runs on ``rows`` itself.
-    """
-    if rows.shape[0] <= 1:
-        return fn(rows)
-    unique, inverse = torch.unique(rows, dim=0, return_inverse=True)
-    if unique.shape[0] == rows.shape[0]:
-        return fn(rows)
-    return fn(unique).index_select(0, inverse)

@@ -11,6 +11,7 @@ import pytest
 
 from specframe import ComponentSpec, hookimpl
 from specframe.cli import run_cli
+from specframe.testing.load_window import fix_machine_load
 from specframe.testing.toy import ToyDrafter
 
 from .toy_plugin import ToyDrafterConfig, toy_host, write_pipeline
@@ -127,6 +128,7 @@ def test_budget_auto_with_an_empty_cache_measures_under_a_long_first_prompt(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         batch_size: str) -> None:
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
+    fix_machine_load(monkeypatch)  # a quiet machine: the measured curve is cached
     pipeline = tmp_path / "toy.yaml"
     pipeline.write_text(write_pipeline(pipeline).read_text().replace("seed: 3}", "seed: 3, max_length: 140}")
                         .replace("budget: 8", "budget: auto"))

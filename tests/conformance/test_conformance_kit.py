@@ -12,10 +12,10 @@ import torch
 from pydantic import ConfigDict, Field, field_validator
 
 from specframe.config.base import ComponentConfig
-from specframe.decode.noise import DRAFT, TARGET
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapabilities, VerifierCapabilities
 from specframe.sampling import inverse_cdf
+from specframe.sampling.noise import DRAFT, TARGET
 from specframe.testing import conformance as kit
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
@@ -121,7 +121,8 @@ class SharedHistoryDrafter(ToyDrafter):
 
     def propose(self, state: DecodeState) -> DraftProposal:
         context = torch.tensor([[self.history[-1], int(state.root[0])]])  # prev2 from the (shared) history
-        return replace(super().propose(replace(state, tokens=context)), root=state.root)
+        view = DecodeState(tokens=context, prompt_len=state.prompt_len, sampling=state.sampling, seed=state.seed)
+        return replace(super().propose(view), root=state.root)
 
     def commit(self, state: DecodeState, tree: Any, result: Any, target_out: Any) -> None:
         self.history[:] = state.tokens[0, :-1].tolist()

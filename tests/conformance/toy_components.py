@@ -21,7 +21,6 @@ from pydantic import Field
 from specframe import hookimpl
 from specframe.builtin.chain import ChainBuilder, ChainConfig
 from specframe.config.base import ComponentConfig
-from specframe.decode.noise import TARGET
 from specframe.interfaces import BuildContext, Pruner, RoundContext, Verifier
 from specframe.registry import (
     ComponentSpec,
@@ -32,6 +31,7 @@ from specframe.registry import (
     VerifierCapabilities,
 )
 from specframe.sampling import sample
+from specframe.sampling.noise import TARGET
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult

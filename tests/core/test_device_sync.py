@@ -8,11 +8,11 @@ import torch
 import specframe.decode.loop as loop_module
 import specframe.decode.rounds as rounds_module
 from specframe import device_sync
-from specframe.decode.noise import RoundNoise
 from specframe.decode.rounds import RoundOutcome
 from specframe.device_sync import HostSyncCounter, StageClock
 from specframe.pipeline import Pipeline
 from specframe.sampling import uniforms
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.toy import ToyTarget
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult

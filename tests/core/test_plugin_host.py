@@ -284,3 +284,48 @@ def test_one_module_behind_two_entry_points_and_a_stale_blocklist(monkeypatch: p
     assert [p.name for p in host.plugins()] == ["builtin", "fake"]
     err = capsys.readouterr().err
     assert "SPECFRAME_DISABLED_PLUGINS names 'fkae'" in err and "did you mean 'fake'" in err
+
+
+def test_the_builtin_stages_come_through_specframes_own_entry_point(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The core's stages are the `builtin` entry point of specframe's distribution (pyproject.toml), loaded by
+    EntryPoint.load like a third-party plugin's, and present whatever the switches say."""
+    import specframe.builtin.plugin as builtin_module
+    from specframe.plugins import builtin_entry_point
+
+    ep = builtin_entry_point()
+    assert (ep.group, ep.value, ep.dist.metadata["Name"]) == ("specframe", "specframe.builtin.plugin", "specframe")
+    loads: list[str] = []
+    real_load = md.EntryPoint.load
+
+    def counted(self: md.EntryPoint) -> object:
+        loads.append(self.name)
+        return real_load(self)
+
+    monkeypatch.setattr(md.EntryPoint, "load", counted)
+    host = PluginHost(autoload=False)
+    assert loads == [BUILTIN_PLUGIN] and host.pm.get_plugin(BUILTIN_PLUGIN) is builtin_module
+    (info,) = host.plugins()
+    assert (info.name, info.distribution) == (BUILTIN_PLUGIN, "specframe")
+    for environ in ({"SPECFRAME_LOAD_PLUGINS": ""}, {"SPECFRAME_DISABLE_PLUGIN_AUTOLOAD": "1"},
+                    {"SPECFRAME_DISABLED_PLUGINS": "builtin"}):
+        assert [p.name for p in PluginHost(environ=environ).plugins()][:1] == [BUILTIN_PLUGIN], environ
+    assert "SPECFRAME_DISABLED_PLUGINS names specframe's built-in stages" in capsys.readouterr().err
+
+
+def test_another_distributions_builtin_entry_point_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_entry_points(monkeypatch, [_EntryPoint("builtin", "specframe-impostor",
+                                                 _plugin_with("specframe_pruners", "impostor"))])
+    with pytest.raises(PluginError, match=r"specframe-impostor.*'builtin', which is specframe's own"):
+        PluginHost(autoload=True, allowlist=None, disabled=()).load()
+    host = PluginHost(autoload=True, allowlist=None, disabled=(), skip_broken=True)
+    assert "impostor" not in host.registry.names("pruner") and host.broken
+
+
+def test_without_its_entry_point_the_core_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import specframe.plugins as plugins_module
+
+    monkeypatch.setattr(plugins_module, "CORE_DISTRIBUTION", "specframe-not-installed")
+    with pytest.raises(PluginError, match=r"entry point 'builtin'.*is not installed") as exc:
+        PluginHost()
+    assert "pip install -e ." in exc.value.hint

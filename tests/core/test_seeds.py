@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from specframe.cli import run_cli
-from specframe.decode.noise import ACCEPT, DRAFT, RESIDUAL, TARGET, RoundNoise
 from specframe.decode.request import RefusedRequest
 from specframe.errors import GenerationError
+from specframe.sampling.noise import ACCEPT, DRAFT, RESIDUAL, TARGET, RoundNoise
 from specframe.seeds import MAX_SEED, check_seed
 from tests.bench.toy_plugin import toy_host, write_pipeline
 
@@ -66,3 +66,115 @@ def test_a_request_seed_out_of_range_is_refused(tmp_path: Path) -> None:
         pipe.generate("hi", 3, seed=-3)
     outcomes = pipe.generate_batch(["hi", "ho"], 3, seed=2**63)
     assert all(isinstance(o, RefusedRequest) and "seed must be a whole number" in str(o) for o in outcomes)
+
+
+def test_noise_for_a_device_without_float64_is_hashed_on_the_host() -> None:
+    """Apple's mps has no float64: the uniforms are hashed on the host (the same numbers as on any device) and
+    handed over in float32; other devices hash where they are."""
+    import torch
+
+    from specframe.sampling.noise import RoundNoise, hash_device
+
+    assert hash_device("mps") == torch.device("cpu") and hash_device("cpu") == torch.device("cpu")
+    assert hash_device("cuda:1") == torch.device("cuda:1")
+    here = RoundNoise.for_rows([3, 4], [10, 20], "cpu")
+    assert here.use_device is None
+    depth = torch.tensor([[0, 1], [1, 2]])
+    moved = RoundNoise(here.seeds, here.roots, use_device=torch.device("cpu"))  # what mps gets, on the host
+    u64, u32 = here.uniforms(1, depth), moved.uniforms(1, depth)
+    assert u64.dtype == torch.float64 and u32.dtype == torch.float32
+    assert torch.equal(u32, u64.float())
+
+
+def sampled_pipe(seed: int | None = None):  # type: ignore[no-untyped-def]
+    """The exact toy target at T = 1 (walk verifier, a drafting tree), with the pipeline ``seed:`` given."""
+    from specframe.pipeline import Pipeline
+    from specframe.testing.toy import ToyTarget
+    from tests.core.test_batch_decode import SAMPLED, sampled_host
+
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    config = SAMPLED if seed is None else {**SAMPLED, "seed": seed}
+    return Pipeline.from_dict(config, target=target, host=sampled_host(target))
+
+
+def test_unseeded_samples_of_one_prompt_differ_and_each_records_its_seed() -> None:
+    """`generate_batch([p] * n)` at T > 0 gives n independent samples (it gave n identical ones when every
+    unseeded request took the pipeline's seed 0), and so do repeated calls."""
+    pipe = sampled_pipe()
+    assert pipe.config.seed is None
+    results = pipe.generate_batch([[2, 5]] * 8, 12)
+    seeds = [r.seed for r in results]
+    assert all(isinstance(s, int) and 0 <= s <= MAX_SEED for s in seeds) and len(set(seeds)) == 8
+    assert len({tuple(r.tokens) for r in results}) > 1
+    again = [pipe.generate([2, 5], 12) for _ in range(4)]
+    assert len({r.seed for r in again} | set(seeds)) == 12 and len({tuple(r.tokens) for r in again}) > 1
+
+
+def test_replaying_a_recorded_seed_reproduces_the_sample_token_for_token() -> None:
+    pipe = sampled_pipe()
+    results = pipe.generate_batch([[2, 5], [6, 6, 0, 1], [2, 5]], 12, batch_size=2)
+    for result, prompt in zip(results, [[2, 5], [6, 6, 0, 1], [2, 5]], strict=True):
+        replay = pipe.generate(prompt, 12, seed=result.seed)
+        assert replay.tokens == result.tokens and replay.seed == result.seed
+        assert sampled_pipe().generate(prompt, 12, seed=result.seed).tokens == result.tokens  # another pipeline
+    assert results[0].as_dict()["seed"] == results[0].seed
+
+
+def test_a_pipeline_seed_derives_each_requests_seed_from_its_index() -> None:
+    """With `seed:` set, request n (in the order the pipeline serves them) gets derive_seed(seed, n): the samples
+    differ, and a new pipeline with the same seed replays the whole run."""
+    from specframe.seeds import derive_seed
+
+    first = sampled_pipe(seed=11)
+    run = [r.seed for r in first.generate_batch([[2, 5]] * 3, 12)] + [first.generate([2, 5], 12).seed]
+    assert run == [derive_seed(11, n) for n in range(4)] and len(set(run)) == 4
+    second = sampled_pipe(seed=11)
+    assert [r.tokens for r in second.generate_batch([[2, 5]] * 3, 12)] == \
+        [r.tokens for r in sampled_pipe(seed=11).generate_batch([[2, 5]] * 3, 12)]
+    own = second.generate([2, 5], 12, seed=5)
+    assert own.seed == 5  # a request's own seed wins
+
+
+def test_derived_seeds_are_in_range_distinct_and_stable() -> None:
+    from specframe.seeds import derive_seed, fresh_seed
+
+    seeds = {derive_seed(base, n) for base in (0, 1, MAX_SEED) for n in range(200)}
+    assert len(seeds) == 600 and all(0 <= s <= MAX_SEED for s in seeds)
+    assert derive_seed(0, "gsm8k", "7", 0) == derive_seed(0, "gsm8k", "7", 0) != derive_seed(0, "gsm8k", "7", 1)
+    assert 0 <= fresh_seed() <= MAX_SEED and fresh_seed() != fresh_seed()
+
+
+def test_bench_records_carry_each_turns_seed_shared_by_every_method(tmp_path: Path) -> None:
+    """Every record names the seed that drew its sample (`request_seed`), derived from the base seed and the
+    question: the method and the baseline share it, and `generate(ids, seed=request_seed)` replays the record."""
+    import json
+
+    import specframe_verifiers.plugin as verifiers_plugin
+
+    from specframe.bench.conversation import encode_turn
+    from specframe.pipeline import Pipeline
+
+    pipeline = write_pipeline(tmp_path / "toy.yaml")
+    pipeline.write_text(pipeline.read_text().replace("sampling: {temperature: 0}", "sampling: {temperature: 0.9}\n"
+                                                                                    "verifier: {type: walk}"))
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"question_id": i, "category": "chat", "turns": [f"question {i}"]}) + "\n"
+                            for i in range(3)))
+    out = tmp_path / "r.jsonl"
+    host = toy_host()
+    host.register(verifiers_plugin, "verifiers")
+    code = run_cli(["bench", str(pipeline), "--data-file", f"mt_bench={data}", "-d", "mt_bench:3",
+                    "--max-new-tokens", "6", "--no-reference", "-o", str(out)], host=host)
+    assert code == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    by_method: dict[str, dict[int, dict]] = {}
+    for r in records:
+        by_method.setdefault(r["method"], {})[r["question_id"]] = r
+    assert len(by_method) == 2  # the pipeline and the AR baseline
+    seeds = [{q: r["request_seed"] for q, r in rows.items()} for rows in by_method.values()]
+    assert seeds[0] == seeds[1] and len(set(seeds[0].values())) == 3
+    assert all(r["seed"] == 0 for r in records)  # the base seed: the pipeline sets none
+    pipe = Pipeline.from_yaml(pipeline, host=host)
+    for question, record in by_method[pipe.config.name].items():
+        ids = encode_turn(pipe, [f"question {question}"], [])
+        assert pipe.generate(ids, 6, seed=record["request_seed"]).tokens == record["tokens"]

@@ -228,3 +228,47 @@ def test_memory_keeps_the_calibration() -> None:
 def test_implausible_memory_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         ControllerMemory.from_json(bad)
+
+
+def test_a_round_is_priced_on_every_row_it_runs() -> None:
+    """One of four rows drafts. Without selective batching the three plain rows are padded to the tree's width,
+    so the forward runs 4 (k + 1) tokens; with it, k + 1 + 3. Pricing only the drafting row's k + 1 tokens (the
+    mispricing of an earlier version) verifies 3 nodes where the padded round pays for none."""
+    sums = [[0.0, 0.9, 1.6, 2.1]]
+    verify_ms = [40.0 + 15.0 * t for t in range(1, 17)]
+    rate = 1 / 45
+    assert best_width(sums, verify_ms, rate, rows=4, packs=False) == 0
+    assert best_width(sums, verify_ms, rate, rows=4, packs=True) == 3
+    assert best_width(sums, verify_ms, rate) == 3  # the drafting row alone in the round
+    curve = {t: 40.0 + 15.0 * t for t in (1, 2, 4, 8, 16, 64)}
+    tree = DraftTree.from_lists([1, 2, 3, 4], [-1, 0, 1, 2], logq=[0.0, -0.05, -0.05, -0.05])
+    padded, packed = controller(curve, max_budget=8), controller(curve, max_budget=8)
+    packed.packs = True
+    assert padded.choose(tree, rows=4).kept[0] < packed.choose(tree, rows=4).kept[0]
+
+
+def test_draft_cost_splits_fixed_and_per_row_parts() -> None:
+    from specframe.cost.draft_cost import DraftCost
+
+    cost = DraftCost()
+    assert cost.split() == (0.0, 0.0)
+    cost.observe(2, 12.0, kept=3)
+    assert cost.split() == (4.0, 4.0)  # one size seen: the prior, half of a one-row round is fixed
+    for rows, ms in [(1, 10.0), (3, 20.0)] * 10:
+        cost.observe(rows, ms, kept=3)
+    fixed, per_row = cost.split()
+    assert fixed == pytest.approx(5.0, abs=0.6) and per_row == pytest.approx(5.0, abs=0.3)
+
+
+def test_a_batch_row_pays_its_marginal_cost_not_the_whole_rounds() -> None:
+    """Four rows, one of which drafts well: with selective batching its drafted round adds its drafting share and
+    the k tokens of its tree; the break-even is that marginal cost times the rate, and grows without selective
+    batching (its tree pads every row)."""
+    packed, padded = controller(STEEP), controller(STEEP)
+    packed.packs = True
+    for auto in (packed, padded):
+        rows = [auto.start_row() for _ in range(4)]
+        for n in (4, 1, 2, 1, 3, 1):
+            auto.observe_drafted(rows[:n], rows[n:], [3.0] * n, 4 + 4 * n, DRAFTED_MS, kept=[4] * n)
+    assert 1.0 < packed.break_even(4) < padded.break_even(4)
+    assert packed.break_even(4) < packed.break_even(1)  # a row's share of a batch costs less than a round alone

@@ -17,6 +17,7 @@ from specframe.cost.kernel_choice import (
     measure_kernels,
 )
 from specframe.cpu_linear import ALWAYS, NEVER, UNBOUNDED, LinearKernels
+from specframe.files import cache as cache_files
 from specframe.testing.load_window import FixedLoadWindow
 
 
@@ -84,7 +85,7 @@ class FakeWindow(FixedLoadWindow):
 @pytest.fixture
 def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
-    monkeypatch.setattr(kernel_choice, "LoadWindow", FakeWindow)
+    monkeypatch.setattr(cache_files, "LoadWindow", FakeWindow)
     return tmp_path
 
 
@@ -114,18 +115,33 @@ def test_the_choice_is_measured_once_then_read_from_the_cache(cache: Path) -> No
     assert key["cpu"] and key["torch"] and key["threads"] >= 1 and key["rows"] == [1, 4, 17]
 
 
-def test_a_choice_measured_under_another_key_is_measured_again_with_a_notice(cache: Path) -> None:
+def test_a_choice_of_another_thread_count_or_torch_has_its_own_file(cache: Path) -> None:
+    """Runs at 1 and 2 threads (the demo picks the idle cores) keep a choice each instead of replacing each other's."""
     key = choice_key(model="abc", dtype="float32")
     choose_linear_kernels(key, Measure(INTEL), lambda _: None)
     other = {**key, "threads": key["threads"] + 1, "torch": "0.0"}
-    assert choice_path(other) == choice_path(key)  # the same file: threads and versions are checked inside
+    assert choice_path(other) != choice_path(key)
     notes: list[str] = []
     measure = Measure(timings({1: 1.0, 17: 2.0}, {1: 0.5, 17: 1.0}))
     choice = choose_linear_kernels(other, measure, notes.append)
-    assert measure.calls == 1 and choice.kernels == ALWAYS
-    assert len(notes) == 1 and "another threads, torch" in notes[0] and "measuring again" in notes[0]
+    assert measure.calls == 1 and choice.kernels == ALWAYS and notes == []
     assert json.loads(choice.path.read_text())["key"]["threads"] == key["threads"] + 1
+    again = Measure(INTEL)
+    assert choose_linear_kernels(key, again, notes.append).kernels == LinearKernels(low=4) and again.calls == 0
     assert choice_path({**key, "model": "other"}) != choice_path(key)
+
+
+def test_a_file_measured_under_another_key_at_the_path_is_measured_again_with_a_notice(cache: Path) -> None:
+    key = choice_key(model="abc", dtype="float32")
+    first = choose_linear_kernels(key, Measure(INTEL), lambda _: None)
+    data = json.loads(first.path.read_text())
+    data["key"] = {**key, "threads": key["threads"] + 1, "torch": "0.0"}  # a file copied from another machine
+    first.path.write_text(json.dumps(data))
+    notes: list[str] = []
+    measure = Measure(INTEL)
+    choose_linear_kernels(key, measure, notes.append)
+    assert measure.calls == 1 and len(notes) == 1 and "another threads, torch" in notes[0]
+    assert json.loads(first.path.read_text())["key"] == key
 
 
 @pytest.mark.parametrize("content", [
@@ -156,15 +172,15 @@ def test_a_choice_measured_on_busy_cores_is_used_but_not_cached(cache: Path,
     notes: list[str] = []
     measure = Measure(INTEL)
     busy = choose_linear_kernels(key, measure, notes.append)
-    assert busy.measured and busy.kernels == LinearKernels(low=4) and not busy.path.exists()
+    assert busy.measured and busy.kernels == LinearKernels(low=4) and not busy.path.exists() and not busy.cached
     assert len(notes) == 1 and "1.6 cores busy" in notes[0] and "not caching" in notes[0]
     monkeypatch.setattr(FakeWindow, "contended", False)
     quiet = choose_linear_kernels(key, measure, notes.append)
-    assert quiet.measured and measure.calls == 2 and quiet.path.exists() and len(notes) == 1
+    assert quiet.measured and measure.calls == 2 and quiet.path.exists() and quiet.cached and len(notes) == 1
 
 
 def test_an_unwritable_cache_is_a_notice_not_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(kernel_choice, "LoadWindow", FakeWindow)
+    monkeypatch.setattr(cache_files, "LoadWindow", FakeWindow)
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("SPECFRAME_CACHE", str(blocker))

@@ -56,12 +56,15 @@ def test_a_profile_from_another_device_or_version_is_ignored_with_a_notice(tmp_p
     assert "device, versions" in notes[0]
 
 
-def test_cache_path_depends_on_target_and_device(monkeypatch, tmp_path) -> None:
+def test_cache_path_names_everything_the_key_holds(monkeypatch, tmp_path) -> None:
+    """Runs at 1 and 2 threads (the demo picks the idle cores) keep a profile each instead of replacing each
+    other's; the file name shows the thread count."""
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
-    a = {"target": {"class": "T"}, "device": "cpu", "threads": 1}
-    b = {**a, "threads": 2}
-    c = {**a, "device": "cuda:0"}
-    assert profile_path(a) == profile_path(b) != profile_path(c)
+    a = {"target": {"class": "T"}, "device": "cpu", "threads": 1, "dtype": "float32", "versions": {"torch": "2"}}
+    others = [{**a, "threads": 2}, {**a, "device": "cuda:0"}, {**a, "dtype": "bfloat16"},
+              {**a, "versions": {"torch": "3"}}]
+    paths = {profile_path(k) for k in [a, *others]}
+    assert len(paths) == 5 and ".1-threads." in profile_path(a).name and ".2-threads." in profile_path(others[0]).name
     assert profile_path(a).parent == tmp_path / "profiles"
 
 
@@ -82,8 +85,8 @@ def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
     from specframe_hf.target import HFTarget
     from specframe_hf.testing import tiny_causal_lm
 
-    from specframe.cost.report import break_even_tau, measure_pipeline_profile, profile_rows, write_plot
     from specframe.pipeline import Pipeline
+    from specframe.profile_report import break_even_tau, measure_pipeline_profile, profile_rows, write_plot
 
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
     target = HFTarget.from_model(tiny_causal_lm("llama", seed=0))
@@ -91,7 +94,7 @@ def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
             "tree_builder": {"type": "chain"}, "pruner": {"type": "none"},
             "generation": {"chat_template": False, "stop_at_eos": False}}
     pipe = Pipeline.from_dict(data, target=target)
-    profile = measure_pipeline_profile(pipe, [5, 6, 7, 5, 6, 7, 5, 6], reps=1, new_tokens=8)  # type: ignore[arg-type]
+    profile = measure_pipeline_profile(pipe, [5, 6, 7, 5, 6, 7, 5, 6], reps=1, new_tokens=8).profile  # type: ignore[arg-type]
     assert sorted(profile.verify_ms) == [1, 2, 3, 5, 7]  # the grid up to max_budget + 1
     assert {"draft", "build", "verify", "commit"} <= set(profile.overhead_ms)
     rows = profile_rows(profile)

@@ -33,11 +33,41 @@ def test_the_check_fails_on_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                                   capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(docs_gen, "ROOT", tmp_path)
     monkeypatch.setattr(docs_gen, "PAGES", {"docs/page.md": lambda: "current\n"})
+    monkeypatch.setattr(docs_gen, "BLOCKS", {})
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs/page.md").write_text("stale\n")
     assert docs_gen.main(["--check"]) == 1
     assert "docs/page.md" in capsys.readouterr().err
     assert docs_gen.main([]) == 0 and (tmp_path / "docs/page.md").read_text() == "current\n"
+
+
+def test_a_block_of_a_hand_written_page_is_checked_against_its_source(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A speed figure in the README changes only with its JSON: a block that disagrees fails `--check`, and a
+    page without the block's markers is named."""
+    monkeypatch.setattr(docs_gen, "ROOT", tmp_path)
+    monkeypatch.setattr(docs_gen, "PAGES", {})
+    monkeypatch.setattr(docs_gen, "BLOCKS", {("README.md", "speed"): lambda: "1.15× [1.04, 1.27], 10 prompts"})
+    page = tmp_path / "README.md"
+    page.write_text("# r\n\n<!-- generated: speed -->\n1.46×\n<!-- /generated: speed -->\n\nafter\n")
+    assert docs_gen.main(["--check"]) == 1 and "README.md" in capsys.readouterr().err
+    assert docs_gen.main([]) == 0 and docs_gen.main(["--check"]) == 0
+    assert page.read_text() == ("# r\n\n<!-- generated: speed -->\n1.15× [1.04, 1.27], 10 prompts\n"
+                                "<!-- /generated: speed -->\n\nafter\n")
+    page.write_text("# r\n")
+    assert docs_gen.main(["--check"]) == 1 and "no block 'speed'" in capsys.readouterr().err
+
+
+def test_every_speed_claim_block_quotes_the_two_gains_apart() -> None:
+    from specframe import docs_claims
+
+    for (page, name), render in docs_claims.BLOCKS.items():
+        text = render()
+        assert "prompts" in text and ".json" in text, (page, name)  # the prompt count and the result file
+        assert "specframe's plain loop vs transformers' generate()" in text, (page, name)
+        assert "speculation vs specframe's plain loop" in text, (page, name)
+        assert "vs generate() [" not in text and "auto vs generate" not in text
 
 
 def test_generated_pages_are_deterministic_and_portable(registry) -> None:  # type: ignore[no-untyped-def]
@@ -82,18 +112,41 @@ def test_field_table_renders_types_defaults_and_descriptions() -> None:
     ]
 
 
+def mkdocs_build(config: Path, site: Path) -> tuple[int, str]:
+    """`make docs`' `mkdocs build --strict` (no `-q`, which hides the warnings strict mode counts): the exit
+    status and every warning or error line."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines()
+                if line.startswith(("WARNING", "ERROR")) or "Aborted" in line]
+    return proc.returncode, "\n".join(problems)
+
+
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     if importlib.util.find_spec("mkdocs") is None:
         pytest.skip("mkdocs is not installed (it is in the `docs` extra, which `make setup` installs)")
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
-                           "-d", str(site)], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status, problems = mkdocs_build(ROOT / "mkdocs.yml", site)
+    assert status == 0 and problems == "", problems
     tutorial = (site / "plugins/writing/index.html").read_text(encoding="utf-8")
     assert "build_lm_draft" in tutorial and "--8&lt;--" not in tutorial  # the package's real code was included
     assert "lm_draft" in (site / "plugins/catalog/index.html").read_text(encoding="utf-8")
     assert "fonts.googleapis" not in (site / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_strict_build_fails_on_a_link_out_of_the_docs_tree(tmp_path: Path) -> None:
+    """Negative control: a page linking a file beside the docs tree (as docs/benchmarks.md once linked
+    ../checkpoints/smollm2-135m/eval.json) fails the build the test above runs."""
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("mkdocs is not installed")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "eval.json").write_text("{}")
+    (tmp_path / "docs" / "index.md").write_text("# Home\n\nSee [eval.json](../eval.json).\n")
+    (tmp_path / "mkdocs.yml").write_text("site_name: t\ndocs_dir: docs\nvalidation:\n  links:\n"
+                                          "    unrecognized_links: warn\n")
+    status, problems = mkdocs_build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert status != 0 and "eval.json" in problems
 
 
 def test_code_cites_only_pages_of_this_repository() -> None:

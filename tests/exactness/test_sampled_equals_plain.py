@@ -1,6 +1,6 @@
 """At temperature > 0 every WALK pipeline emits, token for token, what plain decoding emits for the same seed.
 
-The target's samples are keyed by (request seed, absolute position) (:mod:`specframe.decode.noise`), and WALK
+The target's samples are keyed by (request seed, absolute position) (:mod:`specframe.sampling.noise`), and WALK
 emits at each position the target's own sample given the emitted prefix, so the drafter, the tree builder, the
 pruner, the budget (fixed or ``auto``), the batch size and the batch-mates cannot change the output. The oracle
 drafter proposes the sampled future (with noise), so rounds accept several tokens, partially or not at all.
@@ -14,7 +14,6 @@ import pytest
 import torch
 from specframe_hf.testing import random_ids
 from specframe_verifiers import WalkVerifier
-from specframe_verifiers.paths import children_mask
 
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
@@ -119,9 +118,8 @@ def test_walk_on_sampled_trees_emits_plain_decodings_tokens(host, ref, sampling)
 class BlindWalk(WalkVerifier):
     """Negative control: follows the first child whatever the target sampled (accepts every drafted path)."""
 
-    def next_child(self, tree: DraftTree, node: torch.Tensor, draw: torch.Tensor) -> torch.Tensor:  # [B] -> [B]
-        kids = children_mask(tree, node)  # [B, N]
-        return torch.where(kids.any(dim=1), kids.long().argmax(dim=1), torch.full_like(node, -1))
+    def matches(self, tree: DraftTree, y: torch.Tensor) -> torch.Tensor:  # [B, N] bool
+        return tree.valid & (tree.sibling_rank() == 0)  # the first child, whatever the target drew
 
 
 def test_a_wrong_future_is_corrected_and_a_blind_walk_would_emit_it(host, ref):

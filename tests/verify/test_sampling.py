@@ -20,7 +20,7 @@ from specframe.sampling import (
     validate_sampling,
 )
 from specframe.testing.stats import g_test
-from specframe.types import SamplingParams
+from specframe.types import MIN_TEMPERATURE, SamplingParams
 
 transformers_lp = pytest.importorskip("transformers.generation.logits_process")
 
@@ -87,8 +87,15 @@ def test_float64_input_stays_float64_and_low_precision_is_upcast() -> None:
 
 
 def test_tiny_temperature_does_not_overflow() -> None:
-    p = probs(torch.tensor([1e30, 0.0, -1e30]), SamplingParams(1e-9))
+    """The smallest temperature (1e-5) over logits whose quotient overflows float32 unless shifted by the maximum."""
+    p = probs(torch.tensor([1e34, 0.0, -1e34]), SamplingParams(MIN_TEMPERATURE))
     assert p.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_temperatures_below_the_smallest_are_refused() -> None:
+    for t in (1e-300, 1e-9, MIN_TEMPERATURE / 2):
+        with pytest.raises(GenerationError, match="use 0 for greedy decoding"):
+            probs(torch.zeros(3), SamplingParams(t))
 
 
 def test_inverse_cdf_never_picks_zero_weight_tokens() -> None:

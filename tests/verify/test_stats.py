@@ -8,6 +8,7 @@ import torch
 from specframe.sampling import probs
 from specframe.testing.stats import (
     chi2_sf,
+    conditional_g_test,
     exact_first_two_law,
     first_two_tokens,
     g_test,
@@ -71,3 +72,50 @@ def test_first_two_tokens_uses_the_round_then_the_exact_conditional() -> None:
 def test_joint_counts() -> None:
     counts = joint_counts(torch.tensor([0, 1, 1]), torch.tensor([2, 0, 0]), 3)
     assert counts.tolist() == [[0, 0, 1], [2, 0, 0], [0, 0, 0]]
+
+
+def null_tables(sims: int, contexts: int = 24, vocab: int = 6, n: int = 6000, seed: int = 0
+                ) -> tuple[torch.Tensor, torch.Tensor]:  # [sims, C, V] counts, [C, V] law
+    """``sims`` count tables drawn from a known conditional law, the contexts' counts random (the margins)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    law = rng.dirichlet(np.full(vocab, 2.0), size=contexts)  # [C, V]
+    context_p = rng.dirichlet(np.full(contexts, 4.0))
+    margins = rng.multinomial(n, context_p, size=sims)  # [sims, C]
+    tables = rng.multinomial(margins, law)  # [sims, C, V]
+    return torch.from_numpy(tables).double(), torch.from_numpy(law)
+
+
+def test_conditional_g_test_has_the_degrees_of_freedom_of_fitted_margins() -> None:
+    """Under the null the conditional test's p-values are about uniform (cells - contexts degrees of freedom);
+    the flattened test with cells - 1 (the auto-budget G-test's former count) is far too conservative: it
+    almost never rejects at 10 %, which is what left its negative control short of power."""
+    tables, law = null_tables(200)
+    fitted = [conditional_g_test(t, law) for t in tables]
+    assert all(24 * 5 - 6 <= r.dof <= 24 * 5 for r in fitted)  # cells - contexts (small cells pooled)
+    rate = sum(r.p_value < 0.1 for r in fitted) / len(fitted)
+    assert 0.04 <= rate <= 0.18 and 0.38 <= sum(r.p_value for r in fitted) / len(fitted) <= 0.62
+    flattened = []
+    for t in tables:
+        expected = t.sum(1, keepdim=True) * law
+        flattened.append(g_test(t, expected / expected.sum()))
+    assert all(r.dof > 24 * 5 for r in flattened)
+    assert sum(r.p_value < 0.1 for r in flattened) / len(flattened) < 0.02
+
+
+def test_conditional_g_test_rejects_a_slightly_wrong_law_and_flags_impossible_outcomes() -> None:
+    tables, law = null_tables(1, n=60000)
+    tilted = law.clone()
+    tilted[:, 0] *= 1.25  # a quarter too much mass on one outcome in every context
+    tilted /= tilted.sum(1, keepdim=True)
+    assert conditional_g_test(tables[0], law).p_value > 1e-3
+    assert conditional_g_test(tables[0], tilted).p_value < 1e-6
+    zero = law.clone()
+    zero[3, 1] = 0.0
+    zero[3] /= zero[3].sum()
+    res = conditional_g_test(tables[0], zero)
+    assert res.p_value == 0.0 and res.impossible == int(tables[0][3, 1])
+    worked = conditional_g_test(torch.tensor([[50.0, 50.0], [45.0, 5.0]]),
+                                torch.tensor([[0.5, 0.5], [0.9, 0.1]]))
+    assert worked.dof == 2 and worked.statistic == pytest.approx(0.0, abs=1e-9) and worked.p_value > 0.99

@@ -281,32 +281,3 @@ def reference_block(weights: dict[str, torch.Tensor], cfg: dict[str, Any], conte
         h = h + (gate * torch.sigmoid(gate) * (y @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
     return _rms(h, w["norm.weight"])
 
-
-# ------------------------------------------------------------------------------------ a two-way target
-TWO_WAY_TOKENS = (300, 301)
-
-
-@torch.no_grad()
-def make_two_way(model: Any, *, offset: float = 40.0, gain: float = 0.5, lean: float = 40.0) -> Any:
-    """Turn a tiny random LM into one whose greedy tokens alternate between 300 and 301.
-
-    Every embedding gets ``offset`` in feature 1 (which keeps the final hidden's feature 1 positive) and
-    ``+-lean`` in feature 0 (300: ``-lean``, 301: ``+lean``, others a fixed random sign). The LM head maps
-    feature 0 to ``+-gain`` for 300 / 301 and feature 1 to ``-10 * gain`` for every other token, so any hidden
-    state ranks 300 and 301 first, in the order set by the sign of feature 0, which the last token mostly
-    decides. The drafters (sharing or copying these tables) then hit often but not always, so verification
-    accepts varying numbers of tokens through varying tree nodes; greedy equality with plain decoding still
-    has to hold exactly.
-    """
-    embed = model.get_input_embeddings().weight
-    head = model.get_output_embeddings().weight
-    signs = torch.randint(0, 2, (embed.shape[0],), generator=torch.Generator().manual_seed(0)) * 2 - 1
-    embed[:, 0] = lean * signs
-    a, b = TWO_WAY_TOKENS
-    embed[a, 0], embed[b, 0] = -lean, lean
-    embed[:, 1] = offset
-    head.zero_()
-    head[:, 1] = -10.0 * gain
-    head[a, 0], head[b, 0] = gain, -gain
-    head[a, 1] = head[b, 1] = 0.0
-    return model

@@ -14,10 +14,10 @@ from specframe_diffusion.drafters import DFlashDrafterConfig, DSparkDrafterConfi
 from specframe_verifiers import SampledTreeBuilder
 
 from specframe.builtin.identity import IdentityCorrector
-from specframe.decode.noise import RoundNoise
 from specframe.draft_vocab import DraftVocab, save_draft_vocab
 from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext, DecodeState, RoundContext
+from specframe.sampling.noise import RoundNoise
 from specframe.types import SamplingParams, TargetOutput
 
 WIDTH = len(TAPS) * HIDDEN

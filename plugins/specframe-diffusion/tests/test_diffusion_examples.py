@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import torch
 import yaml
-from diffusion_testkit import TARGET_LAYERS, make_two_way, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, write_published_checkpoint
+from specframe_hf.testing import two_way_lm as make_two_way
 
 from specframe.config.validate import load_pipeline_config
 from specframe.pipeline import Pipeline

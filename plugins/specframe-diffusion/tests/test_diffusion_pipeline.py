@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 import torch
-from diffusion_testkit import TARGET_LAYERS, TWO_WAY_TOKENS, VOCAB, make_two_way, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, VOCAB, write_published_checkpoint
+from specframe_hf.testing import TWO_WAY_TOKENS
+from specframe_hf.testing import two_way_lm as make_two_way
 
 from specframe.draft_vocab import DraftVocab, save_draft_vocab
 from specframe.pipeline import Pipeline

@@ -25,7 +25,6 @@ import torch
 from transformers.cache_utils import DynamicCache
 
 from specframe.cost.kernel_choice import MEASURE_ROWS, choice_key, choose_linear_kernels, measure_kernels
-from specframe.cost.setup import notify as print_notice
 from specframe.cpu_linear import (
     ALWAYS,
     NEVER,
@@ -35,6 +34,7 @@ from specframe.cpu_linear import (
     set_linear_kernels,
     unpack_linear_layers,
 )
+from specframe.notices import notify as print_notice
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg
 
 #: Cached tokens under the measured forwards (a short prompt).
@@ -91,5 +91,6 @@ def apply_cpu_linear(model: Any, setting: str, *, what: str,
         unpack_linear_layers(model)
     if choice.measured:
         notify(f"cpu_linear: auto for {what} on {key['cpu']} with {key['threads']} thread(s): "
-               f"{choice.timings.summary()}; using {choice.kernels.describe()} (cached in {choice.path})")
+               f"{choice.timings.summary()}; using {choice.kernels.describe()} "
+               + (f"(cached in {choice.path})" if choice.cached else "for this run only (not cached)"))
     return choice.kernels

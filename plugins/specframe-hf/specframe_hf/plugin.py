@@ -23,7 +23,7 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
     placement = DeviceMap(config.device_map, config.max_memory, config.offload_folder, config.tensor_parallel)
     return HFTarget.from_pretrained(config.model, dtype=config.dtype, device=config.device, attn=config.attn,
                                     taps=config.taps, cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
-                                    placement=placement)
+                                    placement=placement, engine=config.engine, compile=config.compile)
 
 
 @specframe.hookimpl

@@ -84,7 +84,7 @@ class HFRows:
         return 0 if self._cache is None else int(self._cache.layers[0].keys.shape[2])
 
     # ---------------------------------------------------------------------------------- rows in / out
-    def add_row(self, input_ids: torch.Tensor) -> TargetOutput:
+    def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
         """Prefill ``input_ids`` ``[R, P]`` (rows of one length, usually R = 1) and append them as the last rows;
         logits ``[R, 1, V]`` float32 at the last position, taps ``[R, P, n_taps * H]``."""
         if input_ids.dim() != 2 or input_ids.shape[1] == 0:
@@ -174,8 +174,11 @@ class HFRows:
         self._pending = n
         return TargetOutput(logits=logits, hidden=hidden)
 
-    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor) -> None:
-        """Per row, keep the entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, increasing, -1 padded)."""
+    def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
+               paths: Sequence[Sequence[int]] | None = None) -> None:
+        """Per row, keep the entries of ``accepted_nodes`` ``[B, D + 1]`` (root first, increasing, -1 padded);
+        ``paths``: the same paths on the host, read and checked by the caller (then nothing is read here),
+        otherwise one read checks them."""
         if self._pending == 0 or self._cache is None:
             raise GenerationError("commit was called without a pending forward_tree",
                                   hint="call forward_tree(tree) and then commit(tree, accepted_nodes)")
@@ -185,17 +188,19 @@ class HFRows:
         if accepted_nodes.dim() != 2 or accepted_nodes.shape[0] != self.batch_size:
             raise ContractError(f"accepted_nodes has shape {tuple(accepted_nodes.shape)}, expected "
                                 f"[{self.batch_size}, D + 1]", stage="verifier")
-        # One transfer: each row's path length, whether it is a root-first increasing path inside the block, and
-        # whether it is the block's first nodes.
-        cols = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)  # [D + 1]
-        counts_t = (accepted_nodes >= 0).sum(dim=1)  # [B]
-        inside = cols < counts_t.unsqueeze(1)  # [B, D + 1]: the leading, non-padding entries
-        increasing = torch.ones_like(inside)
-        increasing[:, 1:] = accepted_nodes[:, 1:] > accepted_nodes[:, :-1]
-        well_formed = (accepted_nodes[:, 0] == 0) & ((accepted_nodes < self._pending) & increasing | ~inside).all(1) \
-            & ((accepted_nodes >= 0) == inside).all(dim=1)  # [B]
-        in_place = ((accepted_nodes == cols) | ~inside).all(dim=1)  # [B]
-        facts = torch.stack([counts_t, well_formed.long(), in_place.long()], dim=1).tolist()  # [B, 3]
+        if paths is not None:  # read by the caller: nothing to read or check here
+            facts = [[len(p), 1, int(list(p) == list(range(len(p))))] for p in paths]
+        else:  # one transfer: each row's path length, whether it is a well-formed path and the block's first nodes
+            cols = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)  # [D + 1]
+            counts_t = (accepted_nodes >= 0).sum(dim=1)  # [B]
+            inside = cols < counts_t.unsqueeze(1)  # [B, D + 1]: the leading, non-padding entries
+            increasing = torch.ones_like(inside)
+            increasing[:, 1:] = accepted_nodes[:, 1:] > accepted_nodes[:, :-1]
+            well_formed = (accepted_nodes[:, 0] == 0) \
+                & ((accepted_nodes < self._pending) & increasing | ~inside).all(1) \
+                & ((accepted_nodes >= 0) == inside).all(dim=1)  # [B]
+            in_place = ((accepted_nodes == cols) | ~inside).all(dim=1)  # [B]
+            facts = torch.stack([counts_t, well_formed.long(), in_place.long()], dim=1).tolist()  # [B, 3]
         if not all(row[1] for row in facts):
             raise ContractError(f"accepted_nodes {accepted_nodes.tolist()} is not a root-first path of the tree "
                                 "in every row (it must start with node 0, increase, stay inside the tree and be "

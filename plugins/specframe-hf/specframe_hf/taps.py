@@ -32,6 +32,15 @@ class LayerTaps:
 
     def set(self, layer_ids: Sequence[int]) -> None:
         """Tap exactly these layers (an empty sequence removes every tap)."""
+        ids = self.check(layer_ids)
+        for handle in self._handles:
+            handle.remove()
+        self._handles = [self._layers[i].register_forward_hook(self._hook(i)) for i in ids]
+        self._captured = {}
+        self.layer_ids = ids
+
+    def check(self, layer_ids: Sequence[int]) -> tuple[int, ...]:
+        """The layer ids as a tuple; a ConfigError names a layer that does not exist or is listed twice."""
         ids = tuple(int(i) for i in layer_ids)
         n = len(self._layers)
         bad = [i for i in ids if not 0 <= i < n]
@@ -42,11 +51,7 @@ class LayerTaps:
             )
         if len(set(ids)) != len(ids):
             raise ConfigError(f"taps repeat a layer: {list(ids)}", hint="list each layer once")
-        for handle in self._handles:
-            handle.remove()
-        self._handles = [self._layers[i].register_forward_hook(self._hook(i)) for i in ids]
-        self._captured = {}
-        self.layer_ids = ids
+        return ids
 
     def _hook(self, layer_id: int) -> Any:
         def hook(module: nn.Module, args: Any, output: Any) -> None:

@@ -36,6 +36,7 @@ from specframe.reference import NativeRun
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams, TargetOutput
 from specframe_hf.compat import check_supported, check_tokenizer_fits
+from specframe_hf.decoder import DecoderForward, lean_supported
 from specframe_hf.device_map import DeviceMap
 from specframe_hf.head_precision import apply_logits_dtype
 from specframe_hf.kernel_probe import apply_cpu_linear
@@ -43,6 +44,9 @@ from specframe_hf.loading import check_tokenizer_matches, load_model, load_token
 from specframe_hf.reference import native_generate, native_generate_batch
 from specframe_hf.rows import HFRows
 from specframe_hf.runner import ModelRunner
+from specframe_hf.slot_rows import SlotRows
+
+Rows = HFRows | SlotRows
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> tuple[int, ...]:
@@ -64,10 +68,13 @@ class HFTarget(TargetModel, SharedEmbeddings):
         tokenizer: its tokenizer, or None.
         taps: decoder layers whose outputs every :class:`TargetOutput` of this object's own API carries.
         source: where the model came from, for error messages.
+        engine: ``"auto"``: the lean engine path when the model takes it (:func:`specframe_hf.decoder.lean_supported`),
+            ``"transformers"``: transformers' own forward always.
+        compile: ``torch.compile`` the lean engine's forward (see :class:`specframe_hf.slot_rows.SlotRows`).
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                 source: str = "the in-memory model") -> None:
+                 source: str = "the in-memory model", engine: str = "auto", compile: bool = False) -> None:
         check_supported(model)
         self.model = model.eval()
         self.source = source
@@ -85,22 +92,27 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self.cpu_linear = self.linear_kernels.name  # "default", "onednn" or "by_rows"
         self.tensor_parallel = False  # sharded over the ranks of a torchrun launch (specframe_hf.device_map)
         self._taps: tuple[int, ...] = ()
-        self._rows: HFRows | None = None
+        self._rows: Rows | None = None
+        #: Why the lean engine path (:mod:`specframe_hf.slot_rows`) is not used, or None when it is.
+        self.lean_blocker = "engine: transformers" if engine == "transformers" else lean_supported(model)
+        self.compile = compile
+        self._compiled: DecoderForward | None = None  # made on first use
         self.set_taps(tuple(taps))
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                   attn: str | None = None) -> HFTarget:
+                   attn: str | None = None, engine: str = "auto", compile: bool = False) -> HFTarget:
         """Wrap an in-memory model; ``attn`` ('sdpa' / 'eager') switches its attention backend first."""
         if attn is not None:
             model.set_attn_implementation(attn)
-        return cls(model, tokenizer, taps=taps)
+        return cls(model, tokenizer, taps=taps, engine=engine, compile=compile)
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
                         taps: Sequence[int] = (), cpu_linear: str = "default", logits_dtype: str = "auto",
-                        placement: DeviceMap | None = None) -> HFTarget:
+                        placement: DeviceMap | None = None, engine: str = "auto",
+                        compile: bool = False) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
         ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`), ``'auto'``
@@ -122,7 +134,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
         apply_logits_dtype(model, logits_dtype)
         if not split:
             apply_cpu_linear(model, cpu_linear, what=f"the target '{directory}'")
-        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'")
+        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile)
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
@@ -137,22 +149,37 @@ class HFTarget(TargetModel, SharedEmbeddings):
         return self._taps
 
     @property
-    def rows(self) -> HFRows | None:
+    def rows(self) -> Rows | None:
         """The rows of this object's own sequence (None before prefill); for inspection."""
         return self._rows
 
     def set_taps(self, layers: tuple[int, ...]) -> None:
         """Tap ``layers`` in this object's own prefill / forward_tree. The decode loop passes its drafter's taps to
         :meth:`ragged_batch` instead, so they hook the model during its own forwards only."""
-        self.runner.taps.set(layers)  # checks the layer indices
-        self.runner.taps.set(self._rows.taps if self._rows is not None else ())
-        self._taps = tuple(int(i) for i in layers)
+        self._taps = self.runner.taps.check(layers)
 
-    def ragged_batch(self, taps: Sequence[int] = ()) -> HFRows:
-        """The decode loop's rows over this model, tapping ``taps`` in their forwards until closed
-        (:mod:`specframe_hf.rows`); this object's own sequence is reset."""
+    def ragged_batch(self, taps: Sequence[int] = ()) -> Rows:
+        """The decode loop's rows over this model, tapping ``taps`` in their forwards until closed: the lean
+        engine path over preallocated slots (:mod:`specframe_hf.slot_rows`) for the Llama family, transformers'
+        forward over a ``DynamicCache`` (:mod:`specframe_hf.rows`) for the others; this object's own sequence is
+        reset."""
         self.reset()
+        return self._new_rows(taps)
+
+    def _new_rows(self, taps: Sequence[int]) -> Rows:
+        if self.lean_blocker is None:
+            return SlotRows(self.runner, taps, compiled=self._compiled_forward())
         return HFRows(self.runner, taps)
+
+    def _compiled_forward(self) -> DecoderForward | None:
+        """The lean forward compiled once per target (``compile: true``), shared by every rows object."""
+        if not self.compile:
+            return None
+        if self._compiled is None:
+            decoder = DecoderForward(self.model)
+            decoder.forward = torch.compile(decoder.forward, dynamic=True)  # type: ignore[method-assign]
+            self._compiled = decoder
+        return self._compiled
 
     def reset(self) -> None:
         if self._rows is not None:
@@ -163,7 +190,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
     def prefill(self, input_ids: torch.Tensor) -> TargetOutput:
         """Cache ``input_ids`` ``[B, P]`` (a new request); logits ``[B, 1, V]`` float32 at the last position."""
         self.reset()
-        self._rows = HFRows(self.runner, self._taps)
+        self._rows = self._new_rows(self._taps)
         return self._rows.add_row(input_ids)
 
     def forward_tree(self, tree: DraftTree) -> TargetOutput:

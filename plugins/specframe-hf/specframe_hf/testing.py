@@ -52,6 +52,36 @@ def tiny_causal_lm(family: Family, *, attn: str = "sdpa", seed: int = 0, init_st
     return model.to(dtype).eval()
 
 
+#: The two tokens a :func:`two_way_lm` emits greedily.
+TWO_WAY_TOKENS = (300, 301)
+
+
+@torch.no_grad()
+def two_way_lm(model: Any, *, offset: float = 40.0, gain: float = 0.5, lean: float = 40.0) -> Any:
+    """Turn a tiny random LM (vocabulary above 301) into one whose greedy tokens alternate between 300 and 301.
+
+    Every embedding gets ``offset`` in feature 1 (which keeps the final hidden's feature 1 positive) and
+    ``+-lean`` in feature 0 (300: ``-lean``, 301: ``+lean``, others a fixed random sign). The LM head maps
+    feature 0 to ``+-gain`` for 300 / 301 and feature 1 to ``-10 * gain`` for every other token, so any hidden
+    state ranks 300 and 301 first, in the order set by the sign of feature 0, which the last token mostly
+    decides. Drafters sharing or copying these tables then hit often but not always, so verification accepts
+    varying numbers of tokens through varying tree nodes (tests and the loop-overhead benchmark); greedy equality
+    with plain decoding still has to hold exactly. Modifies ``model`` in place and returns it.
+    """
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings().weight
+    signs = torch.randint(0, 2, (embed.shape[0],), generator=torch.Generator().manual_seed(0)) * 2 - 1
+    embed[:, 0] = lean * signs
+    a, b = TWO_WAY_TOKENS
+    embed[a, 0], embed[b, 0] = -lean, lean
+    embed[:, 1] = offset
+    head.zero_()
+    head[:, 1] = -10.0 * gain
+    head[a, 0], head[b, 0] = gain, -gain
+    head[a, 1] = head[b, 1] = 0.0
+    return model
+
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} {% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}"
@@ -91,6 +121,21 @@ def causal_hidden(model: Any, ids: list[int] | torch.Tensor, layers: tuple[int, 
     with torch.no_grad():
         states = model(input_ids=seq, output_hidden_states=True).hidden_states
     return torch.cat([states[i + 1][0] for i in layers], dim=-1)
+
+
+def committed_kv(rows: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer, the committed keys and values ``[B, H_kv, L, D]`` of a target's rows whose lengths are all ``L``,
+    whichever engine holds them (`SlotRows` slots or `HFRows`' DynamicCache)."""
+    from specframe_hf.slot_rows import SlotRows
+
+    length = rows.lengths[0]
+    if any(n != length for n in rows.lengths):
+        raise ValueError(f"rows of different lengths {rows.lengths}")
+    if isinstance(rows, SlotRows):
+        buf = rows.cache.buffer
+        return [(buf[i, 0, : rows.batch_size, :, :length], buf[i, 1, : rows.batch_size, :, :length])
+                for i in range(buf.shape[0])]
+    return [(layer.keys[:, :, :length], layer.values[:, :, :length]) for layer in rows.cache.layers]
 
 
 def random_ids(n: int, *, seed: int, vocab: int = 512) -> list[int]:

@@ -119,10 +119,9 @@ def saved_llama(tmp_path, monkeypatch):
 @pytest.fixture(autouse=True)
 def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel choice is cached only when measured on a quiet machine: these tests say it is one."""
-    from specframe.cost import kernel_choice
-    from specframe.testing.load_window import FixedLoadWindow
+    from specframe.testing.load_window import fix_machine_load
 
-    monkeypatch.setattr(kernel_choice, "LoadWindow", FixedLoadWindow)
+    fix_machine_load(monkeypatch)
 
 
 def _inject(monkeypatch, result: KernelTimings) -> list[int]:
@@ -150,6 +149,17 @@ def test_auto_applies_the_measured_rule_and_the_next_load_reads_it_from_the_cach
     again = HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
     assert again.linear_kernels == LinearKernels(low=4) and calls == [1]  # cached: not measured again
     assert capsys.readouterr().err == ""
+
+
+def test_a_choice_measured_on_a_busy_machine_says_it_is_not_cached(saved_llama, monkeypatch, capsys) -> None:
+    """Issue 27: the notice said "not caching it" and "(cached in ...)" in the same breath."""
+    from specframe.testing.load_window import fix_machine_load
+
+    fix_machine_load(monkeypatch, contended=True)
+    _inject(monkeypatch, KernelTimings(default_ms={1: 55.5, 17: 130.0}, onednn_ms={1: 61.7, 17: 100.2}))
+    HFTarget.from_pretrained(str(saved_llama), cpu_linear="auto", device="cpu")
+    err = " ".join(capsys.readouterr().err.split())
+    assert "not caching it" in err and "for this run only (not cached)" in err and "cached in" not in err
 
 
 def test_auto_drops_the_packed_copies_when_the_default_wins(saved_llama, monkeypatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from specframe_hf.target import HFTarget
-from specframe_hf.testing import causal_hidden, causal_logits, random_ids, random_tree_parents
+from specframe_hf.testing import causal_hidden, causal_logits, committed_kv, random_ids, random_tree_parents
 
 from specframe.errors import ContractError, GenerationError
 from specframe.tree import DraftTree
@@ -48,18 +48,23 @@ def run_rounds(target: HFTarget, prompt: list[int], rounds: int, seed: int) -> t
     return committed, root, hidden
 
 
+ENGINES = ["auto", "transformers"]  # the lean slot path (Llama family) and transformers' forward
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
-def test_compacted_cache_equals_fresh_prefill(tiny_model, family, attn):
+def test_compacted_cache_equals_fresh_prefill(tiny_model, family, attn, engine):
     model = tiny_model(family, attn)
-    target = HFTarget.from_model(model)
+    target = HFTarget.from_model(model, engine=engine)
     committed, root, _ = run_rounds(target, random_ids(7, seed=1), rounds=6, seed=2)
-    fresh = HFTarget.from_model(model)
+    fresh = HFTarget.from_model(model, engine="transformers")
     fresh.prefill(torch.tensor([committed]))
-    for ours, theirs in zip(target.rows.cache.layers, fresh.rows.cache.layers, strict=True):
-        assert ours.keys.shape == theirs.keys.shape
-        assert torch.allclose(ours.keys, theirs.keys, atol=ATOL)
-        assert torch.allclose(ours.values, theirs.values, atol=ATOL)
+    for (ours_k, ours_v), (theirs_k, theirs_v) in zip(committed_kv(target.rows), committed_kv(fresh.rows),
+                                                      strict=True):
+        assert ours_k.shape == theirs_k.shape
+        assert torch.allclose(ours_k, theirs_k, atol=ATOL)
+        assert torch.allclose(ours_v, theirs_v, atol=ATOL)
     step = DraftTree.root_only(torch.tensor([root]))
     ours_next = target.forward_tree(step).logits[0, 0]
     fresh_next = fresh.forward_tree(step).logits[0, 0]
@@ -67,36 +72,39 @@ def test_compacted_cache_equals_fresh_prefill(tiny_model, family, attn):
     assert torch.allclose(ours_next, causal_logits(model, [*committed, root])[-1], atol=ATOL)
 
 
-def test_taps_at_committed_positions_equal_output_hidden_states(tiny_model):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_taps_at_committed_positions_equal_output_hidden_states(tiny_model, engine):
     model = tiny_model("qwen3")
-    target = HFTarget.from_model(model, taps=(0,))
+    target = HFTarget.from_model(model, taps=(0,), engine=engine)
     committed, _, hidden = run_rounds(target, random_ids(6, seed=3), rounds=6, seed=5)
     assert hidden is not None and hidden.shape == (1, len(committed), 64)
     assert torch.allclose(hidden[0], causal_hidden(model, committed, (0,)), atol=ATOL)
 
 
-def test_chain_prefix_commit_needs_no_copy_and_keeps_the_prefix(tiny_model):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_chain_prefix_commit_needs_no_copy_and_keeps_the_prefix(tiny_model, engine):
     model = tiny_model("llama")
-    target = HFTarget.from_model(model)
+    target = HFTarget.from_model(model, engine=engine)
     prompt = random_ids(5, seed=5)
     target.prefill(torch.tensor([prompt]))
     tokens = random_ids(4, seed=6)
     chain = DraftTree.from_lists(tokens, [-1, 0, 1, 2])
     target.forward_tree(chain)
     target.commit(chain, torch.tensor([[0, 1, -1, -1]]))
-    assert target.cache_len == 7 and target.rows.cache.get_seq_length() == 7
+    assert target.cache_len == 7 and committed_kv(target.rows)[0][0].shape[2] == 7
     nxt = target.forward_tree(DraftTree.root_only(torch.tensor([9]))).logits[0, 0]
     assert torch.allclose(nxt, causal_logits(model, [*prompt, *tokens[:2], 9])[-1], atol=ATOL)
 
 
-def test_a_second_forward_without_commit_discards_the_first_tree(tiny_model):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_second_forward_without_commit_discards_the_first_tree(tiny_model, engine):
     model = tiny_model("llama")
-    target = HFTarget.from_model(model)
+    target = HFTarget.from_model(model, engine=engine)
     prompt = random_ids(5, seed=7)
     target.prefill(torch.tensor([prompt]))
     target.forward_tree(DraftTree.from_lists(random_ids(3, seed=8), [-1, 0, 0]))
     logits = target.forward_tree(DraftTree.root_only(torch.tensor([4]))).logits
-    assert target.rows.cache.get_seq_length() == 6
+    assert target.cache_len == 5
     assert torch.allclose(logits[0, 0], causal_logits(model, [*prompt, 4])[-1], atol=ATOL)
 
 

@@ -98,7 +98,8 @@ def test_reset_clears_tree_blocks_for_a_new_request():
 def test_target_logits_with_reused_buffer_equal_logits_with_a_fresh_buffer(tiny_model):
     """Two targets run the same rounds; one gets a brand-new mask buffer before every forward."""
     model = tiny_model("qwen3", "eager")
-    reused, fresh = HFTarget.from_model(model), HFTarget.from_model(model)
+    reused = HFTarget.from_model(model, engine="transformers")  # the mask buffer is that engine's
+    fresh = HFTarget.from_model(model, engine="transformers")
     prompt = random_ids(9, seed=3)
     reused.prefill(torch.tensor([prompt]))
     fresh.prefill(torch.tensor([prompt]))

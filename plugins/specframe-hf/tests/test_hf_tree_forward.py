@@ -95,19 +95,23 @@ def test_batched_trees_with_padding_match_per_row_paths(tiny_model):
     assert torch.isfinite(logits).all()
 
 
+@pytest.mark.parametrize("engine", ["auto", "transformers"])
 @pytest.mark.parametrize(("dtype", "atol"), [(torch.bfloat16, 0.25), (torch.float16, 0.05)])
-def test_half_precision_tree_forward_tracks_the_causal_forward(tiny_model, dtype, atol):
+def test_half_precision_tree_forward_tracks_the_causal_forward(tiny_model, dtype, atol, engine):
     """bf16 / fp16 run through the same code (mask in the model's dtype); logits come back as float32."""
     model = tiny_model("llama").to(dtype)
     try:
-        target = HFTarget.from_model(model)
+        target = HFTarget.from_model(model, engine=engine)
         prompt = random_ids(12, seed=14)
         target.prefill(torch.tensor([prompt]))
         tokens = random_ids(5, seed=15)
         tree = DraftTree.from_lists(tokens, [-1, 0, 0, 1, 2])
         logits = target.forward_tree(tree).logits
         assert logits.dtype == torch.float32
-        assert target.rows.mask.dtype == dtype
+        if engine == "transformers":
+            assert target.rows.mask.dtype == dtype
+        else:
+            assert target.rows.cache.buffer.dtype == dtype
         for node in range(5):
             path = [tokens[j] for j in tree.path_to(0, node)]
             ref = causal_logits(model, prompt + path)[-1]

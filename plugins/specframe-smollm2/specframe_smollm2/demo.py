@@ -4,14 +4,17 @@ Steps: make sure the target is converted (``setup-target``); load it once; run p
 denominator, measured in the same process), then transformers' own ``generate()`` on the same model for the same
 prompts and token counts (:mod:`specframe.reference`: default kernels, the unmodified model), then each method's
 pipeline file from ``examples/smollm2`` on the same prompts; stream the default pipeline's text (DARTree pruned)
-last; print one table with τ, tokens/s, speedup over plain decoding and over ``generate()``, whether every greedy
-output equals plain decoding's, and each stage's share of round time. Each
+last; print one table with τ, tokens/s, each method's speedup over plain decoding, the plain loop's over
+``generate()``, whether every greedy output equals plain decoding's, and each stage's share of round time; then
+the two gains apart, each with its 95 % bootstrap interval over the prompts and the prompt count
+(:mod:`specframe.metrics.gains`: the plain loop against ``generate()``, speculation against the plain loop; their
+product is never quoted). Each
 request's machine load is sampled (:mod:`specframe.metrics.machine_load`); when other processes loaded the machine
 during a method's requests, the demo says so under the table, since its speeds then mean little.
 
 Example output row::
 
-    dartree-pruned   τ 2.41   9.8 tok/s   1.12x   1.10x   exact   draft 21% build 9% prune 1% target 63% verify 2% ...
+    dartree-pruned   τ 2.41   9.8 tok/s   1.12x [0.98, 1.31]   -   exact   draft 21% build 9% prune 1% target 63% ...
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from rich.table import Table
 
 from specframe.errors import CheckpointError
 from specframe.files import write_text
+from specframe.metrics.gains import KERNEL_HEADING, SPECULATION_HEADING, estimate_to_json, paired_gain
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS, LoadWindow, MachineLoad
 from specframe.metrics.records import STAGES, GenerationResult
 from specframe.reference import supports_reference
@@ -225,7 +229,7 @@ def run_generate(plain: Any, prompts: list[tuple[str, str]], plain_run: MethodRu
     for (_, text), done in zip(prompts, plain_run.results, strict=True):
         with LoadWindow() as window:
             result, run.note = reference_result(plain, plain.encode(text), new_tokens=len(done.tokens),
-                                                seed=plain.config.seed)
+                                                seed=done.seed or 0)  # plain decoding's own seed
         run.results.append(result)
         if window.load is not None:
             run.loads.append(window.load)
@@ -234,30 +238,55 @@ def run_generate(plain: Any, prompts: list[tuple[str, str]], plain_run: MethodRu
 
 def results_table(runs: dict[str, MethodRun], baseline: str,
                   title: str = "SmolLM2-135M-Instruct, greedy, same prompts and process") -> tuple[Table, list[dict]]:
+    """The table and its JSON rows. Every method's speedup is over the plain loop (``speedup``, with its interval
+    over the prompts); only the plain loop's row is compared with ``generate()`` (``speedup_vs_generate``), so no
+    cell multiplies the two gains (:mod:`specframe.metrics.gains`)."""
     base = runs[baseline]
     generate = runs.get(GENERATE_LABEL)
     table = Table(title=title, title_justify="left")
-    for col in ("method", "τ", "tok/s", "speedup", "vs generate()", "greedy = plain", "verified nodes", *STAGES):
+    for col in ("method", "τ", "tok/s", "vs plain loop [95% CI]", "plain loop vs generate()", "greedy = plain",
+                "verified nodes", *STAGES):
         table.add_column(col, justify="right" if col != "method" else "left")
     rows = []
     for label, run in runs.items():
         exact = all(a.tokens == b.tokens for a, b in zip(run.results, base.results, strict=True))
-        speedup = run.tokens_per_s / base.tokens_per_s if base.tokens_per_s else 0.0
-        versus = run.tokens_per_s / generate.tokens_per_s if generate is not None and generate.tokens_per_s \
-            else None
+        versus_plain = paired_gain(run.results, base.results)
+        versus_generate = paired_gain(run.results, generate.results) \
+            if generate is not None and label in (baseline, GENERATE_LABEL) else None
         shares = run.stage_shares()
         rows.append({"method": label, "tau": round(run.tau, 3), "tokens_per_s": round(run.tokens_per_s, 3),
-                     "speedup": round(speedup, 3),
-                     "speedup_vs_generate": None if versus is None else round(versus, 3), "exact": exact,
-                     "verified_nodes": run.budget_summary(),
+                     "speedup": round(versus_plain.value, 3), "speedup_interval": estimate_to_json(versus_plain),
+                     "speedup_vs_generate": None if versus_generate is None else round(versus_generate.value, 3),
+                     "vs_generate_interval": None if versus_generate is None else estimate_to_json(versus_generate),
+                     "exact": exact, "verified_nodes": run.budget_summary(),
                      "stage_share": {k: round(v, 4) for k, v in shares.items()},
                      "per_prompt_tau": [round(r.tau, 3) for r in run.results],
                      "machine_load": None if run.machine_load is None else run.machine_load.to_dict()})
-        table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}", f"{speedup:.2f}x",
-                      "-" if versus is None else f"{versus:.2f}x", "yes" if exact else "[red]NO[/red]",
-                      run.budget_summary(),
+        table.add_row(label, f"{run.tau:.2f}", f"{run.tokens_per_s:.2f}",
+                      "-" if label == GENERATE_LABEL else versus_plain.format(suffix="x"),
+                      "-" if versus_generate is None else f"{versus_generate.value:.2f}x",
+                      "yes" if exact else "[red]NO[/red]", run.budget_summary(),
                       *(f"{100 * shares[s]:.0f}%" for s in STAGES))
     return table, rows
+
+
+def gains_footnote(runs: dict[str, MethodRun], baseline: str) -> list[str]:
+    """The two gains of this run, apart: the plain loop against ``generate()`` and each method against the plain
+    loop, with their intervals and prompt counts."""
+    base = runs[baseline]
+    prompts = len(base.results)
+    lines = [f"Where the speed comes from (this run, {prompts} prompts, 95% bootstrap intervals over prompts; "
+             "the two gains multiply, so they are quoted apart):"]
+    generate = runs.get(GENERATE_LABEL)
+    if generate is not None:
+        lines.append(f"  {KERNEL_HEADING}: {paired_gain(base.results, generate.results).format(suffix='x')} "
+                     f"(same model, prompts and token counts; the loop and its linear kernels; {generate.note})")
+    else:
+        lines.append(f"  {KERNEL_HEADING}: not measured (this target has no generate())")
+    methods = [label for label in runs if label not in (baseline, GENERATE_LABEL)]
+    lines.append(f"  {SPECULATION_HEADING}: " + "; ".join(
+        f"{label} {paired_gain(runs[label].results, base.results).format(suffix='x')}" for label in methods))
+    return lines
 
 
 def contention_warning(runs: dict[str, MethodRun]) -> str | None:
@@ -298,11 +327,9 @@ def run_demo(*, max_new_tokens: int | None = None, quick: bool = False, json_out
     warning = contention_warning(runs)
     if warning:
         console.print(warning, style="bold yellow", highlight=False)
-    generate = runs.get(GENERATE_LABEL)
-    if generate is not None:
-        console.print(f"vs generate() = tokens/s over transformers' generate() on the same model, prompts and token "
-                      f"counts ({generate.note})", style="dim", highlight=False)
-    console.print("speedup = tokens/s over plain decoding's in this run; on CPUs a q-token verify costs far more "
+    for line in gains_footnote(runs, METHODS[0][0]):
+        console.print(line, highlight=False, markup=False)
+    console.print("on CPUs a q-token verify costs far more "
                   "than one decode step, so passing 1.0x needs a high τ. DARTree pruned uses budget: auto: each "
                   "round it verifies the subtree that pays on this machine's measured verify cost (verified "
                   "nodes: mean per drafted round, and the share of rounds decoded plainly because drafting did "

@@ -38,6 +38,16 @@ class SmolLM2TargetConfig(ComponentConfig):
         "auto", description="float32: compute the LM head in float32 on bf16 hidden states (float32 logits; greedy "
                             "outputs then differ less often from plain decoding at the same precision, "
                             "docs/pipelines.md); auto: the model's dtype")
+    compile: bool = Field(
+        False, description="torch.compile the lean engine's forward (inductor, dynamic shapes); measure before "
+                           "relying on it: on CPU it shortens a small model's forward but costs minutes of "
+                           "compilation (docs/benchmarks.md, 'Compiled forwards')"
+    )
+    engine: Literal["auto", "transformers"] = Field(
+        "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree "
+                            "mask per round, no per-round allocation; specframe_hf.slot_rows), transformers' own "
+                            "forward over a DynamicCache for the others; transformers: always transformers' forward"
+    )
 
 
 def resolve_target_dir(config: SmolLM2TargetConfig) -> Path:
@@ -51,4 +61,5 @@ def build_smollm2_target(config: SmolLM2TargetConfig, ctx: BuildContext) -> HFTa
 
     directory = resolve_target_dir(config)
     return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device=config.device, attn=config.attn,
-                                    cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype)
+                                    cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
+                                    engine=config.engine, compile=config.compile)

@@ -32,3 +32,35 @@ def test_two_stage_card(tmp_path, tiny_target, tiny_data) -> None:
     (type(paths[0][0])(first.work_dir) / "summary.json").unlink()
     again = write_model_card(tmp_path / "s1" / "out-drafter", [(p, type(p)(w)) for p, w in paths]).read_text()
     assert again == card
+
+
+def test_the_shipped_cards_measured_sections_are_rendered_from_eval_json() -> None:
+    """Every speed figure on a shipped card is reproducible from `checkpoints/smollm2-135m/eval.json` (rerender with
+    `python -m specframe_smollm2.training.model_card --measured-only`), quoted as two gains apart."""
+    import json
+    from pathlib import Path
+
+    from specframe_smollm2.training.model_card import SHIPPED_KINDS, with_measured_section
+
+    root = Path(__file__).resolve().parents[3]
+    report = json.loads((root / "checkpoints" / "smollm2-135m" / "eval.json").read_text())
+    for directory, kind in SHIPPED_KINDS.items():
+        card = (root / directory / "README.md").read_text()
+        assert with_measured_section(card, report, kind) == card, f"{directory}: rerender the measured section"
+        assert "specframe's plain loop vs transformers' generate()" in card
+        assert "speculation vs specframe's plain loop" in card and "vs generate() |" not in card
+
+
+def test_the_measured_section_never_multiplies_the_two_gains() -> None:
+    from specframe_smollm2.training.model_card import with_measured_section
+
+    row = {"tau": 2.0, "tokens_per_s": 10.0, "exact": True, "per_prompt_tau": [2.0, 2.0]}
+    report = {"n": 2, "max_new_tokens": 8, "datasets": {"gsm8k": [
+        {**row, "method": "plain decoding", "tau": 1.0, "speedup": 1.0, "speedup_vs_generate": 1.5,
+         "vs_generate_interval": {"value": 1.5, "low": 1.4, "high": 1.6, "n": 2}},
+        {**row, "method": "DDTree", "speedup": 1.2, "speedup_vs_generate": 1.8,
+         "speedup_interval": {"value": 1.2, "low": 1.1, "high": 1.3, "n": 2}}]}}
+    card = with_measured_section("# card\n\n## Notes\n\n* n\n", report, "drafter")
+    assert "| gsm8k | 1.50× [1.40, 1.60], 2 prompts |" in card
+    assert "| gsm8k | DDTree | 2.00 | 10.00 | 1.20× [1.10, 1.30], 2 prompts | yes |" in card
+    assert "1.80" not in card and card.endswith("## Notes\n\n* n\n")

@@ -172,3 +172,14 @@ def test_a_failed_write_leaves_every_old_file(tiny_data: Path, tmp_path: Path,
     with pytest.raises(OutputError, match="the file system is full"):
         write_subsets(counts, [8, 32], [1], out, sources=["b"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no new file, no temporary file
+
+
+def test_the_command_writes_each_mapping_and_the_coverage(tiny_data: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture) -> None:
+    """`specframe vocab-subset --from DATA --size N -o OUT` as the README gives it, on tiny shards."""
+    out = tmp_path / "vocab"
+    code = run_cli(["vocab-subset", "--from", str(tiny_data), "--size", "16", "--size", "32", "-o", str(out),
+                    "--target", str(_target_with_tokenizer(tmp_path))])
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["coverage.json", "fr16.safetensors", "fr32.safetensors"]
+    assert "covers" in capsys.readouterr().out

@@ -271,3 +271,23 @@ def test_dartree_pruned_reads_the_device_at_most_once_per_depth() -> None:
     assert tree.max_depth == depth
     # Per depth: the early exit when no path survives; then the tree assembly (a few reads per tree).
     assert counter.total <= depth + 2, counter.by_op
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(p=proposals(depth=(1, 6), candidates=(1, 5)))
+def test_a_path_independent_corrector_chain_equals_the_depth_by_depth_rollout(p) -> None:
+    """The identity corrector's chain is rolled out for every depth at once; a copy of it that does not declare
+    path independence takes the depth-by-depth rollout: same levels, same corrected rows (dead depths included)."""
+    from specframe.building import greedy_chain
+
+    class DepthByDepth(IdentityCorrector):
+        path_independent = False
+
+    fast, slow = greedy_chain(p, IdentityCorrector(), p.depth), greedy_chain(p, DepthByDepth(), p.depth)
+    assert torch.equal(fast.rows, slow.rows)
+    assert len(fast.levels) == len(slow.levels)
+    for a, b in zip(fast.levels, slow.levels, strict=True):
+        for field in ("tokens", "parent", "alive"):
+            assert torch.equal(getattr(a, field), getattr(b, field)), field
+        for field in ("logq", "score"):
+            assert torch.allclose(getattr(a, field).double(), getattr(b, field).double(), equal_nan=True), field

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -93,10 +94,11 @@ def test_pruner_worked_example_and_passthrough() -> None:
     assert NoPruneConfig().type == "none"
 
 
-def test_pruner_refuses_trees_whose_scores_rise() -> None:
+def test_pruner_refuses_trees_whose_scores_rise_when_checking() -> None:
+    """The check reads the device, so it runs in the pipeline's checking mode (metrics.check_trees)."""
     tree = DraftTree.from_lists([9, 1, 2], [-1, 0, 1], score=[0.0, -1.0, -0.5])
     with pytest.raises(ContractError, match="ranks above its parent"):
-        DeferredTopBPruner(DeferredTopBConfig(beta=0.0)).prune(tree, ctx(1))
+        DeferredTopBPruner(DeferredTopBConfig(beta=0.0)).prune(tree, replace(ctx(1), check=True))
 
 
 def test_pruner_ties_keep_the_lower_index() -> None:
@@ -180,3 +182,23 @@ def test_complete_dartree_then_topb_equals_heap_sequential(p: DraftProposal, cor
     for path, (score, logq) in got.items():
         assert math.isclose(score, expected[path][0], abs_tol=1e-6)
         assert math.isclose(logq, expected[path][1], abs_tol=1e-6)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(p=proposals(depth=(1, 5), candidates=(2, 5), masked=False, dead_depth=False), budget=st.integers(1, 14))
+def test_heap_equals_dartree_identity_with_width_budget_then_topb(p: DraftProposal, budget: int) -> None:
+    """The device-side form of DDTree's host heap (heap.py's docstring): dartree with the identity corrector and
+    width = budget, then deferred_topb with beta 0, keeps the same prefixes with the same scores."""
+    from specframe_trees.builders import HeapBuilder, HeapConfig
+
+    from specframe.builtin.identity import IdentityCorrector
+
+    corr = IdentityCorrector()
+    heap = HeapBuilder(HeapConfig()).build(p, corr, ctx(budget))
+    supertree = DARTreeBuilder(DARTreeConfig(width=budget)).build(p, corr, ctx(budget))
+    pruned = DeferredTopBPruner(DeferredTopBConfig(beta=0.0)).prune(supertree, ctx(budget))
+    for b in range(p.batch_size):
+        got, expected = token_paths(pruned, b), token_paths(heap, b)
+        assert got.keys() == expected.keys()
+        for path, (score, _) in got.items():
+            assert math.isclose(score, expected[path][0], abs_tol=1e-5)

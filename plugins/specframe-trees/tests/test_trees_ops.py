@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from specframe_trees.heads.linear import FrozenLinear
 
-from specframe.tree.ops import apply_to_unique_rows, first_argmax, masked_log_softmax, stable_topk
+from specframe.tree.ops import first_argmax, masked_log_softmax, stable_topk
 
 NEG_INF = -math.inf
 
@@ -32,24 +32,6 @@ def test_masked_log_softmax_maps_all_masked_rows_to_minus_infinity() -> None:
     x = torch.tensor([[0.0, NEG_INF], [NEG_INF, NEG_INF]])
     out = masked_log_softmax(x)
     assert out.tolist() == [[0.0, NEG_INF], [NEG_INF, NEG_INF]]
-
-
-def test_apply_to_unique_rows_matches_the_plain_call_and_skips_repeats() -> None:
-    calls: list[int] = []
-
-    def square(t: torch.Tensor) -> torch.Tensor:
-        calls.append(t.shape[0])
-        return t.double() ** 2
-
-    ids = torch.tensor([5, 3, 5, 5, 3])
-    assert torch.equal(apply_to_unique_rows(square, ids), ids.double() ** 2)
-    assert calls == [2]
-    rows = torch.tensor([[1.0, 2.0], [0.5, 0.5], [1.0, 2.0]])
-    assert torch.equal(apply_to_unique_rows(square, rows), rows.double() ** 2)
-    assert calls == [2, 2]
-    distinct = torch.tensor([[1.0, 2.0], [0.5, 0.5]])
-    apply_to_unique_rows(square, distinct)
-    assert calls == [2, 2, 2]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])

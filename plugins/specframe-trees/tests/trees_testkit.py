@@ -23,8 +23,8 @@ from specframe_trees.correctors import (
 )
 
 from specframe.builtin.identity import IdentityCorrector
-from specframe.decode.noise import RoundNoise
 from specframe.interfaces import Corrector, RoundContext
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, SamplingParams
 

@@ -40,7 +40,8 @@ class ChainRejectionVerifier(TreeRejectionVerifier):
     name = "chain_rejection"
 
     def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
-        if bool((tree.sibling_rank() >= 1).any()):
+        bounded = tree.width_bound is not None and tree.width_bound <= 1  # a chain by construction: nothing to read
+        if not bounded and bool((tree.sibling_rank() >= 1).any()):
             raise ContractError("verifier 'chain_rejection' got a tree in which a node has several children, "
                                 "from a tree builder declared produces_tree=False", stage="tree_builder")
         return super().verify(tree, logits, ctx)

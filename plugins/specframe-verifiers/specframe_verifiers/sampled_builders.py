@@ -28,10 +28,10 @@ from pydantic import Field, field_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, MAX_TREE_NODES, StageShape, capped_min, tree_nodes
-from specframe.decode.noise import DRAFT
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.sampling import processed_logprobs, sample_without_replacement
+from specframe.sampling.noise import DRAFT
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal
 
@@ -126,8 +126,12 @@ class SampledTreeBuilder(TreeBuilder):
             q = processed_logprobs(full, ctx.sampling).exp()  # [B, M, V]
             laws.append(q)
             node = offset + torch.arange(m, device=dev)[None, :].expand(b, m)  # [B, M] frontier node indices
-            gumbel = ctx.noise.gumbel(DRAFT, torch.full_like(node, d - 1), node, v)  # [B, M, V]
-            picks, ok = sample_without_replacement(q.log(), n, gumbel)  # [B, M, n]
+            # Gumbel-top-n among the K candidates only (q is zero elsewhere): the draws a vocabulary-wide
+            # Gumbel-top-n with the same token-keyed noise makes, at K hashes per node instead of V.
+            gumbel = ctx.noise.gumbel(DRAFT, torch.full_like(node, d - 1), node, cand)  # [B, M, K]
+            cand_logq = q.gather(2, cand).log().masked_fill(repeated(cand), float("-inf"))  # [B, M, K]
+            drawn, ok = sample_without_replacement(cand_logq, n, gumbel)  # [B, M, n] candidate positions
+            picks = cand.gather(2, drawn)  # [B, M, n] token ids
             # Step 3: append the level, children of one parent contiguous, in draw order.
             tokens.append(picks.reshape(b, m * n))
             parents.append((offset + torch.arange(m, device=dev)).repeat_interleave(n)[None, :].expand(b, -1))
@@ -139,11 +143,11 @@ class SampledTreeBuilder(TreeBuilder):
             offset += m
         m_last = tokens[-1].shape[1]
         laws.append(torch.zeros(b, m_last, v, dtype=laws[-1].dtype if laws else torch.float32, device=dev))
-        return self._assemble(tokens, parents, logq, alive, laws, ctx.budget)
+        return self._assemble(tokens, parents, logq, alive, laws, ctx.budget, max(branching, default=0))
 
     @staticmethod
     def _assemble(tokens: list[torch.Tensor], parents: list[torch.Tensor], logq: list[torch.Tensor],
-                  alive: list[torch.Tensor], laws: list[torch.Tensor], budget: int) -> DraftTree:
+                  alive: list[torch.Tensor], laws: list[torch.Tensor], budget: int, width: int) -> DraftTree:
         """Concatenate the levels and keep the live nodes, the first ``budget`` of them in breadth-first order."""
         tok = torch.cat(tokens, dim=1)  # [B, N]
         par = torch.cat(parents, dim=1)  # [B, N]
@@ -154,6 +158,15 @@ class SampledTreeBuilder(TreeBuilder):
         for i in range(1, tok.shape[1]):  # parents precede children
             score[:, i] = score.gather(1, par[:, i : i + 1].clamp(min=0))[:, 0] + lq[:, i]
         raw = DraftTree(tokens=tok, parent=par, depth=depth, logq=lq, score=score,
-                        valid=torch.ones_like(live), child_q=torch.cat(laws, dim=1))
+                        valid=torch.ones_like(live), child_q=torch.cat(laws, dim=1), depth_bound=len(tokens) - 1,
+                        width_bound=width)
         order = torch.cumsum(live.long(), dim=1) - 1  # [B, N] breadth-first index among live nodes
-        return raw.subtree(live & (order <= budget))
+        # At most budget + 1 nodes per row are kept: the capacity is known without reading the device.
+        return raw.subtree(live & (order <= budget), capacity=min(int(tok.shape[1]), budget + 1))
+
+
+def repeated(cand: torch.Tensor) -> torch.Tensor:  # [..., K] bool
+    """Candidates whose token already appears earlier in their row (a token is drawn at most once)."""
+    k = cand.shape[-1]
+    earlier = torch.ones(k, k, dtype=torch.bool, device=cand.device).tril(-1)  # [i, j]: j < i
+    return ((cand[..., :, None] == cand[..., None, :]) & earlier).any(dim=-1)

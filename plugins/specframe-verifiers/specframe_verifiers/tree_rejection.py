@@ -13,7 +13,7 @@ Setting: the children ``c_1..c_n`` of every node ``v`` were drawn *without repla
     at a leaf (no children): emit a bonus token ~ p                      (stream TARGET)
 
 Every uniform is keyed by the request seed, the stream, the absolute position of the token decided at ``v``
-and the keys named (:mod:`specframe.decode.noise`), so the draws at different nodes, tries and streams are
+and the keys named (:mod:`specframe.sampling.noise`), so the draws at different nodes, tries and streams are
 independent, and a seed reproduces a round whose tree has the same shape.
 
 Worked example (V = 3): ``p = [0.2, 0.5, 0.3]``, ``q = [0.6, 0.3, 0.1]``, children ``c_1 = 0``, ``c_2 = 1``.
@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import torch
 
-from specframe.decode.noise import ACCEPT, RESIDUAL, TARGET
 from specframe.interfaces import RoundContext, Verifier
 from specframe.sampling import inverse_cdf, probs
+from specframe.sampling.noise import ACCEPT, RESIDUAL, TARGET
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult
 from specframe_verifiers.paths import AcceptedPath, child_at_rank, gather_rows
@@ -79,12 +79,13 @@ class TreeRejectionVerifier(Verifier):
         dtype = common_dtype(p_all, q_all)
         p_all, q_all = p_all.to(dtype), q_all.to(dtype)
         rank = tree.sibling_rank()  # [B, N]
-        width = int(rank.max().item()) + 1
+        # Loop bounds from the builder's host-side bounds (no read); every iteration runs, finished rows stay put.
+        depth_limit, width = tree.depth_limit(), tree.width_limit()
         b, dev = tree.batch_size, logits.device
-        path = AcceptedPath(tree)
+        path = AcceptedPath(tree, depth_limit)
         active = torch.ones(b, dtype=torch.bool, device=dev)  # [B] rows still verifying
         bonus = torch.zeros(b, dtype=torch.long, device=dev)  # [B]
-        for _ in range(tree.max_depth + 1):
+        for _ in range(depth_limit + 1):
             node = path.current  # [B]
             depth = gather_rows(tree.depth, node)  # [B]
             p, q = gather_rows(p_all, node), gather_rows(q_all, node)  # [B, V] p_j, q_j
@@ -94,8 +95,6 @@ class TreeRejectionVerifier(Verifier):
             for j in range(width):
                 child = child_at_rank(tree, rank, node, j)  # [B]
                 trying = active & (chosen < 0) & (child >= 0)
-                if not bool(trying.any()):
-                    break
                 token = torch.gather(tree.tokens, 1, child.clamp(min=0)[:, None])  # [B, 1]
                 u_accept = ctx.noise.uniforms(ACCEPT, depth, node, j).to(dev)  # [B]
                 accepted = trying & self.accepts(u_accept, p.gather(1, token)[:, 0], q.gather(1, token)[:, 0])
@@ -114,6 +113,4 @@ class TreeRejectionVerifier(Verifier):
             bonus = torch.where(stopped, emitted, bonus)
             path.advance(moved, chosen)
             active = moved
-            if not bool(active.any()):
-                break
         return path.result(bonus)

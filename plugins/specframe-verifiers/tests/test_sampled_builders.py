@@ -7,10 +7,10 @@ import torch
 from specframe_verifiers import SampledTreeBuilder
 from verifier_scenarios import PROMPT, ROOT, make_corrector, make_drafter, make_target
 
-from specframe.decode.noise import RoundNoise
 from specframe.errors import ConfigError, GenerationError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import processed_logprobs
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.stats import g_test
 from specframe.tree import check_tree
 from specframe.types import DraftProposal, SamplingParams

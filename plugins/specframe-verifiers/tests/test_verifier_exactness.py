@@ -15,10 +15,10 @@ from specframe_verifiers import (
 )
 from verifier_scenarios import PROMPT, ROOT, SETTINGS, make_corrector, make_drafter, make_target, sampled_round
 
-from specframe.decode.noise import RoundNoise
 from specframe.errors import ContractError, GenerationError
 from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import probs
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.stats import proportion_test
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams

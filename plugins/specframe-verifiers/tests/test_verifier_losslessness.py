@@ -30,7 +30,6 @@ from collections.abc import Callable
 import pytest
 import torch
 from specframe_verifiers import ChainRejectionVerifier, TreeRejectionVerifier, WalkVerifier
-from specframe_verifiers.paths import children_mask
 from verifier_scenarios import SETTINGS, Round, deterministic_round, sampled_round
 
 from specframe.interfaces import RoundContext, Verifier
@@ -53,9 +52,8 @@ class OffByOneParent(Verifier):
 
 
 class WalkAlwaysAccept(WalkVerifier):
-    def next_child(self, tree: DraftTree, node: torch.Tensor, draw: torch.Tensor) -> torch.Tensor:
-        kids = children_mask(tree, node)
-        return torch.where(kids.any(dim=1), kids.long().argmax(dim=1), torch.full_like(node, -1))
+    def matches(self, tree: DraftTree, y: torch.Tensor) -> torch.Tensor:  # [B, N] bool
+        return tree.valid & (tree.sibling_rank() == 0)  # the first child, whatever the target drew
 
 
 def always_accept(base: type[Verifier]) -> Verifier:

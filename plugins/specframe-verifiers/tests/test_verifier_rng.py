@@ -13,8 +13,8 @@ from specframe_verifiers import (
 )
 from verifier_scenarios import PROMPT, ROOT, make_corrector, make_drafter, make_target
 
-from specframe.decode.noise import RoundNoise
 from specframe.interfaces import DecodeState, RoundContext, Verifier
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams, VerifyResult
 

@@ -6,8 +6,8 @@ import torch
 from specframe_verifiers import ChainRejectionVerifier, TreeRejectionVerifier, WalkVerifier
 from specframe_verifiers.rejection import residual_law
 
-from specframe.decode.noise import RoundNoise
 from specframe.interfaces import RoundContext
+from specframe.sampling.noise import RoundNoise
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams
 

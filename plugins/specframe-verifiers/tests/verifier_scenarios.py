@@ -13,8 +13,8 @@ from functools import cache
 import torch
 from specframe_verifiers import SampledTreeBuilder
 
-from specframe.decode.noise import RoundNoise
 from specframe.interfaces import DecodeState, RoundContext, Verifier
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.stats import GTestResult, exact_first_two_law, first_two_tokens, g_test, joint_counts
 from specframe.testing.toy import ToyCorrector, ToyDrafter, ToyTarget
 from specframe.tree import DraftTree

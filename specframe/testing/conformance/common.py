@@ -43,7 +43,7 @@ def global_rng_untouched(component: str) -> Iterator[None]:
     yield
     if not torch.equal(before, torch.get_rng_state()):
         raise fail(component, "the global torch RNG changed; draw from the round's position-keyed noise "
-                              "(ctx.noise, specframe.decode.noise) or a private torch.Generator instead")
+                              "(ctx.noise, specframe.sampling.noise) or a private torch.Generator instead")
 
 
 def guarded(component: str, fn: Callable[[], T], *, inference: bool = True) -> T:

@@ -12,10 +12,10 @@ from dataclasses import replace
 import torch
 
 from specframe.builtin.identity import IdentityCorrector
-from specframe.decode.noise import RoundNoise
 from specframe.errors import SpecframeError
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.registry import TreeBuilderCapabilities
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import random_proposal, random_tree

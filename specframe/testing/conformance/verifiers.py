@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import torch
 
-from specframe.decode.noise import RoundNoise
 from specframe.errors import GenerationError
 from specframe.interfaces import RoundContext, Verifier
 from specframe.sampling import gumbel_from_uniforms, probs, sample_without_replacement, uniforms
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.conformance.cases import BuiltCase
 from specframe.testing.conformance.common import check_factory, fail, guarded
 from specframe.testing.conformance.inputs import argmax_heavy_logits, greedy_oracle, random_tree_batch

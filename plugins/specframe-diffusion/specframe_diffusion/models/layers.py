@@ -19,10 +19,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., D] -> [..., D]
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
+        normed = nn.functional.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)  # one fused op
+        return self.weight * normed.to(x.dtype)
 
 
 class SwiGLUMLP(nn.Module):
@@ -41,20 +39,23 @@ class SwiGLUMLP(nn.Module):
 class RotaryEmbedding(nn.Module):
     """Plain RoPE tables: ``cos/sin(pos * theta^(-2i/d))`` duplicated over both halves of the head dim.
 
-    The inverse frequencies are recomputed in float32 on every call (``head_dim / 2`` numbers), so they are never
-    saved (as in the published checkpoints) and never cast to a low-precision dtype with the module.
+    The inverse frequencies are computed in float32 once per device and kept outside the module's state, so they are
+    never saved (as in the published checkpoints) and never cast to a low-precision dtype with the module.
     """
 
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
         self.head_dim = head_dim
         self.theta = theta
+        self._inv_freq: dict[torch.device, torch.Tensor] = {}  # [D/2] float32 per device, computed once
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``positions`` ``[T]`` (or per row ``[B, T]``) int64 -> ``(cos, sin)`` each ``[T, head_dim]`` (or
         ``[B, T, head_dim]``) in ``dtype``; every position's table is the same whatever the shape."""
-        exponents = torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim
-        inv_freq = 1.0 / (self.theta**exponents)  # [D/2]
+        inv_freq = self._inv_freq.get(positions.device)
+        if inv_freq is None:
+            exponents = torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim
+            inv_freq = self._inv_freq.setdefault(positions.device, 1.0 / (self.theta**exponents))  # [D/2]
         freqs = positions.float()[..., None] * inv_freq  # [..., T, D/2]
         emb = torch.cat([freqs, freqs], dim=-1)  # [..., T, D]
         return emb.cos().to(dtype), emb.sin().to(dtype)

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from specframe.seeds import MAX_SEED
 from specframe_smollm2.training.prompt_files import PromptFile
 
-KINDS = ("math", "code", "stub", "chat", "word_problem", "instruct", "multi")
+KINDS = ("math", "code", "stub", "chat", "word_problem", "instruct", "multi", "self_chat")
 
 
 class DataConfig(BaseModel):
@@ -20,7 +20,7 @@ class DataConfig(BaseModel):
     seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the prompt templates")
     mix: dict[str, float] = Field({"math": 0.4, "code": 0.35, "chat": 0.25},
                                   description="relative weight of each templated prompt kind (math, code, "
-                                              "stub, chat, word_problem, instruct, multi)")
+                                              "stub, chat, word_problem, instruct, multi, self_chat)")
     prompt_files: tuple[PromptFile, ...] = Field((), description="prompts read from files (added to the "
                                                                   "templated ones, then shuffled with the seed)")
     decontaminate: tuple[PromptFile, ...] = Field((), description="evaluation sets: prompts sharing a word "

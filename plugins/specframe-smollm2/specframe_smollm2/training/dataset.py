@@ -108,7 +108,7 @@ def make_batch(seqs: list[Sequence], anchors_per_seq: int, block_size: int, gen:
     s_count = len(seqs)
     t_max = max(s.taps.shape[0] for s in seqs)
     width = seqs[0].taps.shape[1]
-    k_top = seqs[0].topk_ids.shape[1]
+    k_top = max(s.topk_ids.shape[1] for s in seqs)  # sections may store different k: pad to the most
     taps = torch.zeros(s_count, t_max, width)
     anchors = torch.zeros(s_count, anchors_per_seq, dtype=torch.long)
     block_ids = torch.zeros(s_count, anchors_per_seq, block_size, dtype=torch.long)
@@ -132,6 +132,7 @@ def make_batch(seqs: list[Sequence], anchors_per_seq: int, block_size: int, gen:
         valid = target_pos <= length - 1
         labels[i] = torch.where(valid, s.ids[target_pos.clamp(max=length - 1)], torch.full_like(pos, IGNORE))
         rows = (pos - (p - 1)).clamp(max=s.topk_ids.shape[0] - 1)  # [K, bs]
-        soft_ids[i] = torch.where(valid[..., None], s.topk_ids[rows], 0)
-        soft_logp[i] = torch.where(valid[..., None], s.topk_logp[rows].float(), torch.tensor(-1e4))
+        k = s.topk_ids.shape[1]
+        soft_ids[i, :, :, :k] = torch.where(valid[..., None], s.topk_ids[rows], 0)
+        soft_logp[i, :, :, :k] = torch.where(valid[..., None], s.topk_logp[rows].float(), torch.tensor(-1e4))
     return Batch(taps, anchors, block_ids, labels, soft_ids, soft_logp)

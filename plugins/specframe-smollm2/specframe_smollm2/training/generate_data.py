@@ -37,6 +37,7 @@ from specframe.locking import hold_lock
 from specframe.prompts import encode_messages, user_message
 from specframe.tensor_files import read_json_object, save_tensor_file
 from specframe_smollm2.training.prompt_files import Prompt
+from specframe_smollm2.training.self_chat import UserTurnWriter, parse_sentinel
 
 META = "meta.json"
 #: The fields of a shard, one list entry per sequence (see the module docstring).
@@ -81,13 +82,16 @@ class _TapRecorder:
 
 
 def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[Prompt], indices: Sequence[int], *,
-                   max_new_tokens: int, taps: Sequence[int], topk: int) -> dict[str, list]:
+                   max_new_tokens: int, taps: Sequence[int], topk: int,
+                   writer: UserTurnWriter | None = None) -> dict[str, list]:
     """Greedy responses for ``prompts`` (chat template, left padding) with taps and top-k labels.
 
     Prompts are encoded by :func:`specframe.prompts.encode_messages`, the encoder ``run`` and ``bench`` use. A
     conversation (a tuple of user turns) is answered turn by turn: pass ``t`` prompts every conversation that
     has a turn ``t`` with its earlier turns and the target's own answers to them, so one conversation gives one
-    sequence per turn (all with its prompt index, so they fall on the same side of the held-out split).
+    sequence per turn (all with its prompt index, so they fall on the same side of the held-out split). A
+    sentinel turn of a ``self_chat`` prompt is first written by the target (``writer``,
+    :mod:`specframe_smollm2.training.self_chat`), then answered.
     """
     turns = [(p,) if isinstance(p, str) else tuple(p) for p in prompts]
     history: list[list[dict[str, str]]] = [[] for _ in turns]
@@ -95,8 +99,13 @@ def generate_batch(model: Any, tokenizer: Any, prompts: Sequence[Prompt], indice
     shard: dict[str, list] = {key: [] for key in SHARD_KEYS}
     for t in range(max(len(c) for c in turns)):
         rows = [i for i, c in enumerate(turns) if len(c) > t]
+        written = [i for i in rows if parse_sentinel(turns[i][t]) is not None]
+        if written:
+            turn_writer = writer or UserTurnWriter()
+            texts = turn_writer.write(model, tokenizer, [history[i] for i in written], [turns[i][t] for i in written])
+            wrote = dict(zip(written, texts, strict=True))
         for i in rows:
-            history[i] += user_message(turns[i][t])
+            history[i] += user_message(wrote[i] if i in written else turns[i][t])
         encoded = [encode_messages(tokenizer, history[i], chat=True) for i in rows]
         width = max(len(r) for r in encoded)
         pad = int(tokenizer.pad_token_id)
@@ -157,7 +166,8 @@ def generate_batch_ids(model: Any, input_ids: torch.Tensor, attn: torch.Tensor, 
 def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[Prompt], meta: dict[str, Any], *,
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None] = print, progress: bool = True,
-                     max_shards: int | None = None, rank: int = 0, world_size: int = 1) -> list[Path]:
+                     max_shards: int | None = None, rank: int = 0, world_size: int = 1,
+                     writer: UserTurnWriter | None = None) -> list[Path]:
     """Write (or complete) the shards of ``prompts`` under ``out_dir`` (the first ``max_shards``); return the paths.
 
     The directory is locked while this runs, so two runs never generate into one directory at once. Under
@@ -174,7 +184,7 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[Prompt], 
     try:
         return _generate_locked(model_dir, out_dir, prompts, meta, batch_size=batch_size,
                                 max_new_tokens=max_new_tokens, taps=taps, topk=topk, log=log, progress=progress,
-                                max_shards=max_shards, rank=rank, world_size=world_size)
+                                max_shards=max_shards, rank=rank, world_size=world_size, writer=writer)
     finally:
         if lock is not None:
             lock.close()
@@ -183,7 +193,7 @@ def generate_dataset(model_dir: Path, out_dir: Path, prompts: Sequence[Prompt], 
 def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], meta: dict[str, Any], *,
                      batch_size: int, max_new_tokens: int, taps: Sequence[int], topk: int,
                      log: Callable[[str], None], progress: bool, max_shards: int | None, rank: int,
-                     world_size: int) -> list[Path]:
+                     world_size: int, writer: UserTurnWriter | None) -> list[Path]:
     from specframe_hf.loading import load_model, load_tokenizer, model_directory
     from tqdm import tqdm
 
@@ -211,7 +221,7 @@ def _generate_locked(model_dir: Path, out_dir: Path, prompts: Sequence[str], met
     for i in bar:
         batch = batches[i]
         shard = generate_batch(model, tokenizer, [prompts[j] for j in batch], batch, max_new_tokens=max_new_tokens,
-                               taps=taps, topk=topk)
+                               taps=taps, topk=topk, writer=writer)
         save_tensor_file(shard, paths[i])
         tokens += sum(len(t) for t in shard["topk_ids"])
         rate = tokens / (time.perf_counter() - t0)

@@ -6,7 +6,11 @@ warm-started from it). ``write_model_card(output_dir, stages, eval_json)`` reads
 plus the benchmark JSON of ``benchmarks/smollm2_eval.py``, and writes ``output_dir/README.md``.
 
 ``python -m specframe_smollm2.training.model_card [EVAL_JSON]`` rewrites the cards of the three shipped checkpoints
-(see :data:`SHIPPED`).
+(see :data:`SHIPPED`); with ``--measured-only`` it rewrites only their "Measured end to end" section from the
+benchmark JSON (no training run needed), which is how the checked-in cards are kept equal to
+``checkpoints/smollm2-135m/eval.json`` (a test compares them). Speedups there are quoted as two gains apart
+(:mod:`specframe.metrics.gains`): specframe's plain loop against transformers' ``generate()``, and each method
+against the plain loop, with the prompt count and, where the JSON records one, the interval.
 
 A stage whose run directory is not on this machine (``runs/`` is not in git; an earlier stage was trained in
 another session) keeps the section the existing card recorded for it, with its training CPU time; the last stage
@@ -21,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specframe.metrics.gains import CONTENDED_NOTE, KERNEL_HEADING, SPECULATION_HEADING, eval_gains
 from specframe_smollm2.training.recipe import load_recipe
 
 #: Shipped checkpoint directory -> its training stages (recipe, work_dir), in order.
@@ -38,6 +43,12 @@ SHIPPED: dict[str, list[tuple[str, str]]] = {
     "checkpoints/smollm2-135m/lattice-head": [("recipes/smollm2/lattice-head-stage3.yaml",
                                                "runs/smollm2-lattice-head-stage3")],
 }
+#: The recipe kind of each shipped checkpoint directory (its card's benchmark rows).
+SHIPPED_KINDS = {"checkpoints/smollm2-135m/drafter": "drafter", "checkpoints/smollm2-135m/ar-head": "ar_head",
+                 "checkpoints/smollm2-135m/markov-head": "markov_head"}
+#: Where the card's measured section starts, and the section after it.
+MEASURED_HEADING = "## Measured end to end"
+NOTES_HEADING = "## Notes"
 #: Benchmark rows reported on each card, by recipe kind.
 SWEEP_METHODS = {
     "drafter": ("ddtree",),
@@ -217,32 +228,70 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
     return path
 
 
-def _eval_lines(report: dict[str, Any], kind: str) -> list[str]:
+def _eval_lines(report: dict[str, Any], kind: str, source: str = "checkpoints/smollm2-135m/eval.json") -> list[str]:
+    """The card's measured section from ``benchmarks/smollm2_eval.py``'s JSON: per dataset the plain loop's gain
+    over ``generate()``, then each method's τ and gain over the plain loop (never their product)."""
     machine = report.get("machine") or {}
     where = f"{machine['cpu']}, {report.get('threads', 1)} torch thread(s)" if machine.get("cpu") \
         else "2 shared CPU cores"
-    lines = [f"## Measured end to end (greedy, the first {report['n']} held-out prompts per dataset, "
+    lines = [f"{MEASURED_HEADING} (greedy, the first {report['n']} held-out prompts per dataset, "
              f"{report['max_new_tokens']} new tokens, the pipelines' budgets, {where})", "",
-             "| dataset | method | τ | tokens/s | speedup vs plain | vs generate() | greedy = plain |",
-             "|---|---|---|---|---|---|---|"]
+             f"From `benchmarks/smollm2_eval.py` (`{source}`). Speed is quoted as two gains apart: {KERNEL_HEADING} "
+             "(the loop and its linear kernels, same model, prompts and token counts), and "
+             f"{SPECULATION_HEADING} (each method); the speedup over `generate()` is their product. Intervals are "
+             "95 % bootstrap intervals over the prompts where the file records them.", "",
+             f"| dataset | {KERNEL_HEADING} |", "|---|---|"]
+    gains = {dataset: eval_gains(rows) for dataset, rows in report["datasets"].items()}
+    for dataset, (kernel, _) in gains.items():
+        lines.append(f"| {dataset} | {'not measured' if kernel is None else kernel.format()} |")
+    lines += ["", f"| dataset | method | τ | tokens/s | {SPECULATION_HEADING} | greedy = plain |",
+              "|---|---|---|---|---|---|"]
     for dataset, rows in report["datasets"].items():
+        by_method = {gain.label: gain for gain in gains[dataset][1]}
         for row in rows:
-            if row["method"] in CARD_METHODS[kind] or row["method"] == "plain decoding":
-                versus = row.get("speedup_vs_generate")
+            if row["method"] in CARD_METHODS[kind]:
                 lines.append(f"| {dataset} | {row['method']} | {row['tau']:.2f} | {row['tokens_per_s']:.2f} | "
-                             f"{row['speedup']:.2f}x | {'-' if versus is None else f'{versus:.2f}x'} | "
-                             f"{'yes' if row['exact'] else 'NO'} |")
+                             f"{by_method[row['method']].format()} | {'yes' if row['exact'] else 'NO'} |")
+    if any(g.contended for kernel, methods in gains.values() for g in [*methods, *([kernel] if kernel else [])]):
+        lines += ["", CONTENDED_NOTE + "."]
     sweep = [r for r in report.get("budget_sweep", []) if r["method"] in SWEEP_METHODS[kind]]
     if sweep:
         lines += ["", "### τ versus budget (GSM8K + HumanEval prompts)", "",
-                  "| method | budget | τ | tokens/s | speedup vs plain |", "|---|---|---|---|---|"]
+                  f"| method | budget | τ | tokens/s | {SPECULATION_HEADING} |", "|---|---|---|---|---|"]
         lines += [f"| {r['method']} | {r['budget']} | {r['tau']:.2f} | {r['tokens_per_s']:.2f} | "
-                  f"{r['speedup']:.2f}x |" for r in sweep]
+                  f"{r['speedup']:.2f}× (no interval recorded) |" for r in sweep]
     return lines
 
 
+def with_measured_section(card: str, report: dict[str, Any], kind: str) -> str:
+    """``card`` (a model card's text) with its measured section replaced by the one ``report`` gives (inserted
+    before the notes when the card has none)."""
+    lines = card.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(MEASURED_HEADING)), None)
+    notes = next(i for i, line in enumerate(lines) if line == NOTES_HEADING)
+    head = lines[:notes] if start is None else lines[:start]
+    return "\n".join([*head, *_eval_lines(report, kind), "", *lines[notes:]]) + "\n"
+
+
+def refresh_measured_sections(eval_json: Path, root: Path = Path(".")) -> list[Path]:
+    """Rewrite the measured section of every shipped card from ``eval_json``; the cards written."""
+    report = json.loads(eval_json.read_text())
+    written = []
+    for directory, kind in SHIPPED_KINDS.items():
+        card = root / directory / "README.md"
+        card.write_text(with_measured_section(card.read_text(), report, kind))
+        written.append(card)
+    return written
+
+
 def main(argv: list[str]) -> None:
+    measured_only = "--measured-only" in argv
+    argv = [a for a in argv if a != "--measured-only"]
     eval_json = Path(argv[0]) if argv else Path("checkpoints/smollm2-135m/eval.json")
+    if measured_only:
+        for card in refresh_measured_sections(eval_json):
+            print(card)
+        return
     for output, stages in SHIPPED.items():
         print(write_model_card(Path(output), [(Path(r), Path(w)) for r, w in stages], eval_json))
 

@@ -108,7 +108,7 @@ class Objective:
         if self.kind != "drafter":
             logits = logits + self.corrections(z, batch.block_ids.view(s * k, bs), cand)
         return sampled_loss(logits, cand, labels, soft_ids, soft_logp, self.weights, self.recipe.loss.soft_weight,
-                            total_weight=total_weight)
+                            total_weight=total_weight, soft=self.recipe.loss.soft)
 
     @torch.no_grad()
     def evaluate(self, batches: list[Batch]) -> EvalResult:

@@ -114,6 +114,15 @@ def word_ngrams(text: str, n: int) -> set[tuple[str, ...]]:
     return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
+def banned_ngrams(sources: Sequence[PromptFile], n: int) -> frozenset[tuple[str, ...]]:
+    """Every word ``n``-gram of the prompts of ``sources`` (evaluation sets)."""
+    banned: set[tuple[str, ...]] = set()
+    for source in sources:
+        for text in file_prompts(source):
+            banned |= word_ngrams(text, n)
+    return frozenset(banned)
+
+
 def decontaminate(prompts: list[Prompt], sources: Sequence[PromptFile], n: int) -> list[Prompt]:
     """``prompts`` without those sharing a word ``n``-gram with any prompt of ``sources`` (evaluation sets).
 
@@ -122,9 +131,6 @@ def decontaminate(prompts: list[Prompt], sources: Sequence[PromptFile], n: int) 
     Example: with ``n = 3`` the prompt ``"Write a function to add two numbers"`` is dropped if an evaluation prompt
     contains ``"add two numbers"``.
     """
-    banned: set[tuple[str, ...]] = set()
-    for source in sources:
-        for text in file_prompts(source):
-            banned |= word_ngrams(text, n)
+    banned = banned_ngrams(sources, n)
     turns = [(p,) if isinstance(p, str) else p for p in prompts]
     return [p for p, ts in zip(prompts, turns, strict=True) if not any(word_ngrams(t, n) & banned for t in ts)]

@@ -21,6 +21,7 @@ from specframe_smollm2.training.data_config import DataConfig
 from specframe_smollm2.training.math_prompts import word_problem
 from specframe_smollm2.training.prompt_files import Prompt, PromptFile, decontaminate, file_prompts
 from specframe_smollm2.training.prompt_stubs import stub_prompt
+from specframe_smollm2.training.self_chat import self_chat_prompt
 
 NAMES = ["Maya", "Liam", "Aisha", "Tom", "Sofia", "Kenji", "Priya", "Lucas", "Emma", "Omar", "Chloe", "Diego",
          "Hana", "Noah", "Zara", "Ivan", "Leila", "Marco", "Nina", "Felix", "Grace", "Ravi", "Elena", "Sam",
@@ -175,6 +176,7 @@ def _chat_prompt(rng: random.Random) -> str:
 GENERATORS: dict[str, Callable[[random.Random], Prompt]] = {
     "math": _math_prompt, "code": _code_prompt, "stub": stub_prompt, "chat": _chat_prompt,
     "word_problem": word_problem, "instruct": instruct_prompt, "multi": multi_prompt,
+    "self_chat": self_chat_prompt,
 }
 
 

@@ -120,6 +120,11 @@ class LossConfig(_Strict):
     gamma: float = Field(5.0, gt=0, description="slot k (0-based) weighted by exp(-k / gamma)")
     soft_weight: float = Field(0.5, ge=0, le=1, description="weight of the target top-k soft CE vs hard CE")
     soft_topk: int = Field(4, ge=1, description="target top-k ids used as soft labels (at most data.topk)")
+    soft: Literal["renormalised_topk", "forward_kl"] = Field(
+        "renormalised_topk", description="renormalised_topk: cross-entropy against the target's top-k renormalised "
+                                         "over its k ids; forward_kl: KL(target || drafter) over the top-k tokens "
+                                         "and the rest of the vocabulary as one bucket, with the target's exact "
+                                         "probabilities (losses.py)")
     sampled_vocab: int = Field(2048, ge=0, description="random extra vocabulary ids in the sampled softmax "
                                                        "(0: full-vocabulary softmax)")
 

@@ -36,7 +36,9 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
     other before anyone trains on them.
     """
     from specframe_smollm2.training.generate_data import generate_dataset
+    from specframe_smollm2.training.prompt_files import banned_ngrams
     from specframe_smollm2.training.prompts import section_prompts
+    from specframe_smollm2.training.self_chat import UserTurnWriter
 
     out = Path(d.dir)
     prompts = section_prompts(d)
@@ -50,9 +52,10 @@ def _ensure_section(d: DataConfig, model_dir: Path, *, progress: bool, log: Call
     torch.set_num_threads(d.threads)
     cpu0 = time.process_time()
     log(f"generating target responses for {len(prompts)} prompts into {out} ({have}/{expected} shards exist)")
+    writer = UserTurnWriter(banned_ngrams(d.decontaminate, d.decontaminate_ngram), d.decontaminate_ngram)
     generate_dataset(model_dir, out, prompts, d.generation_meta(), batch_size=d.batch_size,
                      max_new_tokens=d.max_new_tokens, taps=d.taps, topk=d.topk, log=log, progress=progress,
-                     max_shards=d.max_shards, rank=dist.rank, world_size=dist.world_size)
+                     max_shards=d.max_shards, rank=dist.rank, world_size=dist.world_size, writer=writer)
     cpu = dist.mean(time.process_time() - cpu0) * dist.world_size  # every rank's generation CPU time
     dist.barrier()
     if not dist.is_main:

@@ -20,8 +20,7 @@ from typing import Literal
 
 import torch
 
-from specframe.builtin.chain import greedy_chain
-from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
+from specframe.building import BudgetedTreeBuilder, TreeShapeConfig, greedy_chain
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal

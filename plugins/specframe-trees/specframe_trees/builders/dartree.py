@@ -32,7 +32,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from specframe.builtin.shape import TreeShapeConfig
+from specframe.building import TreeShapeConfig
 from specframe.config.bounds import MAX_TREE_NODES, StageShape, capped_min, tree_nodes
 from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
@@ -88,13 +88,24 @@ class DARTreeBuilder(TreeBuilder):
         front_alive = torch.ones(b, 1, dtype=torch.bool, device=dev)  # [B, M]
         front_slot = torch.zeros(b, 1, dtype=torch.long, device=dev)  # [B, M] uncompacted node slots
         remaining = torch.full((b,), budget, dtype=torch.long, device=dev)  # [B]
+        # Fixed mode: when every candidate is finite every row keeps its whole quota, so the quotas follow one
+        # schedule the host computes (one read to check, instead of one per depth).
+        schedule = self.config.mode == "fixed" and bool(torch.isfinite(p.logprobs).all())
+        host_remaining = budget
         next_slot = 1
         levels: list[Level] = []
         for d in range(1, depth_limit + 1):
             quota = self._quota(remaining, d, depth_limit)  # [B]
             m = front_tok.shape[1]
-            # Pruned mode's quota is the width on every row: known here without reading the device.
-            widest = self.config.width if self.config.mode == "pruned" else int(quota.max())
+            # Pruned mode's quota is the width on every row, fixed mode's the schedule's: no read either way.
+            if self.config.mode == "pruned":
+                widest = self.config.width
+            elif schedule:
+                depths_left = depth_limit - d + 1
+                widest = min(-(-host_remaining // depths_left), m * k)
+                host_remaining -= widest
+            else:
+                widest = int(quota.max())
             q = min(widest, m * k)
             if q <= 0:
                 break

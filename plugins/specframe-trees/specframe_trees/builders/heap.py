@@ -33,7 +33,7 @@ from typing import Literal
 
 import torch
 
-from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
+from specframe.building import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.tree.assembly import RowNodes, tree_from_rows
@@ -72,11 +72,21 @@ def best_first_prefixes(
 
 
 def heap_tree(root: torch.Tensor, tokens: torch.Tensor, logq: torch.Tensor, budget: int) -> DraftTree:
-    """Run :func:`best_first_prefixes` on every row. ``tokens``/``logq`` are ``[B, L, K]``, sorted along K."""
-    root_list = root.tolist()
-    token_list = tokens.tolist()
-    logq_list = logq.double().tolist()
-    rows = [best_first_prefixes(root_list[b], token_list[b], logq_list[b], budget) for b in range(len(root_list))]
+    """Run :func:`best_first_prefixes` on every row. ``tokens``/``logq`` are ``[B, L, K]``, sorted along K.
+
+    The heap is a host algorithm (DDTree's reference pops a Python heap), so the proposal comes to the host in
+    one read: roots, candidate ids and log-probs packed into one float64 tensor (ids below 2^53 are exact). Its
+    device-side equivalent is the ``dartree`` builder with the ``identity`` corrector and ``width`` = the budget
+    followed by ``deferred_topb`` with ``beta: 0`` (Lemma 1): the same node set, no read.
+    """
+    b, depth, k = tokens.shape
+    packed = torch.cat([root.double().view(b, 1), tokens.double().reshape(b, depth * k),
+                        logq.double().reshape(b, depth * k)], dim=1).tolist()  # [B, 1 + 2 L K]: one read
+    rows = []
+    for row in packed:
+        token_rows = [[int(t) for t in row[1 + d * k : 1 + (d + 1) * k]] for d in range(depth)]
+        logq_rows = [row[1 + depth * k + d * k : 1 + depth * k + (d + 1) * k] for d in range(depth)]
+        rows.append(best_first_prefixes(int(row[0]), token_rows, logq_rows, budget))
     return tree_from_rows(rows, root.device)
 
 

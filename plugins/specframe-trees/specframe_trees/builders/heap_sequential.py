@@ -28,7 +28,7 @@ from typing import Literal
 
 import torch
 
-from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
+from specframe.building import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
 from specframe.tree.assembly import RowNodes, tree_from_rows

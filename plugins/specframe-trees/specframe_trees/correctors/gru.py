@@ -9,8 +9,8 @@ Per-node state is the GRU hidden state ``s`` (``G`` floats):
 
 With ``low_rank=True`` (default) the per-round tables of :class:`~specframe_trees.heads.gru.GRUFastForm`
 are built on the round's first call and reused, and the GRU cell is written out with its two projections
-evaluated once per distinct kept token (``W_ih x``) and once per distinct parent (``W_hh s``): kept children
-of one depth often share a token or a parent, and these two products are the cost of a step. The large
+(``W_ih x`` and ``W_hh s``) over the whole frontier: finding the distinct tokens or parents first would save
+arithmetic but cost a device-to-host read per depth (``torch.unique``), which a round must not make. The large
 projections go through :class:`~specframe_trees.heads.linear.FrozenLinear` (pre-packed CPU kernels for a
 few rows), so build the corrector after the head's weights are loaded and placed.
 ``low_rank=False`` runs ``nn.GRU`` and ``embed_proj`` over the full vocabulary (the reference both forms
@@ -34,7 +34,6 @@ import torch
 import torch.nn.functional as F
 
 from specframe.errors import CheckpointError
-from specframe.tree.ops import apply_to_unique_rows
 from specframe.types import DraftProposal
 from specframe_trees.correctors.residual import Normalize, ProposalCache, ResidualCorrector
 from specframe_trees.heads.gru import DominoGRUHead, GRUFastForm
@@ -103,8 +102,8 @@ class GRUCorrector(ResidualCorrector):
             inputs = self._embed(tokens)  # [B, M, H]
             return self.head.gru_step(state.reshape(b * m, g), inputs.reshape(b * m, -1)).view(b, m, g)
         flat_state = state.reshape(b * m, g)
-        gates_x = apply_to_unique_rows(lambda t: self._input_proj(self._embed(t)), tokens.reshape(b * m))
-        gates_h = apply_to_unique_rows(self._hidden_proj, flat_state)
+        gates_x = self._input_proj(self._embed(tokens.reshape(b * m)))  # [B * M, 3G]
+        gates_h = self._hidden_proj(flat_state)  # [B * M, 3G]
         return self.head.gru_cell(flat_state, gates_x, gates_h).view(b, m, g)
 
     def init_state(self, proposal: DraftProposal) -> torch.Tensor:  # [B, 1, G]

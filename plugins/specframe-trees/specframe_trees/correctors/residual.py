@@ -152,7 +152,10 @@ class ResidualCorrector(Corrector):
         return proposal.logits
 
     def check_vocab(self, proposal: DraftProposal, vocab_size: int) -> None:
-        """Fail clearly when a token id does not fit the head's vocabulary."""
+        """Fail clearly when a token id does not fit the head's vocabulary: checked on the first proposal only
+        (ids come from the drafter's fixed vocabulary, so one read per corrector, never one per round)."""
+        if getattr(self, "_vocab_checked", False):
+            return
         top = int(proposal.root.max().item())
         if proposal.tokens.numel() > 0:
             top = max(top, int(proposal.tokens.max().item()))
@@ -162,3 +165,4 @@ class ResidualCorrector(Corrector):
                 f"token id {top}",
                 hint="set the corrector's vocab_size to the target's vocabulary size",
             )
+        self._vocab_checked = True

@@ -11,7 +11,8 @@ parent (``lp + beta > 0``) and the top-B set can drop a parent, so positive beta
 config is validated.
 
 Ties: equal ``s`` -> lower node index first (ancestor first). A tree whose scores do increase along an
-edge is rejected with an error rather than pruned into an invalid shape.
+edge is rejected with an error rather than pruned into an invalid shape, when the pipeline checks contracts
+(``metrics.check_trees``; the check reads the device, so a plain round skips it).
 
 Example (beta = -0.2, B = 2): nodes a (depth 1, score -0.1), b (depth 1, -0.5), c (child of a, -0.2):
 ``s = -0.3, -0.7, -0.6`` -> keep a and c.
@@ -63,12 +64,12 @@ class DeferredTopBPruner(Pruner):
     def prune(self, tree: DraftTree, ctx: RoundContext) -> DraftTree:
         budget = self.config.budget if self.config.budget is not None else ctx.budget
         ranked = tree.score.double() + self.config.beta * tree.depth.double()  # [B, N]
-        parent_rank = ranked.gather(1, tree.parent.clamp(min=0))
-        rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)  # [B, N]
-        fits, rise = torch.stack([(tree.num_nodes - 1 <= budget).all(), rises.any()]).tolist()  # one read
-        if rise:
-            self._report_rise(rises, ranked, parent_rank)
-        if fits:
+        if ctx.check:  # the contract check reads the device: only in the pipeline's checking mode
+            parent_rank = ranked.gather(1, tree.parent.clamp(min=0))
+            rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)  # [B, N]
+            if bool(rises.any()):
+                self._report_rise(rises, ranked, parent_rank)
+        if tree.capacity <= budget + 1:  # every row fits (a host fact: nothing to read)
             return tree
         with torch.inference_mode():
             n = tree.capacity
@@ -81,8 +82,7 @@ class DeferredTopBPruner(Pruner):
             keep_count = torch.clamp(tree.num_nodes, max=budget + 1)  # [B] root included
             keep_sorted = index[None, :] < keep_count[:, None]  # [B, N] in sorted order
             keep = torch.zeros_like(tree.valid).scatter(1, order, keep_sorted)
-            # Some row holds more than the budget (else the tree was returned above), so that row keeps exactly
-            # budget + 1 nodes: the capacity is known without reading the device.
+            # No row keeps more than budget + 1 nodes: the capacity is known without reading the device.
             return tree.subtree(keep, capacity=min(budget + 1, n))
 
     @staticmethod

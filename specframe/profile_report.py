@@ -3,8 +3,8 @@
 Steps: build the pipeline; check the prompt fits the target's context; measure the target's verify curve on
 the prompt (`measure_verify_curve`); decode the prompt once with the pipeline at its (maximum) budget to time
 the draft, build, prune, verify and commit stages (medians over rounds); offer the profile to the cache that
-`budget: auto` reads (:func:`specframe.cost.measure.cache_profile`: only a plausible profile that covers the
-cached one replaces it); print a table with,
+`budget: auto` reads (:func:`specframe.cost.measure.cache_profile`: only a plausible profile measured on a quiet
+machine that covers the cached one replaces it); print a table with,
 for every verify size, the acceptance length τ a drafted round needs just to break even with plain decoding:
 
     τ_even(n) = (draft + build + prune + T(n) + verify + commit) / T(1)
@@ -15,15 +15,20 @@ Example row (CPU, SmolLM2-135M): ``n = 9: T = 99 ms, 11.0 ms per token, τ to br
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specframe.cost.measure import cache_profile, measure_verify_curve
 from specframe.cost.profile import DEFAULT_GRID, CostProfile
-from specframe.cost.setup import notify, target_profile_key
+from specframe.cost.setup import target_profile_key
+from specframe.decode.exclusive import exclusive
 from specframe.decode.request import Request
 from specframe.errors import GenerationError
 from specframe.files import write_with
+from specframe.files.cache import measuring
+from specframe.metrics.machine_load import MachineLoad
+from specframe.notices import notify
 
 if TYPE_CHECKING:
     from specframe.pipeline import Pipeline
@@ -31,24 +36,36 @@ if TYPE_CHECKING:
 ROUND_STAGES = ("draft", "build", "prune", "verify", "commit")
 
 
-def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48) -> CostProfile:
-    """The verify curve up to the pipeline's maximum budget and the median per-round stage overheads."""
+@dataclass(frozen=True)
+class MeasuredProfile:
+    """A measured profile and the machine's load while it was measured (None: unknown)."""
+
+    profile: CostProfile
+    load: MachineLoad | None
+
+
+def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48) -> MeasuredProfile:
+    """The verify curve up to the pipeline's maximum budget and the median per-round stage overheads, with the
+    machine's load over both measurements (the profile is cached only from a quiet one)."""
     ids = pipe.request_inputs(Request(prompt, new_tokens), chat=None).ids  # a prompt the context cannot hold
     top = pipe.config.max_budget + 1
     grid = sorted({n for n in DEFAULT_GRID if n <= top} | {top})
-    try:
-        curve = measure_verify_curve(pipe.target, ids, grid=grid, reps=reps)
-    except ValueError as exc:
-        raise GenerationError(f"cannot measure the verify curve: {exc}",
-                              hint="use a target with a longer context, or fewer --reps") from None
     fixed = pipe if not pipe.config.auto else pipe.with_stage("budget", None, budget=pipe.config.max_budget)
-    result = fixed.generate(prompt, new_tokens)
+    with measuring() as window:
+        try:
+            with exclusive(pipe.target, "the verify-curve measurement"):
+                curve = measure_verify_curve(pipe.target, ids, grid=grid, reps=reps)
+        except ValueError as exc:
+            raise GenerationError(f"cannot measure the verify curve: {exc}",
+                                  hint="use a target with a longer context, or fewer --reps") from None
+        result = fixed.generate(prompt, new_tokens)
     overhead: dict[str, float] = {}
     for stage in ROUND_STAGES:
         values = [r.stage_ns.get(stage, 0) / 1e6 for r in result.rounds]
         if values:
             overhead[stage] = statistics.median(values)
-    return CostProfile(key=target_profile_key(pipe.target, pipe.config), verify_ms=curve, overhead_ms=overhead)
+    profile = CostProfile(key=target_profile_key(pipe.target, pipe.config), verify_ms=curve, overhead_ms=overhead)
+    return MeasuredProfile(profile, window.load)
 
 
 def break_even_tau(profile: CostProfile, tokens: int) -> float:
@@ -88,6 +105,7 @@ def write_plot(profile: CostProfile, path: Path) -> None:
     write_with(path, lambda handle: fig.savefig(handle, format="png", dpi=110), what="profile plot")
 
 
-def save_to_cache(profile: CostProfile) -> Path | None:
-    """Offer ``profile`` to the cache (:func:`cache_profile`); the file written, or None (with a notice why)."""
-    return cache_profile(profile, notify)
+def save_to_cache(measured: MeasuredProfile) -> Path | None:
+    """Offer the measured profile to the cache (:func:`cache_profile`: not when measured on a busy machine); the file
+    written, or None (with a notice why)."""
+    return cache_profile(measured.profile, notify, load=measured.load)

@@ -67,6 +67,14 @@ def hash_key(*parts: torch.Tensor | int) -> torch.Tensor:  # int64, the broadcas
     return h
 
 
+def hash_device(device: torch.device | str) -> torch.device:
+    """Where the noise is hashed for stages on ``device``: the device itself, or the host when the device has no
+    float64 (``mps``). The uniforms are then the same numbers as on any other device, handed to the stage in
+    float32 (a draw can differ from the float64 one only where a uniform falls within 2^-24 of a CDF step)."""
+    dev = torch.device(device)
+    return torch.device("cpu") if dev.type == "mps" else dev
+
+
 def to_unit(h: torch.Tensor) -> torch.Tensor:  # float64 in [0, 1)
     """The top 53 bits of each word as a float64 in ``[0, 1)``."""
     return _shift_right(h, 11).double() * (2.0**-53)
@@ -79,11 +87,17 @@ class RoundNoise:
 
     seeds: torch.Tensor  # [B] int64, on the target's device
     roots: torch.Tensor  # [B] int64 absolute position of each row's root token
+    #: Where the stages use the uniforms, when the hash runs elsewhere (a device without float64); None: here.
+    use_device: torch.device | None = None
 
     @classmethod
     def for_rows(cls, seeds: list[int], roots: list[int], device: torch.device | str) -> RoundNoise:
-        return cls(seeds=torch.tensor(seeds, dtype=torch.long, device=device),
-                   roots=torch.tensor(roots, dtype=torch.long, device=device))
+        """The round's noise for rows of these request seeds and root positions, hashed on ``device`` (on the
+        host for a device without float64, such as Apple's ``mps``: :func:`hash_device`)."""
+        dev = hash_device(device)
+        return cls(seeds=torch.tensor(seeds, dtype=torch.long, device=dev),
+                   roots=torch.tensor(roots, dtype=torch.long, device=dev),
+                   use_device=None if dev == torch.device(device) else torch.device(device))
 
     @classmethod
     def from_seed(cls, seed: int, *, root: int = 0, device: torch.device | str = "cpu") -> RoundNoise:
@@ -98,7 +112,7 @@ class RoundNoise:
         idx = torch.tensor(index, dtype=torch.long, device=self.seeds.device)
         seeds = self._row_seeds(max(index) + 1).index_select(0, idx)
         roots = self.roots.index_select(0, idx) if self.roots.dim() else self.roots.expand(len(index))
-        return RoundNoise(seeds, roots)
+        return RoundNoise(seeds, roots, self.use_device)
 
     def _row_seeds(self, rows: int) -> torch.Tensor:  # [rows] int64
         if self.seeds.dim():
@@ -112,10 +126,18 @@ class RoundNoise:
         roots = self.roots.view(view) if self.roots.dim() else self.roots
         position = roots + depth.long().to(self.roots.device) + 1
         seeds = self._row_seeds(int(depth.shape[0])).view(view)
-        return to_unit(hash_key(seeds, stream, position, *keys))
+        keys = tuple(k.to(self.roots.device) if isinstance(k, torch.Tensor) else k for k in keys)
+        u = to_unit(hash_key(seeds, stream, position, *keys))
+        if self.use_device is not None:  # hashed on the host for a device without float64: float32 there
+            return u.to(torch.float32).to(self.use_device)
+        return u
 
-    def gumbel(self, stream: int, depth: torch.Tensor, node: torch.Tensor, vocab: int) -> torch.Tensor:
-        """Gumbel noise ``[B, M, V]`` (float64) for the children of nodes ``node`` ``[B, M]`` at ``depth`` ``[B, M]``:
-        one key per (node, token), for drawing without replacement by Gumbel-top-k."""
-        token = torch.arange(vocab, dtype=torch.long, device=self.seeds.device)
-        return gumbel_from_uniforms(self.uniforms(stream, depth[..., None], node.long()[..., None], token))
+    def gumbel(self, stream: int, depth: torch.Tensor, node: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Gumbel noise ``[B, M, K]`` (float64) for the candidate ``tokens`` ``[B, M, K]`` (token ids) of the children
+        of nodes ``node`` ``[B, M]`` at ``depth`` ``[B, M]``: one key per (node, token id), for drawing without
+        replacement by Gumbel-top-k among the candidates.
+
+        Keyed by the token id, not its rank, so the draws are those a Gumbel-top-k over the whole vocabulary
+        would make with this noise (a law supported on the candidates never picks another token), at ``K``
+        hashes per node instead of ``V``."""
+        return gumbel_from_uniforms(self.uniforms(stream, depth[..., None], node.long()[..., None], tokens.long()))

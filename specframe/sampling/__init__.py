@@ -9,6 +9,8 @@ Semantics follow ``transformers`` ``generate(do_sample=True)`` (``TemperatureLog
 
 1. **temperature** ``T > 0``: logits are divided by ``T``. ``T == 0`` means greedy: the law is a point mass on
    the argmax of the raw logits (first index on ties, like ``torch.argmax``); top-k/top-p are then irrelevant.
+   Temperatures between 0 and :data:`~specframe.types.MIN_TEMPERATURE` (1e-5) are refused: they do not survive
+   the float32 the logits are divided in (``1e-300`` rounds to 0 and decodes garbage).
 2. **top-k** (``k > 0``): tokens whose (scaled) logit is *strictly below* the k-th largest are removed, so ties
    at the boundary are all kept (the kept set can exceed ``k``). ``k >= V`` keeps everything.
 3. **top-p** (``p < 1``): tokens are sorted ascending (stable sort), the cumulative probability of the
@@ -22,7 +24,7 @@ Worked example: logits ``[2, 1, 1, 1, 0]``, ``T = 1``, ``top_p = 0.6``. Softmax 
 the tokens with cumulative mass ``<= 0.4`` (``4, 1, 2``) are removed, leaving ``{0, 3}``.
 
 Randomness is always explicit: a draw is a pure function of (probabilities, uniforms). The decode loop passes
-position-keyed uniforms (:mod:`specframe.decode.noise`), tests and statistics may pass uniforms drawn from a
+position-keyed uniforms (:mod:`specframe.sampling.noise`), tests and statistics may pass uniforms drawn from a
 ``torch.Generator`` (:func:`uniforms`); the global torch RNG is never used. Draws use inverse-CDF sampling on
 float64 uniforms (one uniform per drawn token), and draws without replacement use Gumbel-top-k on given Gumbel
 noise, so optimised kernels can be checked against this reference given the same noise.
@@ -35,7 +37,7 @@ import math
 import torch
 
 from specframe.errors import GenerationError
-from specframe.types import SamplingParams
+from specframe.types import SamplingParams, temperature_problem
 
 __all__ = [
     "gumbel_from_uniforms",
@@ -53,7 +55,8 @@ __all__ = [
 def validate_sampling(params: SamplingParams) -> None:
     """Raise :class:`GenerationError` if a sampling value is out of range.
 
-    Valid: ``temperature`` finite and ``>= 0``; ``top_k`` an integer ``>= 0``; ``top_p`` in ``(0, 1]``.
+    Valid: ``temperature`` 0 (greedy) or a finite number from :data:`~specframe.types.MIN_TEMPERATURE`; ``top_k`` an
+    integer ``>= 0``; ``top_p`` in ``(0, 1]``.
     """
     t, k, p = params.temperature, params.top_k, params.top_p
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
@@ -61,6 +64,9 @@ def validate_sampling(params: SamplingParams) -> None:
             f"sampling.temperature is {t!r}; it must be a finite number >= 0",
             hint="use 0 for greedy decoding or a positive value such as 0.7 or 1.0",
         )
+    tiny = temperature_problem(t)
+    if tiny is not None:
+        raise GenerationError(f"sampling.temperature is {tiny}", hint="0 means greedy decoding")
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise GenerationError(
             f"sampling.top_k is {k!r}; it must be an integer >= 0",
@@ -181,7 +187,7 @@ def sample_without_replacement(
     The keys ``logprobs + Gumbel noise`` sorted descending have the law of drawing without replacement one
     token at a time: the first from ``q``, the second from ``q`` with the first removed and renormalised, and
     so on (Kool et al., 2019). ``gumbel`` comes from :func:`gumbel_from_uniforms` (or
-    :meth:`specframe.decode.noise.RoundNoise.gumbel`).
+    :meth:`specframe.sampling.noise.RoundNoise.gumbel`).
 
     Returns:
         ``tokens [..., num]`` in draw order and ``ok [..., num]``: False where the law's support was exhausted

@@ -1,8 +1,8 @@
-"""A single request is a batch of one: for every shipped SmolLM2 pipeline, ``generate(p)`` and
-``generate_batch([p])[0]`` give the same tokens, rounds and τ.
+"""A request does not depend on its batch-mates: on the shipped SmolLM2 pair, ``p`` decoded alone and ``p`` decoded
+beside two other requests give the same tokens, at a fixed budget and under `budget: auto`, greedy and at T = 0.7.
 
-`budget: auto` decides from measured times, so both runs start from the same synthetic cost profile in their own
-cache and read a deterministic clock (1 ms per reading): their controllers then see identical rounds.
+`budget: auto` decides from measured times, so the runs start from a synthetic cost profile in their own cache and
+read a deterministic clock (1 ms per reading).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from specframe.config.loader import load_file
 from specframe.cost.measure import profile_path, save_profile
 from specframe.cost.profile import CostProfile
 from specframe.cost.setup import target_profile_key
+from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
 from specframe.testing.clock import TickClock
 
@@ -60,17 +61,30 @@ def fresh(path: Path, target: Any, cache: Path, monkeypatch: pytest.MonkeyPatch)
     return pipe
 
 
+PROMPTS = [PROMPT, "Write a Python function that returns the largest of three numbers.",
+           "Give me three tips for sleeping better."]
+MATES = {"dartree-fixed": "a fixed budget", "dartree-pruned": "budget: auto"}
+
+
 @pytest.mark.real_model
 @pytest.mark.skipif(not HAVE_TARGET, reason="no converted SmolLM2 (run `specframe setup-target`)")
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_one_request_equals_a_batch_of_one(path: Path, targets: Callable[[Path], Any], tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+@pytest.mark.parametrize("name", sorted(MATES))
+def test_a_request_does_not_depend_on_its_batch_mates(name: str, temperature: float,
+                                                       targets: Callable[[Path], Any], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """``p`` alone and ``p`` beside ``q`` and ``r`` give the same tokens, at a fixed budget and under `budget: auto`
+    (whose per-round choices do differ with the batch), greedy and sampled (the same per-request seed): the rows'
+    trees, budgets and forwards differ, the tokens a row emits do not."""
+    path = ROOT / "examples" / "smollm2" / f"{name}.yaml"
     shared_target = targets(path)
     monkeypatch.setenv("SPECFRAME_CHECKPOINTS", str(ROOT / "checkpoints" / "smollm2-135m"))
     monkeypatch.setattr(loop_module, "StageClock", TickClock)
-    alone = fresh(path, shared_target, tmp_path / "a", monkeypatch).generate(PROMPT, 24)
-    batch = fresh(path, shared_target, tmp_path / "b", monkeypatch).generate_batch([PROMPT], 24)[0]
-    assert batch.tokens == alone.tokens and batch.text == alone.text
-    assert [(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget) for r in batch.rounds] == \
-        [(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget) for r in alone.rounds]
-    assert batch.tau == alone.tau and batch.stage_totals() == alone.stage_totals()
+    pipe = fresh(path, shared_target, tmp_path / "a", monkeypatch).with_stage(
+        "verifier", {"type": "auto"}, sampling={"temperature": temperature})  # auto: greedy at 0, WALK above
+    requests = [Request(p, 20, seed=11 + i) for i, p in enumerate(PROMPTS)]
+    alone = pipe.generate_batch(requests[:1])[0]
+    together = pipe.generate_batch(requests, batch_size=3)
+    assert together[0].tokens == alone.tokens and together[0].text == alone.text
+    assert together[0].batch_size == 3 and alone.batch_size == 1
+    assert any(r.accepted >= 1 for r in together[0].rounds)  # drafts were verified with its batch-mates

@@ -1,0 +1,267 @@
+"""The argument frame of the benchmark scripts: every argument is checked before any work starts.
+
+Each script builds its parser as a :class:`BenchParser` and declares its arguments with the typed helpers below;
+``parse_args`` then refuses, with a one-line usage error naming the flag (exit status 2), before a model is loaded
+or a prompt read:
+
+* counts (``--n``, ``--rounds``, ``--repeats``, ...) are whole numbers with a lower bound (:func:`count`); lists of
+  counts (``--batch-sizes 1,2,4``, ``--budgets 16``) hold the same for every element (:func:`counts`);
+* ``--threads`` is a count where 0 means torch's default (:meth:`BenchParser.add_threads`);
+* ``--max-load`` is a finite number ≥ 0 (:meth:`BenchParser.add_max_load`; the default is
+  :data:`DEFAULT_MAX_LOAD`, at least the 1-minute load every published result JSON records at its start);
+* outputs (:meth:`BenchParser.add_output`) must be writable: not an existing directory where a file is expected,
+  no parent that is a file, a directory that accepts new files (probed with a temporary file; directories are
+  created as the writers would create them);
+* inputs (:meth:`BenchParser.add_input`) must exist; a relative path is looked up from the current directory and
+  then from the repository, so a command copied from the README works from any directory.
+
+``--smoke`` (alias ``--quick``, :meth:`BenchParser.add_smoke`) is every script's smoke mode: tiny sizes, no load
+check, seconds on a CPU; what it writes says it is not a measurement. ``make test`` runs every script that way.
+
+Example::
+
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=count(), default=20, help="prompts per set")
+    ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4])
+    ap.add_output("runs/results.json")
+    args = ap.parse_args(argv)        # `--n -1` -> "error: argument --n: must be a whole number >= 1, got -1"
+
+    if __name__ == "__main__":
+        sys.exit(run_script(main))    # a SpecframeError raised later: its one-screen message, status 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+#: The repository these scripts belong to.
+REPO = Path(__file__).resolve().parent.parent
+#: The benchmark data beside the repository (``../shared/data``).
+DATA = REPO.parent / "shared" / "data"
+#: Default ``--max-load``: the published results started at 1-minute loads of 0.61 to 1.05 on 2 cores
+#: (``load_before`` / ``loadavg_at_start`` in each JSON; ``tests/benchmarks`` checks every one against it).
+DEFAULT_MAX_LOAD = 1.1
+
+
+def count(minimum: int = 1) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number ≥ ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "count"
+    return parse
+
+
+def counts(minimum: int = 1, *, allow_empty: bool = False) -> Callable[[str], list[int]]:
+    """An argparse ``type``: comma-separated whole numbers ≥ ``minimum`` (``"1,2,4"``); ``allow_empty`` accepts
+    ``""`` as no value at all."""
+    one = count(minimum)
+
+    def parse(text: str) -> list[int]:
+        items = [item for item in text.split(",") if item.strip()]
+        if not items and not allow_empty:
+            raise argparse.ArgumentTypeError(f"must list at least one whole number >= {minimum}, got {text!r}")
+        values = []
+        for item in items:
+            try:
+                values.append(one(item))
+            except argparse.ArgumentTypeError:
+                raise argparse.ArgumentTypeError(f"every value must be a whole number >= {minimum}, got "
+                                                 f"{item.strip()!r} in {text!r}") from None
+        return values
+
+    parse.__name__ = "counts"
+    return parse
+
+
+def name_list(allowed: Sequence[str], *, allow_empty: bool = False) -> Callable[[str], list[str]]:
+    """An argparse ``type``: comma-separated names, each one of ``allowed``."""
+
+    def parse(text: str) -> list[str]:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        unknown = [item for item in items if item not in allowed]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {', '.join(map(repr, unknown))}; choose from "
+                                             f"{', '.join(allowed)}")
+        if not items and not allow_empty:
+            raise argparse.ArgumentTypeError(f"must name at least one of {', '.join(allowed)}")
+        return items
+
+    parse.__name__ = "name_list"
+    return parse
+
+
+def finite(minimum: float = 0.0) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number ≥ ``minimum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number >= {minimum:g}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a finite number >= {minimum:g}, got {text!r}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+@dataclass(frozen=True)
+class _PathArg:
+    dest: str
+    flag: str
+    kind: Literal["file", "dir"]
+
+
+def output_problem(path: Path, kind: Literal["file", "dir"]) -> str | None:
+    """Why ``path`` cannot receive the output (a file, or a directory of files); None when it can. Missing parent
+    directories are created, as the writers would create them."""
+    from specframe.files.write import OutputError, check_output_file, check_writable_dir
+
+    try:
+        if kind == "dir":
+            if path.exists() and not path.is_dir():
+                return f"{path} is a file; give a directory"
+            check_writable_dir(path, what="output directory")
+        else:
+            if path.is_dir():
+                return f"{path} is a directory; give a file path such as {path / 'results.json'}"
+            check_writable_dir(check_output_file(path, what="output file").parent, what="output directory")
+    except OutputError as exc:
+        return exc.message
+    return None
+
+
+def resolve_input(path: Path, kind: Literal["file", "dir"]) -> tuple[Path | None, str]:
+    """``path`` as an absolute path that exists: from the current directory, else from the repository; or None
+    with the reason."""
+    from specframe.files.read import path_problem
+
+    places = [path] if path.is_absolute() else [Path.cwd() / path, REPO / path]
+    for place in places:
+        if path_problem(place, directory=kind == "dir") is None:
+            return place.resolve(), ""
+    problem = path_problem(places[0], directory=kind == "dir")
+    where = f"{places[0]} {problem}" + ("" if len(places) == 1 else f" (nor is it under the repository {REPO})")
+    return None, where
+
+
+class BenchParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` that checks outputs and inputs after parsing (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._outputs: list[_PathArg] = []
+        self._inputs: list[_PathArg] = []
+
+    def add_output(self, default: str | Path, *, flag: str = "--out", kind: Literal["file", "dir"] = "file",
+                   help: str = "where the results go (JSON)") -> None:
+        """An output path (``kind``: a file, or a directory the script fills), checked writable at parse time and
+        made absolute."""
+        action = self.add_argument(flag, type=Path, default=Path(default), help=f"{help} (default: %(default)s)")
+        self._outputs.append(_PathArg(action.dest, flag, kind))
+
+    def add_input(self, flag: str, default: str | Path | None, *, kind: Literal["file", "dir"] = "file",
+                  help: str = "", positional: bool = False) -> None:
+        """An input path that must exist (``kind``: a file or a directory), resolved at parse time from the
+        current directory, else from the repository, and made absolute."""
+        if positional:
+            action = self.add_argument(flag, type=Path, help=help)
+        else:
+            action = self.add_argument(flag, type=Path, default=None if default is None else Path(default),
+                                       help=help + (" (default: %(default)s)" if default is not None else ""))
+        self._inputs.append(_PathArg(action.dest, flag, kind))
+
+    def add_threads(self, default: int) -> None:
+        self.add_argument("--threads", type=count(0), default=default,
+                          help="torch CPU threads, 0: torch's default (default: %(default)s)")
+
+    def add_max_load(self, default: float = DEFAULT_MAX_LOAD) -> None:
+        self.add_argument("--max-load", type=finite(), default=default,
+                          help="refuse to start above this 1-minute load average (default: %(default)s)")
+
+    def add_smoke(self, what: str) -> None:
+        self.add_argument("--smoke", "--quick", dest="smoke", action="store_true",
+                          help=f"a smoke run ({what}; no load check): checks that the script works, its figures "
+                               "mean nothing")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed = super().parse_args(args, namespace)
+        for arg in self._inputs:
+            value = getattr(parsed, arg.dest)
+            if value is None:
+                continue
+            found, why = resolve_input(value, arg.kind)
+            if found is None:
+                self.error(f"argument {arg.flag}: {why}")
+            setattr(parsed, arg.dest, found)
+        for arg in self._outputs:
+            value = getattr(parsed, arg.dest).absolute()
+            problem = output_problem(value, arg.kind)
+            if problem:
+                self.error(f"argument {arg.flag}: {problem}")
+            setattr(parsed, arg.dest, value)
+        return parsed
+
+
+def run_script(main: Callable[[], int]) -> int:
+    """A script's exit status: ``main()``'s, or 2 with the one-screen message of a
+    :class:`~specframe.errors.SpecframeError` (bad input found after parsing: a malformed recipe, a missing
+    checkpoint), as the ``specframe`` command does."""
+    import sys
+
+    from specframe.errors import SpecframeError
+
+    try:
+        return main()
+    except SpecframeError as exc:
+        print(f"error: {exc.render()}", file=sys.stderr)
+        return 2
+
+
+def apply_threads(threads: int) -> None:
+    """Set torch's CPU threads (0: leave torch's default)."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+
+
+def check_load(max_load: float, smoke: bool) -> float | None:
+    """The 1-minute load average; outside a smoke run, refuse (exit status 2) above ``max_load``."""
+    from specframe.metrics.machine_load import load_average, refuse_when_busy
+
+    return load_average() if smoke else refuse_when_busy(max_load)
+
+
+def use_shipped_checkpoints() -> None:
+    """Point the example pipelines' ``${SPECFRAME_CHECKPOINTS:-checkpoints/smollm2-135m}`` at this repository's
+    checkpoints (unless the caller set it), so the scripts work from any directory."""
+    os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(REPO / "checkpoints" / "smollm2-135m"))
+
+
+@contextmanager
+def in_repository() -> Iterator[Path]:
+    """Run the body with the repository as the current directory (the recipes' relative data paths are written
+    from there); the caller's directory is restored afterwards."""
+    before = Path.cwd()
+    os.chdir(REPO)
+    try:
+        yield REPO
+    finally:
+        os.chdir(before)

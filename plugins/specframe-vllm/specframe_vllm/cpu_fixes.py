@@ -1,0 +1,53 @@
+"""A fix for vLLM 0.32's CPU speculative sampling, applied by the ``vllm.general_plugins`` entry point (vLLM env only).
+
+The defect: on the CPU platform vLLM replaces the Triton kernel ``rejection_sampler.expand_kernel`` by
+``vllm.utils.cpu_triton_utils._expand_kernel_impl``, which converts the *output* tensor to int64 with
+``.to(torch.int64)`` (a copy unless it is int64 already), lets the C++ kernel fill the copy and never copies it
+back. ``expand_batch_to_tokens`` allocates that output with ``new_empty``, so the per-token temperatures (float32)
+and top-k (int32) of the draft positions that the rejection sampler applies to the target's logits are
+uninitialised memory. Greedy decoding never reads them; at T > 0 the target law used to accept or reject drafts is
+the target's at an arbitrary temperature, so vLLM's output law is not the target's (measured by ``make vllm-check``:
+with 200 requests in a batch, the first draft was accepted 89-91 % of the time where the target gives it 19 % and
+36 %). It is specific to the CPU platform (the GPU path runs the Triton kernel).
+
+The fix: a pure-torch ``expand`` with the kernel's semantics (``x`` repeated per its tokens, ``replace_from``
+replaced by ``replace_to``), written into the caller's tensor. It is installed only on the CPU platform of the
+vLLM version verified to have the defect (:data:`DEFECTIVE_VERSIONS`), before the platform registers its kernel
+overrides (``load_general_plugins`` runs first in every worker). Worked example: ``x = [0.0, 0.7]``,
+``cu_num_tokens = [2, 5]``, ``replace 0 -> 1`` -> ``[1.0, 1.0, 0.7, 0.7, 0.7]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+#: vLLM versions whose CPU ``_expand_kernel_impl`` drops its output (checked by reading 0.32.0's source).
+DEFECTIVE_VERSIONS = frozenset({"0.32.0"})
+
+
+def expand_into(
+    output: torch.Tensor,  # [num_tokens] any dtype: written in place
+    input_val: torch.Tensor,  # [batch]
+    cu_num_tokens: torch.Tensor,  # [batch] cumulative token counts
+    replace_from: float | int,
+    replace_to: float | int,
+    MAX_NUM_TOKENS: int | None = None,  # the kernel's parameter name (unused)
+) -> None:
+    """``output[t] = x[b]`` for the tokens ``t`` of row ``b``, with ``replace_from`` values replaced."""
+    counts = torch.diff(cu_num_tokens.long(), prepend=cu_num_tokens.new_zeros(1, dtype=torch.long))  # [batch]
+    values = torch.where(input_val == replace_from, torch.full_like(input_val, replace_to), input_val)
+    expanded = torch.repeat_interleave(values, counts)  # [num_tokens]
+    output[: expanded.numel()].copy_(expanded)
+
+
+def install() -> bool:
+    """Replace vLLM's CPU expand fallback when this platform and version have the defect; True if replaced."""
+    import vllm
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu() or vllm.__version__ not in DEFECTIVE_VERSIONS:
+        return False
+    from vllm.utils import cpu_triton_utils
+
+    cpu_triton_utils._expand_kernel_impl = expand_into
+    return True

@@ -1,0 +1,140 @@
+"""The vLLM side of the cross-check (vLLM environment: imports vLLM and the standard library only).
+
+Reads the specframe side's JSON for its inputs (the prompts' token ids, the token limit, the draft length, the law
+prompt) and writes its own:
+
+* ``prompts[i].output_ids``: vLLM's greedy output of prompt ``i`` with the exported drafter (float32);
+* ``prompts[i].acceptance`` and ``acceptance``: vLLM's spec-decode counters (``vllm:spec_decode_num_drafts``,
+  ``..._num_draft_tokens``, ``..._num_accepted_tokens``, ``..._num_accepted_tokens_per_pos``), per prompt (the
+  difference of the cumulative counters around its request, so prompts run one at a time) and summed;
+* ``samples``: ``--samples`` continuations of the law prompt, sampled with the drafter at the law's temperature
+  (one request each, drawn from the engine's seeded generator).
+
+Engine settings: ``dtype=float32``, ``enforce_eager=True``, ``max_model_len=2048``, prefix caching on (the samples
+share their prompt). Run it with ``OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=1 VLLM_CPU_KVCACHE_SPACE=2`` on a
+small machine; ``make vllm-check`` does.
+
+Usage::
+
+    .venv-vllm/bin/python -m specframe_vllm.crosscheck.vllm_side runs/vllm-check/specframe.json \\
+        --drafter runs/vllm-check/drafter --target ~/.cache/specframe/smollm2-135m-instruct \\
+        --out runs/vllm-check/vllm.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+COUNTERS = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+
+
+def make_engine(target: str, drafter: str | None, num_speculative_tokens: int, *, dtype: str = "float32",
+                seed: int = 0) -> Any:
+    """A vLLM engine on ``target``, with the exported ``drafter`` (``method: dflash``) unless None."""
+    from vllm import LLM
+
+    spec = None if drafter is None else {"method": "dflash", "model": drafter,
+                                         "num_speculative_tokens": num_speculative_tokens}
+    return LLM(model=target, tokenizer=target, dtype=dtype, max_model_len=2048, enforce_eager=True, seed=seed,
+               speculative_config=spec, disable_log_stats=False, enable_prefix_caching=True)
+
+
+def spec_counters(llm: Any, depth: int) -> dict[str, Any]:
+    """The engine's cumulative spec-decode counters, under the specframe side's names."""
+    out: dict[str, Any] = {name: 0 for name in COUNTERS.values()}
+    out["accepted_per_pos"] = [0] * depth
+    for metric in llm.get_metrics():
+        if metric.name in COUNTERS:
+            out[COUNTERS[metric.name]] += int(metric.value)
+        elif metric.name == PER_POS:
+            for d, v in enumerate(metric.values[:depth]):
+                out["accepted_per_pos"][d] += int(v)
+    return out
+
+
+def counter_delta(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """``after - before`` field by field (the counters of the requests in between)."""
+    return {k: [a - b for a, b in zip(v, before[k], strict=True)] if isinstance(v, list) else v - before[k]
+            for k, v in after.items()}
+
+
+def greedy_outputs(llm: Any, prompts: list[dict[str, Any]], max_new_tokens: int, depth: int) -> list[dict[str, Any]]:
+    """Each prompt alone (so its counters are its own): output ids and counter deltas."""
+    from vllm import SamplingParams, TokensPrompt
+
+    params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
+    rows = []
+    for p in prompts:
+        before = spec_counters(llm, depth)
+        out = llm.generate([TokensPrompt(prompt_token_ids=p["prompt_ids"])], params, use_tqdm=False)[0]
+        rows.append({"output_ids": list(out.outputs[0].token_ids), "finish_reason": out.outputs[0].finish_reason,
+                     "acceptance": counter_delta(spec_counters(llm, depth), before)})
+    return rows
+
+
+def sampled_continuations(llm: Any, law: dict[str, Any], samples: int) -> list[list[int]]:
+    """``samples`` continuations of the law prompt, ``law['length']`` tokens each, one request each.
+
+    The requests carry no seed of their own: with speculative decoding, vLLM 0.32 on CPU fails on a per-request
+    seed ("CPU Generator does not use offset": its bookkeeping rewinds the generator's Philox offset, which only
+    CUDA generators have), so the draws come from the engine's seeded generator."""
+    from vllm import SamplingParams, TokensPrompt
+
+    prompt = TokensPrompt(prompt_token_ids=law["prompt_ids"])
+    params = SamplingParams(temperature=law["temperature"], max_tokens=law["length"], min_tokens=law["length"],
+                            ignore_eos=True)
+    outs = llm.generate([prompt] * samples, params, use_tqdm=False)
+    return [list(o.outputs[0].token_ids) for o in outs]
+
+
+def run(reference: Path, drafter: str, target: str, out: Path, *, samples: int, seed: int) -> dict[str, Any]:
+    ref = json.loads(reference.read_text())
+    depth = int(ref["num_speculative_tokens"])
+    t0 = time.perf_counter()
+    llm = make_engine(target, drafter, depth, dtype=ref["dtype"], seed=seed)
+    startup_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    rows = greedy_outputs(llm, ref["prompts"], int(ref["max_new_tokens"]), depth)
+    greedy_s = time.perf_counter() - t1
+    total = spec_counters(llm, depth)
+    t2 = time.perf_counter()
+    drawn = sampled_continuations(llm, ref["law"], samples) if samples else []
+    report = {"schema": 1, "drafter": drafter, "target": target, "num_speculative_tokens": depth,
+              "prompts": rows, "acceptance": total, "samples": drawn,
+              "seconds": {"startup": startup_s, "greedy": greedy_s, "samples": time.perf_counter() - t2}}
+    tmp = out.with_name(out.name + ".tmp")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps(report, indent=1) + "\n")
+    os.replace(tmp, out)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("reference", type=Path, help="the specframe side's JSON")
+    ap.add_argument("--drafter", required=True, help="the exported drafter directory (specframe vllm-export)")
+    ap.add_argument("--target", required=True, help="the target model directory")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--samples", type=int, default=600, help="sampled continuations for the law test (0: none)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    report = run(args.reference, args.drafter, args.target, args.out, samples=args.samples, seed=args.seed)
+    sec = report["seconds"]
+    print(f"vllm: {len(report['prompts'])} prompts, accepted per position {report['acceptance']['accepted_per_pos']},"
+          f" {len(report['samples'])} samples; engine start {sec['startup']:.0f}s, greedy {sec['greedy']:.0f}s, "
+          f"samples {sec['samples']:.0f}s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

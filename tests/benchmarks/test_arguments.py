@@ -1,0 +1,137 @@
+"""Every benchmark script refuses bad arguments before any work (issue [2/5], class 8): one usage line naming the
+flag, exit status 2, and no model loaded, no prompt read, no training started."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+
+SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
+           "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations", "text_kind_neighbours", "tree_construction")
+RECIPE = "recipes/smollm2/drafter-stage3.yaml"
+
+
+def script(name: str) -> ModuleType:
+    return importlib.import_module(name)
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every way a script starts its work fails the test (and is recorded)."""
+    import _frame
+    import prompt_sets
+    import specframe_hf.loading
+
+    from specframe.pipeline import Pipeline
+
+    modules = [script(name) for name in SCRIPTS]  # imported first: a module imported under the patches below
+    started: list[str] = []                      # would keep the forbidden functions for good
+
+    def forbidden(what: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            started.append(what)
+            raise AssertionError(f"{what} ran before the arguments were checked")
+        return call
+
+    monkeypatch.setattr(Pipeline, "from_yaml", forbidden("Pipeline.from_yaml"))
+    monkeypatch.setattr(specframe_hf.loading, "load_model", forbidden("load_model"))
+    monkeypatch.setattr(_frame, "check_load", forbidden("the load check"))
+    monkeypatch.setattr(prompt_sets, "load_prompt_sets", forbidden("load_prompt_sets"))
+    for name, module in zip(SCRIPTS, modules, strict=True):
+        for attr in ("check_load", "load_prompt_sets", "build_random_gru", "run_variant", "load_recipe",
+                     "load_target"):
+            if hasattr(module, attr):
+                monkeypatch.setattr(module, attr, forbidden(f"{name}.{attr}"))
+    return started
+
+
+CASES = [
+    ("auto_budget", ["--n", "-1"], "--n"),  # it used to mean "every prompt": hundreds of them
+    ("auto_budget", ["--n", "0"], "--n"),
+    ("auto_budget", ["--budgets", "0"], "--budgets"),
+    ("auto_budget", ["--threads", "-3"], "--threads"),
+    ("auto_budget", ["--sets", "gsm8k,nope"], "--sets"),
+    ("auto_budget", ["--methods", "dartree"], "--methods"),
+    ("auto_budget", ["--bootstrap", "0"], "--bootstrap"),
+    ("auto_budget", ["--data", "no/such/dir"], "--data"),
+    ("batch_decoding", ["--batch-sizes", "0"], "--batch-sizes"),
+    ("batch_decoding", ["--batch-sizes", "1,2,-4"], "--batch-sizes"),
+    ("batch_decoding", ["--n", "-1"], "--n"),
+    ("batch_decoding", ["--repeats", "0"], "--repeats"),
+    ("batch_decoding", ["--threads", "-1"], "--threads"),
+    ("batched_drafting", ["--batch-sizes", "0"], "--batch-sizes"),
+    ("batched_drafting", ["--max-new-tokens", "0"], "--max-new-tokens"),
+    ("bf16_exactness", ["--n", "-1"], "--n"),
+    ("bf16_exactness", ["--methods", "no-such-pipeline"], "--methods"),
+    ("bf16_exactness", ["--logits", "float64"], "--logits"),
+    ("draft_vocab", ["--n", "0"], "--n"),
+    ("draft_vocab", ["--sizes", "0"], "--sizes"),
+    ("draft_vocab", ["--sizes", "1000"], "--sizes"),  # no mapping of that size: refused before loading
+    ("draft_vocab", ["--head-reps", "-1"], "--head-reps"),
+    ("draft_vocab", ["--pipeline", "no-such.yaml"], "--pipeline"),
+    ("smollm2_eval", ["--n", "-1"], "--n"),
+    ("smollm2_eval", ["--budgets", "4,0"], "--budgets"),
+    ("smollm2_eval", ["--sweep-n", "0"], "--sweep-n"),
+    ("smollm2_heldout", [RECIPE, "--anchors", "0"], "--anchors"),
+    ("smollm2_heldout", ["no-such-recipe.yaml", "--drafter", "a=checkpoints/smollm2-135m/drafter"], "recipe"),
+    ("smollm2_heldout", [RECIPE, "--drafter", "a=no/such/dir"], "--drafter"),
+    ("smollm2_recipe_ablations", ["--steps", "1"], "--steps"),
+    ("smollm2_recipe_ablations", ["--variants", "base,nope"], "--variants"),
+    ("text_kind_neighbours", ["--n", "-1"], "--n"),
+    ("text_kind_neighbours", ["--tokenizer", "no/such/dir"], "--tokenizer"),
+    ("tree_construction", ["--rounds", "0"], "--rounds"),
+    ("tree_construction", ["--threads", "-3"], "--threads"),
+    ("tree_construction", ["--methods", "heap,nope"], "--methods"),
+    ("tree_construction", ["--vocab", "8", "--candidates", "64"], "--vocab"),
+    ("accelerator_check", ["--max-new-tokens", "0"], "--max-new-tokens"),
+    ("accelerator_check", ["--tree-rounds", "-1"], "--tree-rounds"),
+]
+
+
+@pytest.mark.parametrize("name, argv, flag", CASES, ids=[f"{c[0]}:{' '.join(c[1])}" for c in CASES])
+def test_bad_arguments_are_refused_before_any_work(name: str, argv: list[str], flag: str, no_work: list[str],
+                                                   capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = ["--out", str(tmp_path / ("ablate" if name == "smollm2_recipe_ablations" else "out.json"))]
+    device = ["--device", "cpu"] if name == "accelerator_check" else []
+    with pytest.raises(SystemExit) as exc:
+        script(name).main([*argv, *out, *device])
+    assert exc.value.code == 2 and no_work == []
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert "Traceback" not in err and len(errors) == 1 and f"argument {flag}:" in errors[0], err
+
+
+@pytest.mark.parametrize("name", [n for n in SCRIPTS if n != "smollm2_recipe_ablations"])
+def test_an_output_that_is_a_directory_is_refused_before_any_work(name: str, no_work: list[str], tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`batch_decoding.py --out DIR` used to run the whole benchmark and then fail to write."""
+    extra = {"smollm2_heldout": [RECIPE, "--drafter", "a=checkpoints/smollm2-135m/drafter"],
+             "accelerator_check": ["--device", "cpu"]}.get(name, [])
+    with pytest.raises(SystemExit) as exc:
+        script(name).main([*extra, "--out", str(tmp_path)])
+    assert exc.value.code == 2 and no_work == []
+    err = capsys.readouterr().err
+    assert "argument --out:" in err and "is a directory" in err
+
+
+def test_threads_zero_means_torchs_default() -> None:
+    import _frame
+
+    before = torch.get_num_threads()
+    args = script("tree_construction").parse_args(["--threads", "0", "--out", "/tmp/specframe-unused.json"])
+    _frame.apply_threads(args.threads)
+    assert args.threads == 0 and torch.get_num_threads() == before
+
+
+def test_smoke_arguments_are_small_whatever_else_is_given(tmp_path: Path) -> None:
+    out = ["--out", str(tmp_path / "x.json")]
+    assert script("auto_budget").parse_args(["--n", "500", "--smoke", *out]).n == 2
+    assert script("batch_decoding").parse_args(["--quick", *out]).batch_sizes == [1, 2]  # --quick: the old name
+    assert script("tree_construction").parse_args(["--smoke", *out]).vocab == 4096

@@ -1,0 +1,206 @@
+"""Every command the README or a Makefile target advertises runs in ``make test``, at smoke size.
+
+:data:`COVERED` names, for each advertised command, the test that runs it; ``test_every_advertised_command_is_
+covered`` reads the README's code blocks and command table and the Makefile's targets, and fails on a command
+that no test runs (a new one must come with its smoke test) or on a test that does not exist. The commands
+without a test elsewhere run here: ``bash benchmarks/rerun_docs_tables.sh`` (its every command, smoke-sized),
+``make bench-trees``' recipe, ``specframe profile`` and ``specframe demo --quick`` (``make demo``'s command).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specframe.cli import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Advertised command -> "test file::test function" that runs it (smoke-sized where it measures).
+COVERED: dict[str, str] = {
+    "make setup": "tests/benchmarks/test_commands.py::test_makefile_targets_run_what_the_suite_checks",
+    "make lint": "tests/benchmarks/test_commands.py::test_makefile_targets_run_what_the_suite_checks",
+    "make test": "tests/benchmarks/test_commands.py::test_makefile_targets_run_what_the_suite_checks",
+    "make clean": "tests/benchmarks/test_commands.py::test_makefile_targets_run_what_the_suite_checks",
+    "make target": "tests/benchmarks/test_commands.py::test_specframe_setup_target_verifies",
+    "make demo": "tests/benchmarks/test_commands.py::test_specframe_demo_quick",
+    "make docs": "tests/docs/test_docs_site.py::test_mkdocs_build_strict",
+    "make bench-trees": "tests/benchmarks/test_commands.py::test_make_bench_trees_recipe",
+    "specframe components": "tests/core/test_cli.py::test_components_json_lists_every_stage_kind",
+    "specframe plugins": "tests/core/test_cli.py::test_plugins_json_shows_first_party_distributions_with_versions",
+    "specframe schema": "tests/core/test_cli.py::test_schema_includes_plugin_components",
+    "specframe validate": "tests/core/test_cli.py::test_example_pipelines_validate",
+    "specframe run": "plugins/specframe-smollm2/tests/test_examples_compare_ar.py::"
+                     "test_compare_ar_runs_on_every_example",
+    "specframe bench": "tests/benchmarks/test_commands.py::test_rerun_docs_tables_smoke",
+    "specframe report": "tests/benchmarks/test_commands.py::test_rerun_docs_tables_smoke",
+    "specframe profile": "tests/benchmarks/test_commands.py::test_specframe_profile",
+    "specframe datasets": "tests/bench/test_bench_e2e.py::test_datasets_command_lists_where_each_set_is_found",
+    "specframe setup-target": "tests/benchmarks/test_commands.py::test_specframe_setup_target_verifies",
+    "specframe train": "tests/benchmarks/test_smoke.py::test_smollm2_recipe_ablations",  # `specframe train` runs
+    "specframe vocab-subset": "plugins/specframe-smollm2/tests/test_vocab_subset.py::"
+                              "test_the_command_writes_each_mapping_and_the_coverage",
+    "specframe demo": "tests/benchmarks/test_commands.py::test_specframe_demo_quick",
+    "torchrun -m specframe bench": "tests/bench/test_bench_distributed.py::"
+                                   "test_two_gloo_ranks_equal_one_process_and_resume",
+    "torchrun -m specframe train": "plugins/specframe-smollm2/tests/test_training_distributed.py::"
+                                   "test_two_gloo_ranks_follow_the_single_process_loss_curve",
+    "bash benchmarks/rerun_docs_tables.sh": "tests/benchmarks/test_commands.py::test_rerun_docs_tables_smoke",
+    **{f"benchmarks/{name}.py": f"tests/benchmarks/test_smoke.py::test_{name}"
+       for name in ("auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
+                    "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations", "text_kind_neighbours",
+                    "tree_construction", "loop_overhead")},
+    "benchmarks/accelerator_check.py": "tests/benchmarks/test_smoke.py::test_accelerator_check_on_cpu",
+    "specframe vllm-export": "plugins/specframe-vllm/tests/test_export.py::test_cli",
+    # vLLM's own environment is built and cross-checked by CI after the suite (.ci/run), not inside it.
+    "make vllm-setup": "tests/benchmarks/test_commands.py::test_ci_builds_and_cross_checks_vllm",
+    "make vllm-check": "tests/benchmarks/test_commands.py::test_ci_builds_and_cross_checks_vllm",
+}
+
+
+def advertised() -> set[str]:
+    """The commands of the README (code blocks and the command table) and the Makefile's targets, normalised to
+    ``make X``, ``specframe X``, ``torchrun -m specframe X``, ``benchmarks/X.py`` and ``bash benchmarks/X.sh``."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found: set[str] = set()
+    found |= {f"make {t}" for t in re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), re.M)}
+    found |= {f"make {t}" for t in re.findall(r"\bmake ([a-z-]+)", readme) if t not in ("sure",)}
+    found |= {f"specframe {c}" for c in re.findall(r"`specframe ([a-z-]+)", readme)}
+    found |= {f"specframe {c}" for c in re.findall(r"\.venv/bin/specframe ([a-z-]+)", readme)}
+    found |= {f"torchrun -m specframe {c}" for c in re.findall(r"torchrun [^`\n]*-m specframe ([a-z-]+)", readme)}
+    found |= set(re.findall(r"benchmarks/[a-z0-9_]+\.py", readme))
+    found |= {f"bash {s}" for s in re.findall(r"bash (benchmarks/[a-z0-9_]+\.sh)", readme)}
+    return found
+
+
+def test_every_advertised_command_is_covered() -> None:
+    commands = advertised()
+    assert {"make bench-trees", "make docs", "benchmarks/accelerator_check.py", "specframe profile"} <= commands
+    missing = sorted(commands - set(COVERED))
+    assert not missing, f"advertised without a smoke test in COVERED: {missing}"
+    scripts = {f"benchmarks/{p.name}" for p in (ROOT / "benchmarks").glob("[a-z]*.py")} - {"benchmarks/prompt_sets.py"}
+    assert scripts <= set(COVERED), f"benchmark scripts without a smoke test: {sorted(scripts - set(COVERED))}"
+    for command, test in COVERED.items():
+        path, _, name = test.partition("::")
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(encoding="utf-8"), re.M), (command, test)
+
+
+def makefile_recipe(target: str) -> list[str]:
+    lines = (ROOT / "Makefile").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{target}:"))
+    out = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        out.append(line.strip())
+    return out
+
+
+def test_make_bench_trees_recipe(tmp_path: Path) -> None:
+    """`make bench-trees` runs tree_construction.py (its recipe, plus --smoke and a private --out)."""
+    (recipe,) = makefile_recipe("bench-trees")
+    words = shlex.split(recipe)
+    assert words[:2] == ["$(PY)", "benchmarks/tree_construction.py"]
+    out = tmp_path / "trees.json"
+    assert importlib.import_module("tree_construction").main([*words[2:], "--smoke", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["smoke"]
+
+
+def test_makefile_targets_run_what_the_suite_checks() -> None:
+    """`make test` is ruff and the suite, `make lint` ruff alone, `make setup` installs the core with every
+    plugin directory (the suite's conftest fails when one is not importable), `make clean` removes only what
+    the Makefile itself creates."""
+    ruff = "$(VENV)/bin/ruff check specframe plugins tests benchmarks"
+    assert makefile_recipe("test") == [ruff, "$(VENV)/bin/pytest -q"] and makefile_recipe("lint") == [ruff]
+    assert any("$(foreach p,$(PLUGIN_DIRS),-e $(p))" in line for line in makefile_recipe("$(STAMP)"))
+    assert makefile_recipe("clean") == ["rm -rf $(VENV) $(VLLM_VENV) site build"]
+
+
+def test_ci_builds_and_cross_checks_vllm() -> None:
+    """`make vllm-setup` and `make vllm-check` need vLLM's own environment (minutes, gigabytes), so the suite does
+    not run them: `.ci/run` does, after `make test`, and `vllm-check` builds the environment it uses."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert ci.index("make test") < ci.index("make vllm-check")
+    head = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("vllm-check:"))
+    assert "vllm-setup" in head.split(":", 1)[1].split()
+
+
+def test_make_docs_runs_what_the_docs_tests_check() -> None:
+    """`make docs` is the generated-page check and `mkdocs build --strict` (tests/docs/test_docs_site.py)."""
+    assert makefile_recipe("docs") == ["$(PY) -m specframe.docs_gen --check",
+                                       "NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict"]
+
+
+def rerun_commands(out: Path, *names: str) -> list[list[str]]:
+    env = {**os.environ, "SMOKE": "1", "DRY_RUN": "1", "OUT": str(out)}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "rerun_docs_tables.sh"), *names], env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    return [shlex.split(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def test_rerun_docs_tables_lists_every_table_and_refuses_smoke_into_docs(tmp_path: Path) -> None:
+    full = rerun_commands(tmp_path)
+    assert [c[2] for c in full if c[:2] == [".venv/bin/specframe", "report"]] == [
+        str(tmp_path / "results" / f"{n}.jsonl") for n in ("strategies", "budget", "width", "beta", "candidates",
+                                                           "ngram-smollm2")]
+    assert all("--smoke" in c for c in full if c[0] == ".venv/bin/python")
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "rerun_docs_tables.sh")], env={**env, "SMOKE": "1"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "needs OUT=DIR" in proc.stderr
+
+
+@pytest.mark.real_model
+@pytest.mark.slow
+def test_rerun_docs_tables_smoke(smoke_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every command of `bash benchmarks/rerun_docs_tables.sh` (SMOKE=1: 1 prompt, 1 token, no warm-up), run in
+    this process from the repository root, as the script runs them. The benchmark script's command line is parsed
+    here (its smoke run is test_smoke.py::test_auto_budget)."""
+    monkeypatch.chdir(ROOT)
+    for command in rerun_commands(tmp_path, "strategies", "budget", "width", "beta", "candidates", "ngram-smollm2",
+                                  "auto-budget", "bf16-exactness"):
+        if command[0] == ".venv/bin/specframe":
+            assert run_cli(command[1:]) == 0, command
+        else:
+            assert command[0] == ".venv/bin/python" and command[1].startswith("benchmarks/"), command
+            module = importlib.import_module(Path(command[1]).stem)
+            assert module.parse_args(command[2:]).smoke, command
+    for name in ("strategies", "budget", "width", "beta", "candidates", "ngram-smollm2"):
+        assert (tmp_path / name / "report.md").is_file(), name
+
+
+@pytest.mark.real_model
+def test_specframe_setup_target_verifies(smoke_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make target`'s `specframe setup-target` on a converted cache: the checksums are verified, nothing is
+    converted again."""
+    assert run_cli(["setup-target"]) == 0
+    assert "already converted and verified" in capsys.readouterr().err
+
+
+@pytest.mark.real_model
+def test_specframe_profile(smoke_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's `specframe profile examples/smollm2/dartree-pruned.yaml -o runs/profile`, one rep."""
+    status = run_cli(["profile", str(ROOT / "examples" / "smollm2" / "dartree-pruned.yaml"), "--reps", "1",
+                      "-o", str(tmp_path / "profile"), "--json"])
+    assert status == 0, capsys.readouterr().err
+    assert json.loads((tmp_path / "profile" / "profile.json").read_text())["verify_ms"]
+
+
+@pytest.mark.real_model
+def test_specframe_demo_quick(smoke_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make demo`'s `specframe demo`, quick and short: the table, and the two gains quoted apart."""
+    status = run_cli(["demo", "--quick", "--max-new-tokens", "4", "--threads", "1", "--json-out",
+                      str(tmp_path / "demo.json")])
+    out = capsys.readouterr().out
+    assert status == 0
+    rows = json.loads((tmp_path / "demo.json").read_text())["rows"]
+    assert all(r["exact"] for r in rows)
+    assert "specframe's plain loop vs transformers' generate()" in out
+    assert "speculation vs specframe's plain loop" in out

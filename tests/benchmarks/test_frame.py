@@ -1,0 +1,151 @@
+"""The benchmark scripts' argument frame (``benchmarks/_frame.py``): typed counts and lists, outputs and inputs
+checked at parse time, one-line usage errors naming the flag."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import pytest
+from _frame import (
+    REPO,
+    BenchParser,
+    count,
+    counts,
+    finite,
+    in_repository,
+    name_list,
+    resolve_input,
+    run_script,
+)
+
+from specframe.errors import ConfigError
+
+
+def parser() -> BenchParser:
+    ap = BenchParser(prog="bench")
+    ap.add_argument("--n", type=count(), default=2)
+    ap.add_argument("--warmup", type=count(0), default=0)
+    ap.add_argument("--batch-sizes", type=counts(), default=[1])
+    ap.add_argument("--budgets", type=counts(allow_empty=True), default=[16])
+    ap.add_argument("--sets", type=name_list(["gsm8k", "mt_bench"]), default=["gsm8k"])
+    ap.add_threads(1)
+    ap.add_max_load()
+    ap.add_input("--data", None, kind="dir")
+    ap.add_output("out/results.json")
+    return ap
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The usage error of ``argv``: exit status 2, one ``error:`` line naming the problem."""
+    with pytest.raises(SystemExit) as exc:
+        parser().parse_args(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--n", "-1"], "--n"), (["--n", "0"], "--n"), (["--n", "two"], "--n"), (["--n", "1.5"], "--n"),
+    (["--warmup", "-1"], "--warmup"),
+    (["--batch-sizes", "0"], "--batch-sizes"), (["--batch-sizes", "1,-2"], "--batch-sizes"),
+    (["--batch-sizes", ""], "--batch-sizes"), (["--batch-sizes", "1,x"], "--batch-sizes"),
+    (["--budgets", "0"], "--budgets"),
+    (["--threads", "-3"], "--threads"),
+    (["--max-load", "nan"], "--max-load"), (["--max-load", "-1"], "--max-load"), (["--max-load", "inf"], "--max-load"),
+    (["--sets", "gsm9k"], "--sets"),
+])
+def test_bad_counts_lists_and_names_are_usage_errors_naming_the_flag(argv: list[str], flag: str,
+                                                                      capsys: pytest.CaptureFixture[str],
+                                                                      tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = refused(argv, capsys)
+    assert f"argument {flag}:" in line
+
+
+def test_good_values_parse_to_numbers_and_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = parser().parse_args(["--n", "3", "--batch-sizes", "1, 2,4", "--budgets", "", "--threads", "0",
+                                "--sets", "mt_bench,gsm8k", "--max-load", "0.7"])
+    assert (args.n, args.batch_sizes, args.budgets, args.threads, args.sets, args.max_load) == \
+        (3, [1, 2, 4], [], 0, ["mt_bench", "gsm8k"], 0.7)
+    assert args.out == tmp_path / "out" / "results.json" and args.out.parent.is_dir()
+
+
+def test_an_output_that_is_a_directory_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(["--out", str(tmp_path)], capsys)
+    assert "argument --out:" in line and "is a directory" in line
+
+
+def test_an_output_under_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "results.json"
+    blocker.write_text("{}")
+    line = refused(["--out", str(blocker / "more.json")], capsys)
+    assert "argument --out:" in line and "not a directory" in line
+
+
+def test_an_output_where_no_file_can_be_created_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    line = refused(["--out", "/proc/specframe-results.json"], capsys)
+    assert "argument --out:" in line
+
+
+def test_an_output_directory_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ap = BenchParser(prog="bench")
+    ap.add_output("runs/x", kind="dir")
+    blocker = tmp_path / "x"
+    blocker.write_text("")
+    with pytest.raises(SystemExit):
+        ap.parse_args(["--out", str(blocker)])
+    assert "is a file; give a directory" in capsys.readouterr().err
+
+
+def test_a_missing_input_is_refused_naming_both_places_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = refused(["--data", "no-such-dir"], capsys)
+    assert "argument --data:" in line and "does not exist" in line and str(REPO) in line
+
+
+def test_relative_inputs_are_found_from_another_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command copied from the README (``--data ../shared/data``, ``recipes/...``) works from any directory:
+    a relative path missing from the current directory is taken from the repository."""
+    monkeypatch.chdir(tmp_path)
+    assert resolve_input(Path("recipes/smollm2/drafter.yaml"), "file")[0] == REPO / "recipes/smollm2/drafter.yaml"
+    args = parser().parse_args(["--data", "examples"])
+    assert args.data == REPO / "examples"
+    (tmp_path / "examples").mkdir()  # the current directory comes first
+    assert parser().parse_args(["--data", "examples"]).data == tmp_path / "examples"
+    assert resolve_input(Path("examples/smollm2/plain.yaml"), "dir")[0] is None  # a file where a directory is due
+
+
+def test_in_repository_runs_from_the_repository_and_restores_the_directory(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with in_repository() as root:
+        assert Path.cwd() == root == REPO
+    assert Path.cwd() == tmp_path
+    with pytest.raises(RuntimeError), in_repository():
+        raise RuntimeError("boom")
+    assert Path.cwd() == tmp_path
+
+
+def test_run_script_turns_a_specframe_error_into_one_screen(capsys: pytest.CaptureFixture[str]) -> None:
+    def main() -> int:
+        raise ConfigError("recipe.yaml: invalid recipe: unknown field 'stpes'", hint="fields are ...")
+
+    assert run_script(main) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: recipe.yaml") and "hint: fields are" in err and "Traceback" not in err
+    assert run_script(lambda: 0) == 0
+
+
+def test_finite_and_count_types_name_their_bounds() -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=">= 2, got 1"):
+        count(2)("1")
+    with pytest.raises(argparse.ArgumentTypeError, match="finite"):
+        finite()("inf")
+    assert finite()("0") == 0.0 and os.fspath(REPO) == os.fspath(Path(__file__).resolve().parents[2])

@@ -1,0 +1,168 @@
+"""Every benchmark script runs end to end in its smoke mode (``--smoke``: tiny sizes, seconds; not a measurement).
+
+The scripts run in this process through ``main(argv)``. Those that decode use the real SmolLM2 pair (that is what
+they exist for; ``smoke_env`` in ``conftest.py``); the training-side scripts run on a tiny random target and
+shards. ``accelerator_check.py --device cpu --smoke`` runs every step of the GPU check on the CPU, the
+tree-construction benchmark included, so the accelerator path's code runs on every change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+real_model = pytest.mark.real_model
+
+
+def run(name: str, argv: list[str], out: Path) -> dict[str, Any]:
+    status = importlib.import_module(name).main([*argv, "--out", str(out)])
+    assert status == 0
+    return json.loads(out.read_text())
+
+
+def test_tree_construction(tmp_path: Path) -> None:
+    """`make bench-trees`' script (it imported the removed RngStreams and died before the first round)."""
+    report = run("tree_construction", ["--smoke"], tmp_path / "trees.json")
+    assert report["smoke"] and set(report["methods"]) == {"heap", "heap_sequential", "dartree", "chain_then_heap"}
+    assert all(m["n"] == 3 for m in report["methods"].values())
+
+
+def test_loop_overhead(tmp_path: Path) -> None:
+    """The loop-overhead benchmark on the tiny pair: every pipeline shape, batch 1 and 2, exact where greedy."""
+    report = run("loop_overhead", ["--smoke"], tmp_path / "loop.json")
+    assert report["smoke"] and {r["batch"] for r in report["rows"]} == {1, 2}
+    shapes = {r["pipeline"] for r in report["rows"]}
+    assert {"plain", "dflash-chain", "ddtree", "dartree-fixed", "dartree-auto", "sampled-tree-t0.7"} <= shapes
+    assert all(r["exact"] in (True, None) for r in report["rows"])
+    assert all(r["round"]["median_ms"] > 0 and r["else"]["median_ms"] is not None for r in report["rows"])
+
+
+@real_model
+def test_loop_overhead_on_the_shipped_pair(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("loop_overhead", ["--smoke", "--models", "smollm2", "--batch-sizes", "1",
+                                   "--pipelines", "dflash-chain"], tmp_path / "loop.json")
+    assert {r["pipeline"] for r in report["rows"]} == {"plain", "dflash-chain"} and all(r["exact"] for r in
+                                                                                        report["rows"])
+
+
+@real_model
+def test_accelerator_check_on_cpu(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("accelerator_check", ["--device", "cpu", "--smoke"], tmp_path / "check.json")
+    assert report["smoke"] and report["greedy_exact_all"] and report["sampled"]["same_seed_same_tokens"]
+    assert report["demo"][0]["equals_hf_generate"] and len(report["demo"]) == 2
+    assert report["tree_construction"]["config"]["smoke"] and report["tree_construction"]["median_ms"]
+    assert {run["status"] for run in report["loop_overhead"].values()} == {0}
+    assert {r["pipeline"] for r in report["loop_overhead"]["tiny"]["rows"]} >= {"plain", "dflash-chain"}
+
+
+@real_model
+def test_auto_budget(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("auto_budget", ["--smoke", "--sets", "gsm8k"], tmp_path / "auto.json")
+    assert report["smoke"] and set(report["sets"]) == {"gsm8k"} and set(report["groups"]) == {"math_code"}
+    rows = {r["method"]: r for r in report["sets"]["gsm8k"]["rows"]}
+    assert {"plain decoding", "hf_generate", "dartree-pruned B=16", "dartree-pruned auto"} <= set(rows)
+    assert all(r["vs_plain"]["identical"] == r["prompts"] == 2 for r in rows.values())
+
+
+@real_model
+def test_batch_decoding(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("batch_decoding", ["--smoke"], tmp_path / "batch.json")
+    assert report["smoke"] and {r["batch_size"] for r in report["rows"]} == {1, 2}
+    bound = report["physics_bound"]
+    assert set(bound["by_batch"]) == {"1", "2"} and all(b["speedup"] >= 1.0 for b in bound["by_batch"].values())
+    assert all("share_of_bound" in r for r in report["rows"] if r["method"].startswith("DARTree"))
+    assert all(r["exact"] for r in report["rows"] if not r["method"].startswith("hf_generate"))
+
+
+@real_model
+def test_batched_drafting(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("batched_drafting", ["--smoke"], tmp_path / "drafting.json")
+    assert report["smoke"] and all(r["exact"] for r in report["rows"])
+    assert {(r["way"], r["batch_size"]) for r in report["rows"]} == {(w, b) for w in ("native", "forked")
+                                                                      for b in (1, 2)}
+
+
+@real_model
+def test_bf16_exactness(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("bf16_exactness", ["--smoke"], tmp_path / "bf16.json")
+    assert report["smoke"] and set(report["settings"]) == {"auto", "float32"}
+
+
+@real_model
+def test_draft_vocab(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("draft_vocab", ["--smoke"], tmp_path / "vocab.json")
+    assert report["smoke"] and [v["draft_vocab"] for v in report["variants"]] == ["8192", "full"]
+    assert all(v["exact"] for v in report["variants"])
+
+
+@real_model
+def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("smollm2_eval", ["--smoke"], tmp_path / "eval.json")
+    assert report["smoke"] and set(report["datasets"]) == {"gsm8k", "humaneval", "mt_bench"}
+    assert all(row["exact"] for rows in report["datasets"].values() for row in rows)
+    assert {r["budget"] for r in report["budget_sweep"]} == {4}
+
+
+@real_model
+def test_text_kind_neighbours(smoke_env: Path, tmp_path: Path) -> None:
+    """The script behind docs/concepts/budget-auto.md's "165 of the 179 prompts" (the tokenizer only)."""
+    report = run("text_kind_neighbours", ["--smoke"], tmp_path / "kinds.json")
+    assert report["prompts"] == 27 and 0 < report["right_kind"] <= report["with_neighbours"] <= 27
+
+
+def test_the_published_text_kind_figure_is_the_one_in_the_docs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    report = json.loads((root / "docs" / "benchmarks" / "text-kind" / "results.json").read_text())
+    claim = (f"name the right kind (math, code, chat) for {report['right_kind']} of the {report['with_neighbours']} "
+             "prompts that")
+    text = " ".join((root / "docs" / "concepts" / "budget-auto.md").read_text().split())
+    assert claim in text and report["n"] == 20 and not report["smoke"]
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny random target saved as a model directory, its shards, a drafter recipe on them (YAML) and the
+    drafter it trains (2 steps)."""
+    from specframe_smollm2.cache import write_manifest
+    from specframe_smollm2.testing import tiny_llama, tiny_recipe, write_tiny_shards
+    from specframe_smollm2.training.recipe import Recipe
+    from specframe_smollm2.training.trainer import train
+
+    root = tmp_path_factory.mktemp("tiny-pair")
+    model = tiny_llama()
+    model.save_pretrained(root / "target")
+    write_manifest(root / "target", {"test": "tiny random Llama"})  # `specframe train` checks a converted target
+    write_tiny_shards(model, root / "data", num_seqs=16, taps=(0, 1, 2))
+    fields = tiny_recipe("drafter", root, root / "data", steps=2, target=str(root / "target")).model_dump(
+        mode="json", exclude_none=True)
+    fields["data"].update(num_prompts=16, batch_size=8, topk=4)  # exactly the shards written: none is generated
+    recipe = Recipe.model_validate(fields)
+    path = root / "recipe.yaml"
+    path.write_text(yaml.safe_dump(fields))
+    train(recipe, target_dir=root / "target", target_model=model, progress=False, log=lambda m: None)
+    return {"root": root, "recipe": path, "drafter": root / "out-drafter", "target": root / "target"}
+
+
+def test_smollm2_heldout(tiny_pair: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # from another directory: paths on the command line are resolved first
+    report = run("smollm2_heldout", [str(tiny_pair["recipe"]), "--drafter", f"tiny={tiny_pair['drafter']}",
+                                     "--target", str(tiny_pair["target"]), "--anchors", "2"], tmp_path / "h.json")
+    assert report["anchors"] == 2 and report["kinds"] and "tiny" in report["overall"]
+    assert "| all (sequence-weighted) |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_smollm2_recipe_ablations(tiny_pair: dict[str, Path], tmp_path: Path) -> None:
+    """The base variant trained for 2 steps by `specframe train` in a subprocess (run from the repository)."""
+    out = tmp_path / "ablate"
+    status = importlib.import_module("smollm2_recipe_ablations").main(
+        ["--smoke", "--recipe", str(tiny_pair["recipe"]), "--out", str(out)])
+    assert status == 0
+    rows = json.loads((out / "ablations.json").read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["base"] and rows[0]["evals"]
