@@ -42,7 +42,7 @@ from typing import Literal
 import torch
 from pydantic import Field, field_validator
 
-from specframe.builtin.shape import BudgetedTreeBuilder, TreeShapeConfig
+from specframe.building import BudgetedTreeBuilder, TreeShapeConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, MAX_TREE_NODES, StageShape, capped_min
 from specframe.interfaces import BuildContext, Corrector
 from specframe.tree import DraftTree
