@@ -35,9 +35,9 @@ from test_verifier_losslessness import WalkAlwaysAccept
 from verifier_scenarios import PROMPT, ROOT, VOCAB, make_drafter, make_target
 
 from specframe.builtin.identity import IdentityCorrector
-from specframe.sampling.noise import RoundNoise
 from specframe.interfaces import Corrector, DecodeState, RoundContext
 from specframe.sampling import processed_logprobs
+from specframe.sampling.noise import RoundNoise
 from specframe.testing.stats import exact_first_two_law, first_two_tokens, g_test, joint_counts
 from specframe.tree import DraftTree
 from specframe.types import DraftProposal, SamplingParams
