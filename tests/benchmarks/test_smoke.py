@@ -109,6 +109,15 @@ def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
 
 
 @real_model
+def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
+    report = run("corrector_ablation", ["--smoke"], tmp_path / "ablation.json")
+    assert report["smoke"] and set(report["kinds"]) == {"math", "code", "chat"}
+    cells = [c for kind in report["kinds"].values() for c in kind["cells"]]
+    assert len(cells) == 3 * 4 and all(c["exact"] and c["tau"] >= 1 for c in cells)
+    assert {c["shape"] for c in cells} == {"chain", "tree"}
+
+
+@real_model
 def test_text_kind_neighbours(smoke_env: Path, tmp_path: Path) -> None:
     """The script behind docs/concepts/budget-auto.md's "165 of the 179 prompts" (the tokenizer only)."""
     report = run("text_kind_neighbours", ["--smoke"], tmp_path / "kinds.json")

@@ -53,10 +53,9 @@ def host() -> PluginHost:
 
 @pytest.fixture(scope="module")
 def targets() -> dict[str, Any]:
-    from diffusion_testkit import make_two_way
-    from specframe_hf.testing import tiny_causal_lm
+    from specframe_hf.testing import tiny_causal_lm, two_way_lm
 
-    two_way = make_two_way(tiny_causal_lm("qwen3", seed=7, num_layers=TARGET_LAYERS))
+    two_way = two_way_lm(tiny_causal_lm("qwen3", seed=7, num_layers=TARGET_LAYERS))
     random = tiny_causal_lm("qwen3", seed=8, num_layers=TARGET_LAYERS)
     return {name: (m, plain_greedy(m, PROMPT, NEW_TOKENS)) for name, m in (("two_way", two_way), ("random", random))}
 

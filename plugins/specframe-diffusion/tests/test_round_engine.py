@@ -99,7 +99,7 @@ def test_one_host_read_per_round(setup: Any, watch: RoundWatch, shape: str, batc
 @pytest.mark.parametrize("batch", [1, 4])
 def test_cache_and_token_buffers_are_not_reallocated_across_rounds(setup: Any, watch: RoundWatch,
                                                                    batch: int) -> None:
-    pipe = pipeline(setup, "walk-dartree")
+    pipe = pipeline(setup, "tree-rejection")  # trees whose accepted paths leave the prefix: commits move entries
     prompts = [torch.randint(3, 500, (10 + i,), generator=torch.Generator().manual_seed(9 + i)).tolist()
                for i in range(batch)]
     results = pipe.generate_batch(prompts, 40, batch_size=batch)

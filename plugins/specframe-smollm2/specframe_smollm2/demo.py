@@ -48,6 +48,8 @@ METHODS: list[tuple[str, str]] = [
     ("DARTree fixed", "dartree-fixed.yaml"),
     ("DARTree pruned B=16", "dartree-pruned-b16.yaml"),
     ("DARTree pruned", "dartree-pruned.yaml"),
+    ("path selector chain", "path-selector-chain.yaml"),
+    ("path selector DARTree", "path-selector-dartree.yaml"),
 ]
 DEFAULT_METHOD = "DARTree pruned"
 #: The bf16 rows, run on machines where bf16 is native and plain bf16 decoding measures faster than float32.
@@ -59,7 +61,7 @@ BF16_METHODS: list[tuple[str, str]] = [
 ]
 #: Row label of transformers' generate() (the reference, run right after plain decoding).
 GENERATE_LABEL = "transformers generate()"
-QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned B=16", "DARTree pruned")
+QUICK_METHODS = ("plain decoding", "DFlash chain", "DARTree pruned B=16", "DARTree pruned", "path selector DARTree")
 
 #: Demo prompts of different kinds, written for the demo (not from any benchmark or the training templates).
 PROMPTS: list[tuple[str, str]] = [
@@ -145,7 +147,8 @@ class MethodRun:
 
 def _check_checkpoints(root: Path) -> None:
     ckpts = Path(os.environ.get("SPECFRAME_CHECKPOINTS", root / "checkpoints" / "smollm2-135m"))
-    missing = [d for d in ("drafter", "ar-head", "markov-head") if not (ckpts / d / "config.json").is_file()]
+    missing = [d for d in ("drafter", "ar-head", "markov-head", "path-selector")
+               if not (ckpts / d / "config.json").is_file()]
     if missing:
         raise CheckpointError(f"the shipped drafter checkpoints {', '.join(missing)} are missing under {ckpts}",
                               hint="run the demo from a clone of the repository, or set SPECFRAME_CHECKPOINTS")

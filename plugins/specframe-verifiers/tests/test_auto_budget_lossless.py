@@ -17,10 +17,11 @@ than its test says the test could not see the bug at its own size), one per vari
   the chain's control is the classic verifier bug instead: after a rejection, sampling from the target's law
   rather than from the residual ``normalize(max(p - q, 0))``.
 
-Measured at 400 requests each (G, degrees of freedom, p; each test prints its own): tree 153.7 / 180 / 0.92 and
-its control 328.0 / 180 / 1e-10, four orders of magnitude below α; chain 197.4 / 180 / 0.18 and its control
-843.0 / 180 / 3e-86. With the former flattened test's degrees of freedom (cells - 1, about 214) the same tree
-control gives p 8e-7, on the edge of α, which is why it had been run at twice the requests.
+Measured at 800 requests each (G, degrees of freedom, n, p; each test prints its own): tree 170.8 / 180 / 18002 /
+0.68 and its control 376.2 / 180 / 14926 / 6e-16, nine orders of magnitude below α; chain 175.3 / 180 / 18100 /
+0.58 and its control 1577.2 / 180 / 17874 / 1e-221. At 400 requests the tree control reached only p 2.3e-5 (G 267.8,
+n 7359) after the [3/5] controller changes, which trim different rounds: a control this near
+α is a test that cannot see its bug, so both sizes doubled together.
 
 The test: counts of (two previous tokens, token) against the target's conditional law, each context's count
 taken as given, so the statistic is the sum of per-context G statistics with cells - contexts degrees of freedom
@@ -52,7 +53,7 @@ from specframe.types import SamplingParams
 
 ALPHA = 1e-6
 #: Requests of every test here, positive and negative alike.
-REQUESTS = 400
+REQUESTS = 800
 NEW_TOKENS = 24
 PARAMS = SamplingParams(temperature=1.0)
 STEEP = {n: 50.0 + 12.0 * (n - 1) for n in (1, 2, 3, 5, 9, 17)}

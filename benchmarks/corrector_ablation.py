@@ -1,0 +1,172 @@
+"""The corrector ablation on the SmolLM2 pair: every correction stage as a chain and inside DARTree, at fixed budgets.
+
+One shared target, the same held-out prompts per kind (math: GSM8K, code: HumanEval, chat: MT-Bench first turns;
+the ``report`` split of :mod:`specframe.bench.splits`, never trained on), greedy, fixed budgets (default 4, 8 and
+16 verified nodes). Each kind first runs specframe's plain loop (the speedup denominator) and transformers'
+``generate()`` on the same prompts and token counts; then every method of :data:`METHODS` at every budget:
+
+* chains: the DFlash drafter alone, Domino's GRU head, DSpark's Markov head, DFlash2's path selector and
+  LiLiCorr's lattice reranker, each walking its corrected greedy path;
+* trees: DFlash + DDTree's heap (the drafter has no corrector, so DARTree is the heap: Lemma 1), and DARTree
+  pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head.
+
+Per cell: τ (tokens per verify round, bonus included), draft ms per round (the drafter's forward plus the
+corrector: the ``draft`` stage), tokens/s, and the speedup over the plain loop with its 95 % bootstrap interval
+over the prompts (:mod:`specframe.metrics.gains`); the plain loop's own speed against ``generate()`` is a separate
+line per kind (the kernel gain, never multiplied into a method's row). Every output is checked token for token
+against the plain loop's. A table per kind on stdout, a JSON file with every cell (and the CPU, threads and load)
+at ``--out``. The script refuses to start on a busy machine (1-minute load above ``--max-load``).
+
+Usage::
+
+    .venv/bin/python benchmarks/corrector_ablation.py --n 6 --max-new-tokens 64 --out runs/corrector-ablation.json
+    .venv/bin/python benchmarks/corrector_ablation.py --smoke --out /tmp/ablation.json     # a smoke run
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
+from prompt_sets import load_prompt_sets
+from rich.console import Console
+from rich.table import Table
+from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, repo_root, run_generate
+
+from specframe.bench.splits import REPORT
+from specframe.files import write_text
+from specframe.metrics.gains import estimate_to_json, paired_gain
+from specframe.metrics.machine_info import machine_summary
+from specframe.metrics.machine_load import load_average
+
+#: Prompt kind -> benchmark set.
+KINDS = {"math": "gsm8k", "code": "humaneval", "chat": "mt_bench"}
+DARTREE = ("tree_builder.type=dartree", "tree_builder.mode=pruned", "tree_builder.width=6",
+           "pruner.type=deferred_topb", "pruner.beta=-0.2")
+#: (label, correction stage, shape, pipeline file under examples/smollm2, overrides besides the budget).
+METHODS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
+    ("DFlash chain", "none (DFlash)", "chain", "dflash-chain.yaml", ()),
+    ("DFlash + DDTree heap", "none (DFlash)", "tree", "ddtree.yaml", ()),
+    ("Domino GRU chain", "Domino GRU", "chain", "domino-chain.yaml", ()),
+    ("Domino GRU DARTree", "Domino GRU", "tree", "domino-chain.yaml", DARTREE),
+    ("DSpark Markov chain", "DSpark Markov", "chain", "dspark-chain.yaml", ()),
+    ("DSpark Markov DARTree", "DSpark Markov", "tree", "dspark-chain.yaml", DARTREE),
+    ("PCTree (DSpark Markov)", "DSpark Markov", "tree", "pctree.yaml", ()),
+    ("path selector chain", "DFlash2 path selector", "chain", "path-selector-chain.yaml", ()),
+    ("path selector DARTree", "DFlash2 path selector", "tree", "path-selector-chain.yaml", DARTREE),
+    ("lattice chain", "LiLiCorr lattice", "chain", "lilicorr-chain.yaml", ()),
+    ("lattice DARTree", "LiLiCorr lattice", "tree", "lilicorr-chain.yaml", DARTREE),
+]
+SMOKE_METHODS = ("DFlash chain", "path selector chain", "lattice DARTree", "PCTree (DSpark Markov)")
+
+
+def parse_args(argv: Sequence[str] | None) -> Any:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_argument("--n", type=count(), default=6, help="prompts per kind")
+    ap.add_argument("--max-new-tokens", type=count(), default=64)
+    ap.add_argument("--budgets", type=counts(), default=[4, 8, 16])
+    ap.add_output("runs/corrector-ablation.json")
+    ap.add_threads(1)
+    ap.add_max_load()
+    ap.add_smoke("1 prompt per kind, 4 tokens, 4 methods, budget 4")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.n, args.max_new_tokens, args.budgets = 1, 4, [4]
+    return args
+
+
+def draft_ms_per_round(run: MethodRun) -> float:
+    """The mean of the ``draft`` stage (drafter forward and corrector) over the drafted rounds, in ms."""
+    rounds = [r for res in run.results for r in res.rounds if r.drafted]
+    return sum(r.stage_ns.get("draft", 0) for r in rounds) / len(rounds) / 1e6 if rounds else 0.0
+
+
+def decode(pipe: Any, prompts: list[str], max_new_tokens: int, label: str) -> MethodRun:
+    run = MethodRun(label)
+    run.results = [pipe.generate(text, max_new_tokens) for text in prompts]
+    return run
+
+
+def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tuple[str, ...]]], budgets: list[int],
+                max_new_tokens: int, console: Console) -> dict[str, Any]:
+    """Plain loop, ``generate()`` and every method x budget on one kind's prompts (one shared target)."""
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    root, host = repo_root() / "examples" / "smollm2", PluginHost()
+    plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
+    plain.generate(prompts[0], 4)  # warm-up (first-call allocations)
+    base = decode(plain, prompts, max_new_tokens, "plain loop")
+    generate = run_generate(plain, [("", p) for p in prompts], base)
+    kernel = paired_gain(base.results, generate.results)
+    console.print(f"  plain loop {base.tokens_per_s:.2f} tok/s, {GENERATE_LABEL} {generate.tokens_per_s:.2f} tok/s: "
+                  f"plain loop {kernel.format()} generate()", highlight=False)
+    cells = []
+    for label, stage, shape, file, overrides in methods:
+        for budget in budgets:
+            pipe = Pipeline.from_yaml(root / file, overrides=(*overrides, f"budget={budget}"), target=plain.target,
+                                      host=host)
+            pipe.generate(prompts[0], 4)
+            run = decode(pipe, prompts, max_new_tokens, label)
+            exact = all(a.tokens == b.tokens for a, b in zip(run.results, base.results, strict=True))
+            gain = paired_gain(run.results, base.results)
+            cells.append({"method": label, "corrector": stage, "shape": shape, "budget": budget,
+                          "tau": round(run.tau, 3), "draft_ms_per_round": round(draft_ms_per_round(run), 2),
+                          "tokens_per_s": round(run.tokens_per_s, 3), "vs_plain_loop": estimate_to_json(gain),
+                          "vs_generate": round(run.tokens_per_s / generate.tokens_per_s, 3), "exact": exact})
+            console.print(f"  {label:<24} B={budget:<3} τ {run.tau:5.2f}  draft {cells[-1]['draft_ms_per_round']:6.1f}"
+                          f" ms  {run.tokens_per_s:6.2f} tok/s  {gain.format()}  {'exact' if exact else 'DIFFERS'}",
+                          highlight=False)
+    return {"plain_loop_tokens_per_s": round(base.tokens_per_s, 3),
+            "generate_tokens_per_s": round(generate.tokens_per_s, 3),
+            "plain_loop_vs_generate": estimate_to_json(kernel), "n": len(prompts), "cells": cells}
+
+
+def table(kind: str, result: dict[str, Any], budgets: list[int]) -> Table:
+    """τ / draft ms / speed over the plain loop per method (rows) and budget (columns)."""
+    t = Table(title=f"{kind}: τ · draft ms per round · speed vs specframe's plain loop (greedy, all exact: "
+                    f"{all(c['exact'] for c in result['cells'])})", title_justify="left")
+    t.add_column("method")
+    for b in budgets:
+        t.add_column(f"B={b}", justify="right")
+    by = {(c["method"], c["budget"]): c for c in result["cells"]}
+    for label in dict.fromkeys(c["method"] for c in result["cells"]):
+        t.add_row(label, *(f"{by[label, b]['tau']:.2f} · {by[label, b]['draft_ms_per_round']:.1f} · "
+                           f"{by[label, b]['vs_plain_loop']['value']:.2f}×" for b in budgets))
+    return t
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_before = check_load(args.max_load, args.smoke)
+    apply_threads(args.threads)
+    use_shipped_checkpoints()
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    t0 = time.perf_counter()
+    sets = load_prompt_sets([args.data], n=args.n, split=REPORT, names=tuple(KINDS.values()))
+    methods = [m for m in METHODS if not args.smoke or m[0] in SMOKE_METHODS]
+    report: dict[str, Any] = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": args.n,
+                              "max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
+                              "threads": args.threads, "machine": machine_summary(), "load_before": load_before,
+                              "kinds": {}}
+    for kind, name in KINDS.items():
+        console.rule(f"{kind} ({name})")
+        prompts = [item.text for item in sets[name].prompts]
+        report["kinds"][kind] = ablate_kind(prompts, methods, args.budgets, args.max_new_tokens, console)
+        console.print(table(kind, report["kinds"][kind], args.budgets))
+    report["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    report["load_after"] = load_average()
+    write_text(Path(args.out), json.dumps(report, indent=2) + "\n", what="--out file")
+    console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s"
+                  + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_script(main))
