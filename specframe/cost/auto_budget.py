@@ -28,7 +28,9 @@ Cost of probing (bounded): after ``m`` probes that did not pay, probes are ``min
 (capped at ``max``), so their extra time is at most ``(R_d / R_p - 1) / interval`` of plain decoding's.
 
 It learns from every round: the verify curve at the size it ran, the overheads, the acceptance of every
-verified node, each row's gain.
+verified node, each row's gain, and what rounds really achieved per batch size (`RoundRates`, the guard: where
+drafted rounds at ``n`` rows measured fewer tokens per millisecond than plain ones, drafting is held at ``n`` rows
+whatever the model predicts).
 
 Example (CPU, steep curve): T(1) = 45 ms, T(5) = 75 ms, draft 25 ms -> R_d = 100 ms, tau* = 2.2; a row whose
 trees accept 1 token on average (gain 2) decodes plainly after one round and probes at rounds 4, 12, 28, ...
@@ -47,6 +49,7 @@ from specframe.cost.chooser import best_width, forward_tokens, keep_first, verif
 from specframe.cost.draft_cost import DraftCost
 from specframe.cost.memory import ControllerMemory
 from specframe.cost.profile import CostProfile
+from specframe.cost.round_rates import RoundRates
 from specframe.tree import DraftTree
 
 DRAFT_STAGES = ("draft", "build", "prune")
@@ -107,6 +110,7 @@ class AutoBudget:
         self._draft_ms: float | None = self.memory.draft_ms  # moving average of a drafted round's ms per row
         self._draft_tokens: float | None = None  # moving average of a drafted round's expected tokens per row
         self.draft_cost = DraftCost()  # a drafted round's draft cost: fixed + per drafting row
+        self.rates = RoundRates(settings.smoothing)  # what rounds really achieved per batch size (the guard)
         #: Whether the target runs a plain row of a drafted round as one token (selective batching); the loop
         #: sets it from its target rows.
         self.packs = False
@@ -205,18 +209,24 @@ class AutoBudget:
         """A root-only round of ``rows`` ran with these stage times (target, verify, commit; empty when the round
         was not timed exactly)."""
         if stage_ms:
+            self.rates.observe_plain(len(rows), sum(stage_ms.values()))
             self._observe_verify(len(rows), len(rows), stage_ms["target"])
             self.profile.observe_overhead("plain", stage_ms.get("verify", 0.0) + stage_ms.get("commit", 0.0))
         for row in rows:
             row.plain_left -= 1
 
     def observe_drafted(self, drafted: list[RowBudget], plain: list[RowBudget], expected: list[float],
-                        forward_tokens: int, stage_ms: dict[str, float], kept: Sequence[int] = ()) -> None:
+                        forward_tokens: int, stage_ms: dict[str, float], kept: Sequence[int] = (),
+                        committed: int | None = None) -> None:
         """A round in which ``drafted`` rows verified trees (``kept`` nodes each, when known) committing ``expected``
         tokens in expectation (and ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens
-        (``stage_ms`` empty when the round was not timed exactly: then only the rows' gains are learnt)."""
+        (``stage_ms`` empty when the round was not timed exactly: then only the rows' gains are learnt) and
+        committed ``committed`` tokens over all its rows (given for rounds drafted by the controller's choice, not
+        for probes and first rounds, which are exploration: the measured-rate guard judges the choices)."""
         rows = len(drafted) + len(plain)
         w = self.settings.smoothing
+        if stage_ms and committed is not None:
+            self.rates.observe_drafted(rows, sum(stage_ms.values()), committed)
         if stage_ms:
             drafting_ms = sum(stage_ms.get(stage, 0.0) for stage in DRAFT_STAGES)
             if kept:

@@ -51,6 +51,9 @@ def run_round(session: Session, rows: list[Row]) -> None:
     noise = RoundNoise.for_rows([r.inputs.seed for r in rows], [r.root_position for r in rows],
                                 session.target.device)
     drafting = [i for i, row in enumerate(rows) if cfg.drafts and row.wants_draft]
+    if drafting and session.auto is not None and not session.auto.rates.allows_drafting(len(rows)):
+        drafting = []  # drafted rounds at this batch size measured slower than plain ones: held
+    probing = any(rows[i].probing for i in drafting)  # a probe, or a request's first drafted round
     kept: list[int | None] = [None] * len(rows)
     expected: list[float] = []
     t0 = clock()
@@ -65,7 +68,6 @@ def run_round(session: Session, rows: list[Row]) -> None:
         tree = fit_context(st.pruner.prune(tree, ctx), proposal, session.target.max_length,
                            [states[i] for i in drafting])  # type: ignore[misc]
         if session.auto is not None:
-            probing = any(rows[i].probing for i in drafting)  # a probe, or a request's first drafted round
             choice = session.auto.choose(tree, len(rows), explore=probing)
             tree, expected = replace(choice.tree, row_nodes=tuple(k + 1 for k in choice.kept)), choice.expected
             for i, k in zip(drafting, choice.kept, strict=True):
@@ -102,12 +104,14 @@ def run_round(session: Session, rows: list[Row]) -> None:
         row.take(outcome.emitted[i], record)
     if session.auto is not None:
         _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
-                 stage_ns if timed else None)
+                 stage_ns if timed else None, committed=None if probing else sum(outcome.accepted) + len(rows))
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
-             expected: list[float], kept: list[int], stage_ns: dict[str, int] | None) -> None:
-    """Teach `budget: auto` what the round did (costs only from exactly timed rounds)."""
+             expected: list[float], kept: list[int], stage_ns: dict[str, int] | None, *,
+             committed: int | None) -> None:
+    """Teach `budget: auto` what the round did (costs only from exactly timed rounds; ``committed``, the tokens
+    of all rows, only from rounds drafted by the controller's choice, not probes: the measured-rate guard)."""
     auto = session.auto
     assert auto is not None
     budgets = [row.budget for row in rows]
@@ -119,7 +123,7 @@ def _observe(session: Session, rows: list[Row], drafting: list[int], full: Draft
         plain = [b for i, b in enumerate(budgets) if i not in drafting]
         ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
         auto.observe_drafted(drafted, plain, expected, ran, stage_ms,  # type: ignore[arg-type]
-                             kept=kept)
+                             kept=kept, committed=committed)
     else:
         auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
 

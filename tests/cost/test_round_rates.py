@@ -1,0 +1,52 @@
+"""The measured-rate guard of `budget: auto` (`specframe.cost.round_rates`): drafting is held at a batch size
+where drafted rounds committed fewer tokens per millisecond than plain rounds, with a trial after each hold."""
+
+from __future__ import annotations
+
+from specframe.cost.round_rates import FIRST_HOLD, MIN_ROUNDS, RoundRates
+
+
+def plain(rates: RoundRates, rows: int, ms: float, n: int = MIN_ROUNDS) -> None:
+    for _ in range(n):
+        rates.observe_plain(rows, ms)
+
+
+def drafts_left(rates: RoundRates, rows: int, rounds: int) -> list[bool]:
+    return [rates.allows_drafting(rows) for _ in range(rounds)]
+
+
+def test_drafted_rounds_that_lose_hold_drafting_at_that_batch_size_only() -> None:
+    rates = RoundRates()
+    plain(rates, 4, 54.0)  # 0.074 tokens per ms
+    plain(rates, 1, 59.0)
+    for _ in range(MIN_ROUNDS - 1):
+        rates.observe_drafted(4, 90.0, 5.2)  # 0.058 per ms
+        assert not rates.held(4)  # not judged before MIN_ROUNDS drafted rounds
+    rates.observe_drafted(4, 90.0, 5.2)
+    assert rates.held(4) and not rates.held(1)
+    assert drafts_left(rates, 4, FIRST_HOLD) == [False] * FIRST_HOLD
+    assert rates.allows_drafting(4) and rates.allows_drafting(1)
+
+
+def test_a_losing_trial_doubles_the_hold_and_a_winning_one_ends_it() -> None:
+    rates = RoundRates()
+    plain(rates, 4, 54.0)
+    for _ in range(MIN_ROUNDS):
+        rates.observe_drafted(4, 90.0, 5.2)
+    drafts_left(rates, 4, FIRST_HOLD)
+    rates.observe_drafted(4, 88.0, 5.0)  # the trial loses
+    assert drafts_left(rates, 4, 2 * FIRST_HOLD) == [False] * (2 * FIRST_HOLD)
+    rates.observe_drafted(4, 70.0, 9.0)  # this trial wins (0.129 per ms)
+    assert not rates.held(4) and rates.allows_drafting(4)
+    rates.observe_drafted(4, 70.0, 9.0)
+    assert not rates.held(4)
+
+
+def test_drafting_that_pays_is_never_held_and_no_plain_measurement_means_no_judgement() -> None:
+    rates = RoundRates()
+    plain(rates, 1, 59.0)
+    for _ in range(20):
+        rates.observe_drafted(1, 75.0, 2.4)  # 0.032 per ms against 0.017
+        rates.observe_drafted(2, 500.0, 2.0)  # no plain rounds measured at 2 rows: nothing to compare with
+    assert not rates.held(1) and not rates.held(2)
+    assert all(drafts_left(rates, 1, 5)) and all(drafts_left(rates, 2, 5))
