@@ -42,10 +42,12 @@ demo: target
 
 test: target
 	$(VENV)/bin/ruff check specframe plugins tests benchmarks
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
 lint: setup
 	$(VENV)/bin/ruff check specframe plugins tests benchmarks
+	$(VENV)/bin/mypy
 
 # The documentation site, offline: generated pages must be current, then `mkdocs build --strict` into site/.
 docs: setup

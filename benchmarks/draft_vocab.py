@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from _frame import DATA, REPO, BenchParser, apply_threads, check_load, count, run_script, use_shipped_checkpoints
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if window.load is not None:
                 loads[v].append(window.load)
         console.print(f"  prompt {i + 1}/{len(prompts)} ({kind}) done", highlight=False)
-    heads = head_times(pipes, args.head_reps, base.stages.drafter.num_slots) if args.head_reps else {}
+    heads = head_times(pipes, args.head_reps, cast(Any, base.stages.drafter).num_slots) if args.head_reps else {}
 
     plain_tps = sum(len(r.tokens) for r in results["plain"]) / (sum(r.total_ns for r in results["plain"]) / 1e9)
     rows: list[dict[str, Any]] = []

@@ -188,11 +188,11 @@ def round_log(timer: ForwardTimer) -> Iterator[RoundLog]:
         log.draft.append(after["draft"] - before["draft"])
         return out
 
-    loop.run_round = timed_round  # type: ignore[assignment]
+    loop.run_round = timed_round
     try:
         yield log
     finally:
-        loop.run_round = inner  # type: ignore[assignment]
+        loop.run_round = inner
 
 
 # ------------------------------------------------------------------------------------------- pipelines

@@ -209,7 +209,7 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
     if not records:
         raise ConfigError(f"no records in {', '.join(map(str, results))}", hint="run `specframe bench` first")
     options = SummaryOptions(baseline=baseline, resamples=bootstrap, confidence=confidence, seed=seed)
-    rep = Report(summarize(records, options), speedup=speedup, tau=tau, confidence=confidence,  # type: ignore[arg-type]
+    rep = Report(summarize(records, options), speedup=speedup, tau=tau, confidence=confidence,
                  max_depth=max_depth)
     for line in set_aside_lines(rep.summary):
         err_console.print(f"set aside: {line}", highlight=False, markup=False)

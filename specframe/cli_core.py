@@ -62,7 +62,7 @@ def components(ctx: click.Context, as_json: bool, kind: str | None) -> None:
         grouped[rec.spec.kind].append({
             "name": rec.spec.name, "summary": rec.spec.summary, "plugin": rec.plugin,
             "distribution": rec.distribution, "version": rec.version,
-            "capabilities": rec.spec.capabilities.as_dict(),
+            "capabilities": rec.spec.record.as_dict(),
             "fields": sorted(f for f in rec.spec.config.model_fields if f != "type"),
         })
     if as_json:

@@ -152,7 +152,7 @@ def run(ctx: click.Context, pipeline: Path, prompts: tuple[str, ...], prompts_fi
 def _exactness_note(pipe: Pipeline) -> str:
     """What equal outputs mean: with WALK or greedy verification the tokens are plain decoding's for the seed at
     any temperature (guaranteed in float32, likely in bf16); other verifiers promise the law only."""
-    if pipe.config.verifier.type not in TOKEN_EXACT_VERIFIERS:  # type: ignore[attr-defined]
+    if pipe.config.verifier.type not in TOKEN_EXACT_VERIFIERS:
         return ""
     dtype = str(getattr(pipe.target, "dtype", "float32")).removeprefix("torch.")
     if dtype in ("float32", "float64"):

@@ -132,8 +132,8 @@ def _summary_line(spec_or_model: Any) -> str:
 # ---------------------------------------------------------------------------------------- capabilities
 def capability_lines(spec: ComponentSpec) -> list[str]:
     """Declared capabilities that differ from the defaults (verifiers always show their exactness)."""
-    caps = spec.capabilities.as_dict()
-    shown = spec.capabilities.declared()
+    caps = spec.record.as_dict()
+    shown = spec.record.declared()
     if spec.kind == "verifier":
         for key in ("lossless", "supported_regimes", "greedy_only"):
             shown.setdefault(key, caps[key])

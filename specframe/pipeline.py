@@ -51,6 +51,7 @@ from specframe.interfaces import BuildContext, TargetModel
 from specframe.metrics.records import GenerationResult
 from specframe.plugins import PluginHost, PluginInfo
 from specframe.prompts import user_message
+from specframe.registry import TreeBuilderCapabilities, VerifierCapabilities
 from specframe.sampling import validate_sampling
 from specframe.seeds import check_seed, derive_seed, fresh_seed
 from specframe.types import SamplingParams
@@ -113,9 +114,9 @@ class Pipeline:
         check_variables(config, {}, "<pipeline>")
         ctx = BuildContext(pipeline=config)
         if target is None:
-            if config.target is None:  # type: ignore[attr-defined]
+            if config.target is None:
                 raise ConfigError("the pipeline has no `target:` and no target object was given")
-            target = registry.get("target", config.target.type).spec.factory(config.target, ctx)  # type: ignore[attr-defined]
+            target = registry.get("target", config.target.type).spec.factory(config.target, ctx)
         ctx.target = target
         built: dict[str, Any] = {}
         for field, kind in STAGE_FIELDS.items():
@@ -124,7 +125,7 @@ class Pipeline:
             section = getattr(config, field)
             # Reuse an unchanged stage; stages other than the drafter may read the drafter's section (a
             # correction head loaded from the drafter's checkpoint), so they are reused only with it.
-            same_drafter = reuse is not None and reuse.config.drafter == config.drafter  # type: ignore[attr-defined]
+            same_drafter = reuse is not None and reuse.config.drafter == config.drafter
             if reuse is not None and getattr(reuse.config, field) == section and (field == "drafter" or same_drafter):
                 built[field] = getattr(reuse.stages, field)
             else:
@@ -272,7 +273,7 @@ class Pipeline:
     def check_batch_size(self, batch_size: int) -> None:
         """Refuse a batch size this pipeline cannot decode (below 1, or above 1 with a drafter that keeps no
         per-row state)."""
-        check_batch_support(self.stages, self.config.drafter.type, batch_size)  # type: ignore[attr-defined]
+        check_batch_support(self.stages, self.config.drafter.type, batch_size)
 
     def _decode(self, requests: list[RequestInputs | GenerationError], batch_size: int,
                 stream: StreamFn | None, on_finish: FinishFn | None = None) -> list[GenerationResult | RefusedRequest]:
@@ -322,8 +323,8 @@ class Pipeline:
     def _sibling_prefix(self) -> bool:
         """Whether the verifier tries sampled siblings in order (rejection over a sampled tree)."""
         registry = self.host.registry
-        builder = registry.get("tree_builder", self.config.tree_builder.type).spec.capabilities  # type: ignore[attr-defined]
-        verifier = registry.get("verifier", self.config.verifier.type).spec.capabilities  # type: ignore[attr-defined]
+        builder = registry.get("tree_builder", self.config.tree_builder.type).spec.caps(TreeBuilderCapabilities)
+        verifier = registry.get("verifier", self.config.verifier.type).spec.caps(VerifierCapabilities)
         return bool(verifier.requires_q and builder.draft_regime == "sampled")
 
     def _attribute(self, exc: ContractError) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import MISSING, asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from specframe.errors import ConfigError, PluginError, did_you_mean
 
@@ -143,6 +143,9 @@ CAPABILITIES: dict[str, type[StageCapabilities]] = {
 }
 
 
+CapsT = TypeVar("CapsT", bound=StageCapabilities)
+
+
 @dataclass(frozen=True)
 class ComponentSpec:
     """One registered component: its kind, name (= the config ``type``), config class and factory."""
@@ -157,6 +160,20 @@ class ComponentSpec:
     def __post_init__(self) -> None:
         if self.capabilities is None and self.kind in CAPABILITIES and self.kind != "verifier":
             object.__setattr__(self, "capabilities", CAPABILITIES[self.kind]())
+
+    def caps(self, kind: type[CapsT]) -> CapsT:
+        """The capability record as its kind's class (``kind``: e.g. `VerifierCapabilities`), checked."""
+        if not isinstance(self.capabilities, kind):
+            raise TypeError(f"{self.kind} '{self.name}' declares {type(self.capabilities).__name__} capabilities, "
+                            f"not {kind.__name__}")
+        return self.capabilities
+
+    @property
+    def record(self) -> StageCapabilities:
+        """The capability record (every registered spec has one: the kind's defaults unless declared)."""
+        if self.capabilities is None:
+            raise TypeError(f"{self.kind} '{self.name}' declares no capabilities")
+        return self.capabilities
 
 
 @dataclass(frozen=True)

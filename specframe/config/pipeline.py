@@ -7,7 +7,7 @@ without the core knowing them. Building the model after loading avoids stale sch
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, create_model, field_validator, model_validator
 
@@ -137,6 +137,14 @@ class PipelineConfigBase(StrictModel):
     """Permit a verifier that is not lossless for these settings (outputs then differ from the target's)."""
     generation: GenerationConfig = GenerationConfig()
     metrics: MetricsConfig = MetricsConfig()
+    if TYPE_CHECKING:  # the stage sections: fields of the model built per registry (`pipeline_model`), typed by
+        # the installed plugins' configs, which only exist at run time
+        target: Any
+        drafter: Any
+        corrector: Any
+        tree_builder: Any
+        pruner: Any
+        verifier: Any
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -202,7 +210,7 @@ def build_pipeline_model(registry: ComponentRegistry) -> type[PipelineConfigBase
         if field == "target":
             fields[field] = (Optional[annotation], None)  # noqa: UP045
         elif default in configs:
-            fields[field] = (annotation, default())
+            fields[field] = (annotation, default.model_validate({}))
         else:
             fields[field] = (annotation, ...)
     model = create_model("PipelineConfig", __base__=PipelineConfigBase, **fields)

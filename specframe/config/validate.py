@@ -20,7 +20,15 @@ from specframe.config.bounds import bound_budget
 from specframe.config.loader import unresolved_variables
 from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase, build_pipeline_model
 from specframe.errors import ConfigError, did_you_mean
-from specframe.registry import ComponentRegistry
+from specframe.registry import (
+    ComponentRegistry,
+    CorrectorCapabilities,
+    DrafterCapabilities,
+    PrunerCapabilities,
+    TargetCapabilities,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
+)
 
 if TYPE_CHECKING:
     from specframe.plugins import PluginHost
@@ -44,9 +52,9 @@ def _error_sources(provenance: Provenance, path: tuple[str, ...], data: dict[str
     for key in path:
         section = section.get(key) if isinstance(section, dict) else None
     if isinstance(section, dict):
-        named = [provenance[(*path, key)] for key in section
-                 if isinstance(key, str) and (*path, key) in provenance
-                 and re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)", message)]
+        keys = [(*path, key) for key in section if isinstance(key, str)]
+        named = [provenance[k] for k in keys
+                 if k in provenance and re.search(rf"(?<![\w.]){re.escape(k[-1])}(?!\w)", message)]
         if named:
             return ", ".join(dict.fromkeys(named))
     return _where(provenance, path, default)
@@ -148,7 +156,7 @@ def validate_pipeline(data: dict[str, Any], host: PluginHost, *, provenance: Pro
         config = model.model_validate(data)
     except ValidationError as exc:
         raise _improve_stage_hints(_translate(exc, data, model, provenance, source), data, registry) from None
-    if config.target is None and not has_target_object:  # type: ignore[attr-defined]
+    if config.target is None and not has_target_object:
         raise ConfigError("missing required stage 'target'", where=source,
                           hint="add e.g. `target: {type: hf, model: /path/to/model}`")
     check_variables(config, provenance, source)
@@ -190,15 +198,15 @@ def _improve_stage_hints(err: ConfigError, data: dict[str, Any], registry: Compo
 def resolve_auto_verifier(config: PipelineConfigBase, registry: ComponentRegistry, provenance: Provenance,
                           source: str) -> PipelineConfigBase:
     """Replace ``verifier: auto`` by greedy at temperature 0, else the first fitting lossless verifier."""
-    verifier = config.verifier  # type: ignore[attr-defined]
+    verifier = config.verifier
     if verifier.type != "auto":
         return config
-    builder = registry.get("tree_builder", config.tree_builder.type).spec.capabilities  # type: ignore[attr-defined]
+    builder = registry.get("tree_builder", config.tree_builder.type).spec.caps(TreeBuilderCapabilities)
     regime = builder.draft_regime
     greedy = config.sampling.temperature == 0.0
     candidates = []
     for rec in registry.of_kind("verifier"):
-        caps = rec.spec.capabilities
+        caps = rec.spec.caps(VerifierCapabilities)
         if not caps.lossless or regime not in caps.supported_regimes:
             continue
         if (caps.greedy_only and not greedy) or (caps.chain_only and builder.produces_tree):
@@ -206,22 +214,25 @@ def resolve_auto_verifier(config: PipelineConfigBase, registry: ComponentRegistr
         candidates.append(rec)
     # Greedy-only verifiers at T = 0 (no randomness); on sampled trees, verifiers that use q (they accept
     # more than WALK, which needs the exact token); otherwise the first by name.
-    candidates.sort(key=lambda r: (not r.spec.capabilities.greedy_only,
-                                   r.spec.capabilities.requires_q != (regime == "sampled"), r.spec.name))
+    candidates.sort(key=lambda r: (not r.spec.caps(VerifierCapabilities).greedy_only,
+                                   r.spec.caps(VerifierCapabilities).requires_q != (regime == "sampled"),
+                                   r.spec.name))
     if not candidates:
         raise ConfigError(f"verifier: auto found no lossless verifier for {regime} trees at temperature "
                           f"{config.sampling.temperature}", where=_where(provenance, ("verifier",), source),
                           hint="install a verifier plugin (specframe-verifiers) or name one explicitly")
-    chosen = candidates[0].spec.config()
+    chosen = candidates[0].spec.config.model_validate({})
     return config.model_copy(update={"verifier": chosen})
 
 
 def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target_object: bool = False) -> list[str]:
     """Contradictions between stages, found from declared capabilities only."""
-    caps = {field: registry.get(kind, getattr(config, field).type).spec.capabilities
-            for field, kind in STAGE_FIELDS.items() if getattr(config, field, None) is not None}
+    specs = {field: registry.get(kind, getattr(config, field).type).spec
+             for field, kind in STAGE_FIELDS.items() if getattr(config, field, None) is not None}
     problems = []
-    builder, verifier, drafter = caps["tree_builder"], caps["verifier"], caps["drafter"]
+    builder = specs["tree_builder"].caps(TreeBuilderCapabilities)
+    verifier = specs["verifier"].caps(VerifierCapabilities)
+    drafter = specs["drafter"].caps(DrafterCapabilities)
     b_name, v_name = config.tree_builder.type, config.verifier.type
     regime = builder.draft_regime
     temperature = config.sampling.temperature
@@ -234,7 +245,7 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
     if verifier.chain_only and builder.produces_tree:
         problems.append(f"verifier '{v_name}' handles chains only, but tree_builder '{b_name}' can branch; "
                         "use a chain builder or a tree verifier")
-    pruner = caps.get("pruner")
+    pruner = specs["pruner"].caps(PrunerCapabilities) if "pruner" in specs else None
     if verifier.requires_q and regime == "sampled" and pruner is not None and not pruner.keeps_child_prefix:
         problems.append(f"pruner '{config.pruner.type}' may drop a sampled sibling in the middle of a child list, "
                         f"which breaks verifier '{v_name}' (siblings are tried in sampling order); use pruner "
@@ -244,7 +255,7 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
                         f"{temperature}; use verifier 'walk' (or `auto`), or set allow_lossy: true")
     if not verifier.lossless and not config.allow_lossy:
         problems.append(f"verifier '{v_name}' is not lossless; set allow_lossy: true to use it anyway")
-    corrector = caps.get("corrector")
+    corrector = specs["corrector"].caps(CorrectorCapabilities) if "corrector" in specs else None
     c_name = config.corrector.type if corrector is not None else ""
     if corrector is not None and corrector.needs_logits and not drafter.emits_logits:
         problems.append(f"corrector '{c_name}' needs full draft logits, which drafter "
@@ -264,12 +275,11 @@ def cross_stage_problems(config: Any, registry: ComponentRegistry, *, has_target
                     f"'{getattr(config, field).type}' fixes its own size ({field}.budget: {own}), which the "
                     f"verifier '{v_name}' would then always get; remove {field}.budget and set the upper bound "
                     "with auto_budget.max_budget")
-    target = caps.get("target")
+    target = specs["target"].caps(TargetCapabilities) if "target" in specs else None
     if drafter.needs_target_hidden and target is not None and not target.exposes_taps:
         problems.append(f"drafter '{config.drafter.type}' conditions on the target's hidden states, but "
                         f"target '{config.target.type}' cannot expose them")
-    for field in ("drafter", "corrector"):
-        needs = caps.get(field)
+    for field, needs in (("drafter", drafter), ("corrector", corrector)):
         if needs is not None and needs.needs_target_embeddings and target is not None and not target.shares_embeddings:
             problems.append(f"{field} '{getattr(config, field).type}' shares the target's embedding and LM head, but "
                             f"target '{config.target.type}' does not offer them (SharedEmbeddings)")

@@ -64,4 +64,4 @@ class OneRowTarget:
 def target_rows(target: TargetModel, taps: Sequence[int]) -> TargetRows:
     """The rows the decode loop drives ``target`` through, tapping ``taps`` in their forwards."""
     rows = target.ragged_batch(taps)
-    return rows if rows is not None else OneRowTarget(target, taps)  # type: ignore[return-value]
+    return rows if rows is not None else OneRowTarget(target, taps)

@@ -114,11 +114,14 @@ def test_make_bench_trees_recipe(tmp_path: Path) -> None:
 
 
 def test_makefile_targets_run_what_the_suite_checks() -> None:
-    """`make test` is ruff and the suite, `make lint` ruff alone, `make setup` installs the core with every
+    """`make test` is ruff, mypy (its files and settings in pyproject.toml) and the suite, `make lint` ruff and
+    mypy, `make setup` installs the core with every
     plugin directory (the suite's conftest fails when one is not importable), `make clean` removes only what
     the Makefile itself creates."""
     ruff = "$(VENV)/bin/ruff check specframe plugins tests benchmarks"
-    assert makefile_recipe("test") == [ruff, "$(VENV)/bin/pytest -q"] and makefile_recipe("lint") == [ruff]
+    mypy = "$(VENV)/bin/mypy"
+    assert makefile_recipe("test") == [ruff, mypy, "$(VENV)/bin/pytest -q"]
+    assert makefile_recipe("lint") == [ruff, mypy]
     assert any("$(foreach p,$(PLUGIN_DIRS),-e $(p))" in line for line in makefile_recipe("$(STAMP)"))
     assert makefile_recipe("clean") == ["rm -rf $(VENV) $(VLLM_VENV) site build"]
 

@@ -44,6 +44,8 @@ def load_draft_model(directory: Path, dtype: torch.dtype, device: torch.device) 
     from transformers import AutoModelForCausalLM
 
     check_model_directory(directory, role="drafter.model")
+    model: Any
+    info: Any  # transformers' loading report
     try:
         model, info = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, use_safetensors=True,
                                                            dtype=dtype, output_loading_info=True)

@@ -76,7 +76,9 @@ def load_model(directory: Path, *, dtype: torch.dtype, device: torch.device, att
     split = placement is not None and placement.active
     kwargs: dict[str, Any] = {} if attn is None else {"attn_implementation": attn}
     if split:
-        kwargs.update(placement.load_kwargs())  # type: ignore[union-attr]
+        kwargs.update(placement.load_kwargs())
+    model: Any
+    info: Any  # transformers' loading report
     try:
         with without_progress_bars():
             model, info = AutoModelForCausalLM.from_pretrained(

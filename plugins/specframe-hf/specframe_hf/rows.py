@@ -219,12 +219,12 @@ class HFRows:
 
     def _gather(self, path: torch.Tensor, width: int, keep: int) -> None:
         """Move row ``b``'s entries ``width + path[b, k]`` to ``lengths[b] + k`` and cut the cache to ``keep``."""
-        dev = self._cache.layers[0].keys.device  # type: ignore[union-attr]
+        dev = self._cache.layers[0].keys.device
         path = path.to(dev)  # [B, M]
         k = torch.arange(path.shape[1], device=dev)[None, :]  # [1, M]
         dst = torch.tensor(self._lengths, dtype=torch.long, device=dev)[:, None] + k  # [B, M]
         src = torch.where(path >= 0, width + path, dst)  # padding copies a row's own slot onto itself
-        for layer in self._cache.layers:  # type: ignore[union-attr]
+        for layer in self._cache.layers:
             for name in ("keys", "values"):
                 kv: torch.Tensor = getattr(layer, name)  # [B, H, W + N, D]
                 h, d = kv.shape[1], kv.shape[3]
@@ -233,7 +233,7 @@ class HFRows:
                 setattr(layer, name, kv[:, :, :keep])
 
     def _cut(self, keep: int) -> None:
-        for layer in self._cache.layers:  # type: ignore[union-attr]
+        for layer in self._cache.layers:
             layer.keys = layer.keys[:, :, :keep]
             layer.values = layer.values[:, :, :keep]
 

@@ -15,7 +15,13 @@ from pydantic import ValidationError
 
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import Corrector, Drafter, Pruner, TargetModel, TreeBuilder, Verifier
-from specframe.registry import CAPABILITIES, STAGE_KINDS, ComponentSpec
+from specframe.registry import (
+    CAPABILITIES,
+    STAGE_KINDS,
+    ComponentSpec,
+    TreeBuilderCapabilities,
+    VerifierCapabilities,
+)
 
 #: The interface each stage kind's factory must return.
 INTERFACES: dict[str, type] = {
@@ -74,9 +80,9 @@ def check_declaration(spec: ComponentSpec) -> None:
     expected = CAPABILITIES.get(spec.kind)
     if expected is not None and not isinstance(caps, expected):
         raise fail(who, f"capabilities must be a {expected.__name__}, not {type(caps).__name__}")
-    if spec.kind == "tree_builder" and caps.draft_regime not in ("deterministic", "sampled"):
+    if isinstance(caps, TreeBuilderCapabilities) and caps.draft_regime not in ("deterministic", "sampled"):
         raise fail(who, f"draft_regime must be 'deterministic' or 'sampled', not {caps.draft_regime!r}")
-    if spec.kind == "verifier":
+    if isinstance(caps, VerifierCapabilities):
         regimes = set(caps.supported_regimes)
         if not regimes or not regimes <= {"deterministic", "sampled"}:
             raise fail(who, f"supported_regimes must be a non-empty subset of deterministic/sampled, "

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import pytest
 
 from specframe.plugins import PluginHost
-from specframe.registry import STAGE_KINDS, ComponentRegistry, StageCapabilities
+from specframe.registry import STAGE_KINDS, ComponentRegistry
 from specframe.testing.conformance import correctors, drafters, targets, trees, verifiers
 from specframe.testing.conformance.cases import BuiltCase, ConformanceCase, resolve
 from specframe.testing.conformance.common import check_config_round_trip, check_declaration
@@ -37,7 +37,7 @@ _CASES: dict[type, list[ConformanceCase]] = {}
 _BUILT: dict[tuple[type, str], BuiltCase] = {}
 
 
-def contract(*kinds: str, when: Callable[[StageCapabilities], bool] | None = None) -> Callable[[Any], Any]:
+def contract(*kinds: str, when: Callable[[Any], bool] | None = None) -> Callable[[Any], Any]:
     """Mark a test method as a contract for ``kinds`` (optionally only for specs whose capabilities match)."""
 
     def mark(fn: Any) -> Any:

@@ -7,6 +7,8 @@ tokens of node i's path: a tree forward with ancestor-only attention must agree 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from specframe.interfaces import SharedEmbeddings, TargetModel
@@ -105,10 +107,11 @@ def _check_shared_embeddings(who: str, built: BuiltCase, target: TargetModel) ->
         raise fail(who, f"declares shares_embeddings={declared} but {type(target).__name__} "
                         f"{'does not implement' if declared else 'implements'} SharedEmbeddings")
     if declared:
-        weight = target.input_embeddings().weight  # [V, H]
-        if weight.shape[0] < target.vocab_size or weight.dtype != target.dtype or weight.device != target.device:
+        shared: Any = target  # a SharedEmbeddings target (checked above), with the dtype its weights are in
+        weight = shared.input_embeddings().weight  # [V, H]
+        if weight.shape[0] < target.vocab_size or weight.dtype != shared.dtype or weight.device != target.device:
             raise fail(who, f"input_embeddings() is {tuple(weight.shape)} {weight.dtype} on {weight.device}, "
-                            f"expected [>= V={target.vocab_size}, H] {target.dtype} on {target.device}")
+                            f"expected [>= V={target.vocab_size}, H] {shared.dtype} on {target.device}")
 
 
 def _check_taps(who: str, built: BuiltCase, target: TargetModel, prompt: list[int], tree: DraftTree) -> None:

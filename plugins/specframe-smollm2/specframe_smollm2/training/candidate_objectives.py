@@ -189,7 +189,7 @@ class CandidateObjective:
             per = per + cfg.w_pen * (logq.exp() * _target_gap(c.ids, gt, soft_ids, soft_logp)).sum(-1)
         return torch.where(forced, per, torch.zeros_like(per))
 
-    def _lattice_scores(self, c: Candidates):  # type: ignore[no-untyped-def]
+    def _lattice_scores(self, c: Candidates):
         anchor = c.anchor_rows if c.anchor_rows is not None else F.embedding(c.prev[:, 0], self.w)  # [N, H]
         return self.head(F.embedding(c.ids, self.w), c.logp, c.z, anchor)
 

@@ -67,4 +67,4 @@ def loss_function(objective: Objective, batch_seqs: int, dist: DistContext) -> L
     from torch.nn.parallel import DistributedDataParallel
 
     ddp = DistributedDataParallel(_RankLoss(objective, rows, dist.world_size), find_unused_parameters=True)
-    return ddp  # type: ignore[return-value]
+    return ddp

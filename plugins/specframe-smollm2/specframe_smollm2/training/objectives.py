@@ -54,14 +54,14 @@ class Objective:
 
     @property
     def trainable(self) -> nn.Module:
-        return self.backbone if self.kind == "drafter" else self.head  # type: ignore[return-value]
+        return self.backbone if self.kind == "drafter" else self.head
 
     def features(self, batch: Batch) -> torch.Tensor:  # [N, bs, H]
         return anchor_block_features(self.backbone, self.w, self.tap_scale, batch.taps, batch.block_ids,
                                      batch.anchors)
 
     def _gru_states(self, block_ids: torch.Tensor) -> torch.Tensor:  # [N, bs] -> [N, bs, G]
-        states, _ = self.head.prefix_gru(nn.functional.embedding(block_ids, self.w))  # type: ignore[union-attr]
+        states, _ = self.head.prefix_gru(nn.functional.embedding(block_ids, self.w))
         return states
 
     def corrections(self, z: torch.Tensor, block_ids: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
@@ -69,14 +69,14 @@ class Objective:
         head = self.head
         if self.kind == "ar_head":
             g = self._gru_states(block_ids)  # [N, bs, G]
-            act = nn.functional.silu(head.embed_proj[0](torch.cat([z, g], dim=-1)))  # type: ignore[index]
-            w2 = head.embed_proj[2].weight  # type: ignore[index]  [V, E]
+            act = nn.functional.silu(head.embed_proj[0](torch.cat([z, g], dim=-1)))
+            w2 = head.embed_proj[2].weight  # [V, E]
             corr = act @ (w2 if rows is None else w2[rows]).T
             corr = torch.cat([torch.zeros_like(corr[:, :1]), corr[:, 1:]], dim=1)  # slot 0 is pure
             return corr
         # u_k = W1[x_{k-1}] (vanilla) or gate(h_k, W1[x_{k-1}]) * W1[x_{k-1}] (gated): the inference head's own rule
-        u = head.bias_vector(head.embed(block_ids), z, None)  # type: ignore[union-attr]  [N, bs, r]
-        w2 = head.markov_w2.weight  # type: ignore[union-attr]  [V, r]
+        u = head.bias_vector(head.embed(block_ids), z, None)  # [N, bs, r]
+        w2 = head.markov_w2.weight  # [V, r]
         return u @ (w2 if rows is None else w2[rows]).T
 
     def loss(self, batch: Batch, gen: torch.Generator, rows: slice | None = None) -> torch.Tensor:

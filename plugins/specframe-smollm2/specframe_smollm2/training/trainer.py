@@ -72,7 +72,7 @@ def build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Ge
         if recipe.init_from and warm_start:
             warm_start_backbone(backbone, scale, open_checkpoint(recipe.init_from), config)
         return Objective(recipe, embed, backbone, scale, None), config
-    files = open_checkpoint(recipe.base)  # type: ignore[arg-type]
+    files = open_checkpoint(recipe.base)
     base_cfg = files.config
     if list(base_cfg.target_layer_ids) != list(recipe.data.taps):
         raise CheckpointError(f"the base drafter {recipe.base} taps layers {list(base_cfg.target_layer_ids)} but the "

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from specframe_smollm2.cache import target_dir
@@ -105,9 +105,9 @@ def run(out: Path, *, data_dirs: list[str], per_set: int, max_new_tokens: int, l
                  accepted=[r.accepted for r in res.rounds if r.drafted], stop_reason=res.stop_reason)
         print(f"  {p['set']}#{p['question_id']}: {len(res.tokens)} tokens, tau {res.tau:.2f}", file=sys.stderr,
               flush=True)
-    target = chain.config.target.path or str(target_dir())  # type: ignore[attr-defined]
+    target = chain.config.target.path or str(target_dir())
     law_ids = chain.encode(LAW_PROMPT)[0].tolist()
-    model = chain.target.model  # the transformers model, float32
+    model = cast(Any, chain.target).model  # the transformers model (HFTarget.model), float32
     report = {
         "schema": 1,
         "pipeline": PIPELINE, "overrides": [f"budget={CHAIN_DEPTH}"], "num_speculative_tokens": CHAIN_DEPTH,
