@@ -10,16 +10,20 @@ the ``report`` split of :mod:`specframe.bench.splits`, never trained on), greedy
 * trees: DFlash + DDTree's heap (the drafter has no corrector, so DARTree is the heap: Lemma 1), and DARTree
   pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head.
 
-Per cell: τ (tokens per verify round, bonus included), draft ms per round (the drafter's forward plus the
-corrector: the ``draft`` stage), tokens/s, and the speedup over the plain loop with its 95 % bootstrap interval
+Per cell: τ (tokens per verify round, bonus included), draft ms per drafted round (the drafter's forward, the
+correction head's calls and the tree: the ``draft``, ``build`` and ``prune`` stages; the drafter's forward alone as
+``drafter_ms_per_round``), tokens/s, and the speedup over the plain loop with its 95 % bootstrap interval
 over the prompts (:mod:`specframe.metrics.gains`); the plain loop's own speed against ``generate()`` is a separate
 line per kind (the kernel gain, never multiplied into a method's row). Every output is checked token for token
 against the plain loop's. A table per kind on stdout, a JSON file with every cell (and the CPU, threads and load)
-at ``--out``. The script refuses to start on a busy machine (1-minute load above ``--max-load``).
+at ``--out``, and with ``--eval-json`` the same report under the key ``corrector_ablation`` of the checkpoints'
+``eval.json`` (the model cards and docs/benchmarks.md render their ablation tables from it). The script refuses to
+start on a busy machine (1-minute load above ``--max-load``).
 
 Usage::
 
-    .venv/bin/python benchmarks/corrector_ablation.py --n 6 --max-new-tokens 64 --out runs/corrector-ablation.json
+    .venv/bin/python benchmarks/corrector_ablation.py --n 6 --max-new-tokens 64 --out runs/corrector-ablation.json \
+        --eval-json checkpoints/smollm2-135m/eval.json
     .venv/bin/python benchmarks/corrector_ablation.py --smoke --out /tmp/ablation.json     # a smoke run
 """
 
@@ -72,6 +76,9 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--budgets", type=counts(), default=[4, 8, 16])
     ap.add_output("runs/corrector-ablation.json")
+    ap.add_input("--eval-json", None, kind="file",
+                 help="also store the report under 'corrector_ablation' in this eval.json (the published one: "
+                      "checkpoints/smollm2-135m/eval.json)")
     ap.add_threads(1)
     ap.add_max_load()
     ap.add_smoke("1 prompt per kind, 4 tokens, 4 methods, budget 4")
@@ -81,10 +88,15 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     return args
 
 
-def draft_ms_per_round(run: MethodRun) -> float:
-    """The mean of the ``draft`` stage (drafter forward and corrector) over the drafted rounds, in ms."""
+#: The stages of drafting: the drafter's forward (``draft``), the correction head's calls and the tree (``build``)
+#: and pruning (``prune``).
+DRAFTING = ("draft", "build", "prune")
+
+
+def draft_ms_per_round(run: MethodRun, stages: tuple[str, ...] = DRAFTING) -> float:
+    """The mean over the drafted rounds of ``stages`` (default: all of drafting, the head included), in ms."""
     rounds = [r for res in run.results for r in res.rounds if r.drafted]
-    return sum(r.stage_ns.get("draft", 0) for r in rounds) / len(rounds) / 1e6 if rounds else 0.0
+    return sum(r.stage_ns.get(s, 0) for r in rounds for s in stages) / len(rounds) / 1e6 if rounds else 0.0
 
 
 def decode(pipe: Any, prompts: list[str], max_new_tokens: int, label: str) -> MethodRun:
@@ -118,6 +130,7 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
             gain = paired_gain(run.results, base.results)
             cells.append({"method": label, "corrector": stage, "shape": shape, "budget": budget,
                           "tau": round(run.tau, 3), "draft_ms_per_round": round(draft_ms_per_round(run), 2),
+                          "drafter_ms_per_round": round(draft_ms_per_round(run, ("draft",)), 2),
                           "tokens_per_s": round(run.tokens_per_s, 3), "vs_plain_loop": estimate_to_json(gain),
                           "vs_generate": round(run.tokens_per_s / generate.tokens_per_s, 3), "exact": exact})
             console.print(f"  {label:<24} B={budget:<3} τ {run.tau:5.2f}  draft {cells[-1]['draft_ms_per_round']:6.1f}"
@@ -163,6 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
     write_text(Path(args.out), json.dumps(report, indent=2) + "\n", what="--out file")
+    if args.eval_json is not None:
+        evaluation = json.loads(Path(args.eval_json).read_text(encoding="utf-8"))
+        evaluation["corrector_ablation"] = report
+        write_text(Path(args.eval_json), json.dumps(evaluation, indent=2) + "\n", what="--eval-json file")
     console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s"
                   + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
     return 0

@@ -113,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["budget_sweep"] = budget_sweep(mixed, args.budgets, args.max_new_tokens, console)
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
+    previous = json.loads(args.out.read_text(encoding="utf-8")) if args.out.is_file() else {}
+    if isinstance(previous, dict) and "corrector_ablation" in previous:  # corrector_ablation.py's, kept
+        report["corrector_ablation"] = previous["corrector_ablation"]
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s"
                   + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))

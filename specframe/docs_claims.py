@@ -16,7 +16,13 @@ block                  result file                             script
 ``auto-budget-table``  the same                                ``benchmarks/auto_budget.py``
 ``eval-table``         ``checkpoints/smollm2-135m/eval.json``  ``benchmarks/smollm2_eval.py``
 ``batch-table``        ``docs/benchmarks/batch-decoding/``     ``benchmarks/batch_decoding.py``
-                       ``results.json``
+                       ``results.json`` (and ``before.json``,
+                       the same script on the loop before the
+                       engine work)
+``loop-overhead``      ``docs/benchmarks/loop-overhead/``      ``benchmarks/loop_overhead.py``
+                       ``tiny.json``, ``smollm2.json``
+``ablation-table``     ``checkpoints/smollm2-135m/eval.json``  ``benchmarks/corrector_ablation.py``
+                       (``corrector_ablation``)
 =====================  ======================================  ===============================================
 """
 
@@ -41,6 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 AUTO_BUDGET_JSON = "docs/benchmarks/auto-budget/results.json"
 EVAL_JSON = "checkpoints/smollm2-135m/eval.json"
 BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
+BATCH_BEFORE_JSON = "docs/benchmarks/batch-decoding/before.json"
+LOOP_JSON = {"tiny": "docs/benchmarks/loop-overhead/tiny.json", "smollm2": "docs/benchmarks/loop-overhead/smollm2.json"}
 #: Display names of the auto-budget benchmark's sets and groups.
 SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (first turns)", "alpaca": "Alpaca",
           "math_code": "math + code", "chat": "chat"}
@@ -163,10 +171,12 @@ def eval_table(methods: Sequence[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def batch_table(page: str) -> str:
-    """docs/benchmarks.md: tokens/s against batch size, the two gains apart, each with its spread over repeats."""
-    report = load(BATCH_JSON)
+def batch_table(page: str, rel: str = BATCH_JSON) -> str:
+    """docs/benchmarks.md: tokens/s against batch size, the two gains apart, each with its spread over repeats, and
+    speculation's share of the physics bound where the file has it."""
+    report = load(rel)
     rows = report["rows"]
+    bounded = any("physics_bound" in r for r in rows)
 
     def at(prefix: str, batch: int) -> dict[str, Any] | None:
         return next((r for r in rows if r["method"].startswith(prefix) and r["batch_size"] == batch), None)
@@ -177,22 +187,83 @@ def batch_table(page: str) -> str:
                       for m, b in zip(method["wall_s_repeats"], base["wall_s_repeats"], strict=True)]
         return f"{value:.2f}× ({min(per_repeat):.2f}–{max(per_repeat):.2f} over {len(per_repeat)} repeats)"
 
-    lines = [f"`benchmarks/batch_decoding.py` ([JSON]({link(page, BATCH_JSON)})), {machine_text(report)}, "
+    bound_head, bound_rule = (" physics bound (share of it) |", "---|") if bounded else ("", "")
+    lines = [f"`benchmarks/batch_decoding.py` ([JSON]({link(page, rel)})), {machine_text(report)}, "
              f"{report['n']} prompts, {report['max_new_tokens']} new tokens, the median of the repeats (paired by "
              "repeat, their spread in brackets):", "",
              f"| batch | `generate()` tok/s | plain tok/s | DARTree auto tok/s | {KERNEL_HEADING} | "
-             f"{SPECULATION_HEADING}: DARTree auto | τ (auto) | plain rounds (auto) | draft ms per drafted round |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"{SPECULATION_HEADING}: DARTree auto |{bound_head} τ (auto) | plain rounds (auto) | "
+             "draft ms per drafted round |",
+             f"|---|---|---|---|---|---|{bound_rule}---|---|---|"]
     for batch in sorted({r["batch_size"] for r in rows}):
         hf, plain, dart = at("hf_generate", batch), at("plain decoding", batch), at("DARTree", batch)
         if plain is None or dart is None:
             continue
         hf_speed = "-" if hf is None else f"{hf['tokens_per_s']:.1f}"
+        bound = ""
+        if bounded:
+            bound = (f" {dart['physics_bound']:.2f}× ({100 * dart['share_of_bound']:.0f} %) |"
+                     if "physics_bound" in dart else " - |")
         lines.append(f"| {batch} | {hf_speed} | {plain['tokens_per_s']:.1f} | {dart['tokens_per_s']:.1f} | "
-                     f"{'-' if hf is None else ratio(plain, hf)} | {ratio(dart, plain)} | {dart['tau']:.2f} | "
+                     f"{'-' if hf is None else ratio(plain, hf)} | {ratio(dart, plain)} |{bound} {dart['tau']:.2f} | "
                      f"{100 * dart['plain_round_share']:.0f} % | {dart['draft_ms_per_round']:.1f} |")
     return "\n".join(lines)
 
+
+def loop_overhead_table(page: str) -> str:
+    """docs/benchmarks.md: per-round milliseconds (round, target forward, drafter forward, everything else with its
+    p10-p90 spread) for every pipeline and batch size, the tiny pair and the shipped pair."""
+    out = []
+    for models, rel in LOOP_JSON.items():
+        report = load(rel)
+        batches = sorted({r["batch"] for r in report["rows"]})
+        pipelines = list(dict.fromkeys(r["pipeline"] for r in report["rows"]))
+        by = {(r["pipeline"], r["batch"]): r for r in report["rows"]}
+        out += [f"`benchmarks/loop_overhead.py --models {models}` ([JSON]({link(page, rel)})), "
+                f"{machine_text(report)}, {report['max_new_tokens']} new tokens, {report['repeats']} "
+                "repeat(s); per round: whole round ms / target forward / drafter forward / everything else "
+                "(median), then τ:", "",
+                "| pipeline | " + " | ".join(f"batch {b}" for b in batches) + " |",
+                "|---|" + "---|" * len(batches)]
+        for name in pipelines:
+            cells = []
+            for b in batches:
+                r = by.get((name, b))
+                cells.append("-" if r is None else
+                             f"{r['round']['median_ms']:.2f} / {r['target']['median_ms']:.2f} / "
+                             f"{r['draft']['median_ms']:.2f} / {r['else']['median_ms']:.2f}, τ {r['tau']:.2f}")
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def ablation_table(page: str) -> str:
+    """The corrector ablation per prompt kind: τ, draft ms per round and speed over the plain loop per budget."""
+    report = load(EVAL_JSON)["corrector_ablation"]
+    budgets = report["budgets"]
+    out = [f"`benchmarks/corrector_ablation.py` (`{EVAL_JSON}`, key `corrector_ablation`), "
+           f"{machine_text(report)}, "
+           f"{report['n']} held-out prompts per kind, {report['max_new_tokens']} new tokens, greedy, fixed budgets; "
+           "each cell: τ · drafting ms per drafted round (the drafter, the head and the tree) · "
+           f"{SPECULATION_HEADING} (same prompts and process); "
+           "every output equal to the plain loop's: "
+           f"{'yes' if all(c['exact'] for k in report['kinds'].values() for c in k['cells']) else 'NO'}.", ""]
+    for kind, result in report["kinds"].items():
+        gain = result["plain_loop_vs_generate"]
+        out += [f"**{kind}** (plain loop {result['plain_loop_tokens_per_s']:.1f} tok/s; {KERNEL_HEADING}: "
+                f"{gain['value']:.2f}× [{gain['low']:.2f}, {gain['high']:.2f}] over {gain['n']} prompts)", "",
+                "| method | " + " | ".join(f"B = {b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
+        by = {(c["method"], c["budget"]): c for c in result["cells"]}
+        for method in dict.fromkeys(c["method"] for c in result["cells"]):
+            out.append(f"| {method} | " + " | ".join(
+                f"{by[method, b]['tau']:.2f} · {by[method, b]['draft_ms_per_round']:.1f} · "
+                f"{by[method, b]['vs_plain_loop']['value']:.2f}×" for b in budgets) + " |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+#: Blocks that quote per-round times, not speedups (the two-gains rule of the speed claims does not apply).
+TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead")}
 
 #: (file, block name) -> renderer; links are relative to the file.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
@@ -201,5 +272,12 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "auto-budget-table"): lambda: auto_budget_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "eval-table"): lambda: eval_table(),
     ("docs/benchmarks.md", "batch-table"): lambda: batch_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "batch-table-before"): lambda: batch_table("docs/benchmarks.md", BATCH_BEFORE_JSON),
+    ("docs/benchmarks.md", "loop-overhead"): lambda: loop_overhead_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),
+    ("checkpoints/smollm2-135m/path-selector/README.md", "ablation-table"):
+        lambda: ablation_table("checkpoints/smollm2-135m/path-selector/README.md"),
+    ("checkpoints/smollm2-135m/lattice-head/README.md", "ablation-table"):
+        lambda: ablation_table("checkpoints/smollm2-135m/lattice-head/README.md"),
     ("plugins/specframe-smollm2/README.md", "eval-table"): lambda: eval_table(),
 }

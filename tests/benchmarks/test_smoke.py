@@ -110,7 +110,10 @@ def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
 
 @real_model
 def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
-    report = run("corrector_ablation", ["--smoke"], tmp_path / "ablation.json")
+    evaluation = tmp_path / "eval.json"
+    evaluation.write_text('{"datasets": {}}')
+    report = run("corrector_ablation", ["--smoke", "--eval-json", str(evaluation)], tmp_path / "ablation.json")
+    assert json.loads(evaluation.read_text()) == {"datasets": {}, "corrector_ablation": report}
     assert report["smoke"] and set(report["kinds"]) == {"math", "code", "chat"}
     cells = [c for kind in report["kinds"].values() for c in kind["cells"]]
     assert len(cells) == 3 * 4 and all(c["exact"] and c["tau"] >= 1 for c in cells)

@@ -281,3 +281,13 @@ def reference_block(weights: dict[str, torch.Tensor], cfg: dict[str, Any], conte
         h = h + (gate * torch.sigmoid(gate) * (y @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
     return _rms(h, w["norm.weight"])
 
+
+def plain_greedy(model: Any, prompt: torch.Tensor, n: int) -> list[int]:
+    """``n`` greedy tokens of a transformers LM after ``prompt`` ``[1, P]``, by full forwards (the reference)."""
+    ids, out = prompt, []
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = int(model(ids).logits[0, -1].argmax())
+            out.append(nxt)
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return out

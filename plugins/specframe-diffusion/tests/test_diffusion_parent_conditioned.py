@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from diffusion_testkit import TARGET_LAYERS, published_config, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, plain_greedy, published_config, write_published_checkpoint
 from specframe_diffusion.checkpoint import load_checkpoint, open_checkpoint, save_checkpoint
 
 from specframe.errors import CheckpointError, SpecframeError
@@ -34,16 +34,6 @@ PIPELINES: dict[str, tuple[str, dict, str, dict, dict, dict | None]] = {
     "markov-pctree": ("dspark_zlab", {"block_size": 5, "head_type": "gated"}, "dspark", {"type": "markov"},
                       {"type": "pctree"}, None),
 }
-
-
-def plain_greedy(model: Any, prompt: torch.Tensor, n: int) -> list[int]:
-    ids, out = prompt, []
-    with torch.no_grad():
-        for _ in range(n):
-            nxt = int(model(ids).logits[0, -1].argmax())
-            out.append(nxt)
-            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-    return out
 
 
 @pytest.fixture(scope="module")

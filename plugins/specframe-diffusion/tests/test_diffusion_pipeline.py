@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from diffusion_testkit import TARGET_LAYERS, VOCAB, write_published_checkpoint
+from diffusion_testkit import TARGET_LAYERS, VOCAB, plain_greedy, write_published_checkpoint
 from specframe_hf.testing import TWO_WAY_TOKENS
 from specframe_hf.testing import two_way_lm as make_two_way
 
@@ -43,16 +43,6 @@ BUILDERS = {
     "dartree_pruned": ({"type": "dartree", "mode": "pruned", "width": 3}, {"type": "deferred_topb"}),
     "chain_then_heap": ({"type": "chain_then_heap"}, None),
 }
-
-
-def plain_greedy(model: Any, prompt: torch.Tensor, n: int) -> list[int]:
-    ids, out = prompt, []
-    with torch.no_grad():
-        for _ in range(n):
-            nxt = int(model(ids).logits[0, -1].argmax())
-            out.append(nxt)
-            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-    return out
 
 
 @pytest.fixture(scope="module")
