@@ -3,6 +3,10 @@ where drafted rounds committed fewer tokens per millisecond than plain rounds, w
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from specframe.cost.round_rates import FIRST_HOLD, MIN_ROUNDS, RoundRates
 
 
@@ -50,3 +54,27 @@ def test_drafting_that_pays_is_never_held_and_no_plain_measurement_means_no_judg
         rates.observe_drafted(2, 500.0, 2.0)  # no plain rounds measured at 2 rows: nothing to compare with
     assert not rates.held(1) and not rates.held(2)
     assert all(drafts_left(rates, 1, 5)) and all(drafts_left(rates, 2, 5))
+
+
+def test_the_loop_asks_the_guard_before_drafting_and_feeds_it_plain_rounds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Driven through a real `budget: auto` pipeline (toy target and drafter): the same requests draft when the
+    guard allows and decode every round plainly, with the same tokens, when it holds; plain rounds reach it."""
+    from specframe.testing.load_window import fix_machine_load
+    from tests.hostile.probe import toy_pipe
+
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
+    fix_machine_load(monkeypatch)
+    plain_rows: list[int] = []
+    inner = RoundRates.observe_plain
+    monkeypatch.setattr(RoundRates, "observe_plain",
+                        lambda self, rows, ms: (plain_rows.append(rows), inner(self, rows, ms))[1])
+    prompts = ["one two three four five six", "seven eight nine ten"] * 2
+    allowed = toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 24, batch_size=2)
+    assert any(r.drafted for res in allowed for r in res.rounds)
+
+    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows: False)
+    held = toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 24, batch_size=2)
+    assert not any(r.drafted for res in held for r in res.rounds)
+    assert [r.tokens for r in held] == [r.tokens for r in allowed]  # greedy: the guard never changes the output
+    assert plain_rows and set(plain_rows) <= {1, 2}
