@@ -44,9 +44,9 @@ class HFTargetConfig(ComponentConfig):
                             "docs/pipelines.md); auto: the model's dtype"
     )
     compile: bool = Field(
-        False, description="torch.compile the lean engine's forward (inductor, dynamic shapes); measure before "
-                           "relying on it: on CPU it shortens a small model's forward but costs minutes of "
-                           "compilation (docs/benchmarks.md, 'Compiled forwards')"
+        False, description="torch.compile the lean engine's forward (inductor, dynamic shapes) for accelerators; "
+                           "on the CPUs measured it is slower than eager and costs minutes of compilation "
+                           "(docs/benchmarks.md, 'The round as an engine')"
     )
     engine: Literal["auto", "transformers"] = Field(
         "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree "
