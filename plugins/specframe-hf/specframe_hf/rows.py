@@ -87,18 +87,7 @@ class HFRows:
     def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
         """Prefill ``input_ids`` ``[R, P]`` (rows of one length, usually R = 1) and append them as the last rows;
         logits ``[R, 1, V]`` float32 at the last position, taps ``[R, P, n_taps * H]``."""
-        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-            raise GenerationError(f"prefill expects token ids [R, P] with P >= 1, got shape {tuple(input_ids.shape)}",
-                                  hint="pass a batch-first 2-D tensor, e.g. ids.view(1, -1)")
-        length = int(input_ids.shape[1])
-        if self.max_length is not None and length > self.max_length:
-            raise GenerationError(
-                f"the prompt has {length} tokens but the {self.runner.model_type} target's context is "
-                f"{self.max_length}", hint="shorten the prompt (max_position_embeddings bounds every position)")
-        low, high = int(input_ids.min()), int(input_ids.max())
-        if low < 0 or high >= self.vocab_size:
-            raise GenerationError(f"prompt token ids must lie in [0, {self.vocab_size}), found {low}..{high}",
-                                  hint="encode the prompt with this model's tokenizer")
+        length = self.runner.check_prompt_ids(input_ids)
         self._discard_pending()
         cache = self.runner.new_cache()
         with torch.inference_mode():

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from transformers.cache_utils import DynamicCache
 
+from specframe.errors import GenerationError
 from specframe_hf.compat import accepts_logits_to_keep, cache_kwarg
 from specframe_hf.device_map import compute_devices, execution_device, parameter_dtype
 from specframe_hf.taps import LayerTaps
@@ -36,6 +37,23 @@ class ModelRunner:
     @property
     def cache_kwarg(self) -> str:
         return self._cache_kwarg
+
+    def check_prompt_ids(self, input_ids: torch.Tensor) -> int:
+        """The length ``P`` of prompt ids ``[R, P]`` for a prefill, after refusing a bad shape, a prompt longer than
+        the context and ids outside the vocabulary (each a one-line `GenerationError` with its fix)."""
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+            raise GenerationError(f"prefill expects token ids [R, P] with P >= 1, got shape {tuple(input_ids.shape)}",
+                                  hint="pass a batch-first 2-D tensor, e.g. ids.view(1, -1)")
+        length = int(input_ids.shape[1])
+        if self.max_length is not None and length > self.max_length:
+            raise GenerationError(
+                f"the prompt has {length} tokens but the {self.model_type} target's context is {self.max_length}",
+                hint="shorten the prompt (max_position_embeddings bounds every position)")
+        low, high = int(input_ids.min()), int(input_ids.max())
+        if low < 0 or high >= self.vocab_size:
+            raise GenerationError(f"prompt token ids must lie in [0, {self.vocab_size}), found {low}..{high}",
+                                  hint="encode the prompt with this model's tokenizer")
+        return length
 
     def new_cache(self) -> DynamicCache:
         return DynamicCache(config=self.model.config)
