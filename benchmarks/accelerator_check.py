@@ -1,25 +1,29 @@
 """The accelerator check: specframe's device path on one GPU in under ten minutes, summarised as one JSON object.
 
 specframe is developed and tested on CPUs; this script is what checks the accelerator path. It runs, on
-``--device`` (default ``cuda``):
+``--device`` (default ``cuda``), these steps in this order (``--steps`` picks some, so a lent machine's time can be
+split between calls):
 
-1. greedy exactness in float32: every SmolLM2 method of the demo (``examples/smollm2``) against plain decoding
-   through the same loop, and plain decoding against the target's own ``generate()``;
-2. the drafter and its head on the CPU with the target on the device (greedy output unchanged); a sampled run
-   at T = 1 (DARTree, fixed budget): the same seed twice gives the same tokens, another seed not
-   necessarily (reported);
-3. the tree-construction benchmark on the device (``benchmarks/tree_construction.py --device``; the paper reports
-   about 70 ms for the sequential heap vs 28 ms depth-wise for its Qwen3 head);
-4. the demo table: τ, tokens/s, speedup over plain decoding, per-stage share of round time (stage clocks
-   synchronise the device), and the host synchronisations per round, counted twice: by specframe's
+1. ``tiny_overhead``: the loop-overhead benchmark on the device (``benchmarks/loop_overhead.py --device``) with the
+   tiny random pair at batch 1, 8 and 32: a round's target forward, drafter forward and everything else. It needs no
+   checkpoint, so it runs first: a GPU's round is where the framework's cost matters most;
+2. ``demo``: greedy exactness in float32: every SmolLM2 method of the demo (``examples/smollm2``; ``--methods``
+   picks some) against plain decoding through the same loop, and plain decoding against the target's own
+   ``generate()``, with the demo table: τ, tokens/s, speedup over plain decoding, per-stage share of round time
+   (stage clocks synchronise the device), and the host synchronisations per round, counted twice: by specframe's
    ``HostSyncCounter`` (the same count on every device) and, on CUDA, by ``torch.cuda.set_sync_debug_mode``;
-5. the loop-overhead benchmark on the device (``benchmarks/loop_overhead.py --device``): a round's target forward,
-   drafter forward and everything else, on the tiny pair at batch 1, 8 and 32 and on the shipped pair at batch 1
-   and 4, which is where a round's framework cost matters most.
+3. ``split``: the drafter and its head on the CPU with the target on the device (greedy output unchanged);
+4. ``sampled``: a sampled run at T = 1 (DARTree, fixed budget): the same seed twice gives the same tokens, another
+   seed not necessarily (reported);
+5. ``shipped_overhead``: the loop-overhead benchmark with the shipped pair at batch 1 and 4;
+6. ``trees``: the tree-construction benchmark on the device (``benchmarks/tree_construction.py --device``; the paper
+   reports about 70 ms for the sequential heap vs 28 ms depth-wise for its Qwen3 head).
 
-It prints one JSON summary and writes it to ``--out``; the exit status is 1 if any output differs. ``--smoke``
-(alias ``--quick``) is a smoke run (two methods, one prompt, few tokens, the tree benchmark's own ``--smoke``) that
-also works on a CPU; ``make test`` runs ``--device cpu --smoke`` end to end, so every step's code runs on each change.
+Each step is written to ``--out`` as soon as it ends and a step that fails is recorded with its error while the
+others still run, so a run cut short, or broken by one device-only bug, still returns what it measured. It prints
+the JSON summary at the end; the exit status is 1 if any step failed or any output differs. ``--smoke`` (alias
+``--quick``) is a smoke run (two methods, one prompt, few tokens, the benchmarks' own smoke sizes) that also works
+on a CPU; ``make test`` runs ``--device cpu --smoke`` end to end, so every step's code runs on each change.
 
 Usage::
 
@@ -35,15 +39,16 @@ import platform
 import sys
 import tempfile
 import time
+import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import loop_overhead
 import torch
 import tree_construction
-from _frame import BenchParser, count, run_script
+from _frame import BenchParser, count, name_list, run_script
 from specframe_smollm2.demo import METHODS, PROMPTS, _check_checkpoints, repo_root
 
 from specframe.device_sync import HostSyncCounter
@@ -53,6 +58,9 @@ from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
 
 QUICK_METHODS = ("plain decoding", "DARTree pruned B=16")
+#: The steps, in the order they run: the tiny pair's loop overhead first (it needs no checkpoint), then the shipped
+#: pair's demo methods, the split devices and the seeded sample, its loop overhead, and the tree construction.
+STEPS = ("tiny_overhead", "demo", "split", "sampled", "shipped_overhead", "trees")
 SAMPLED_METHOD = "DARTree pruned B=16"
 
 
@@ -61,6 +69,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cuda", help="cuda (the check) or cpu (a smoke run of the script)")
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_smoke("two methods, one prompt, 12 tokens, the tree benchmark's smoke run")
+    ap.add_argument("--methods", type=name_list([label for label, _ in METHODS]), default=None,
+                    help="comma-separated demo methods to run (default: all; plain decoding always runs first)")
+    ap.add_argument("--steps", type=name_list(STEPS), default=list(STEPS),
+                    help="comma-separated steps to run, in the fixed order: " + ", ".join(STEPS)
+                    + " (default: all; a lent GPU's time can be split between calls)")
     ap.add_argument("--tree-rounds", type=count(), default=30, help="timed rounds of the tree-construction benchmark")
     ap.add_output("runs/accelerator_check.json")
     args = ap.parse_args(argv)
@@ -124,7 +137,8 @@ def run_methods(args: argparse.Namespace, target: Any, host: PluginHost
                 ) -> tuple[list[dict[str, Any]], bool, list[int]]:
     """The demo's methods on the prompts: rows of the table, whether all are exact, plain decoding's first output."""
     root = repo_root() / "examples" / "smollm2"
-    methods = [m for m in METHODS if not args.smoke or m[0] in QUICK_METHODS]
+    chosen = args.methods or (QUICK_METHODS if args.smoke else [label for label, _ in METHODS])
+    methods = [m for m in METHODS if m[0] == METHODS[0][0] or m[0] in chosen]
     prompts = PROMPTS[:1] if args.smoke else PROMPTS
     timing = ["metrics.stage_timing=true"]
     plain_pipe = Pipeline.from_yaml(root / methods[0][1], target=target, host=host, overrides=timing)
@@ -142,9 +156,16 @@ def run_methods(args: argparse.Namespace, target: Any, host: PluginHost
              "equals_hf_generate": all(r.tokens == o[: len(r.tokens)] for r, o in zip(plain, own, strict=True)),
              **count_syncs(plain_pipe, prompts[0][1], args.max_new_tokens, args.device)}]
     for label, file in methods[1:]:
-        pipe = Pipeline.from_yaml(root / file, target=target, host=host, overrides=timing)
-        pipe.generate(prompts[0][1], 4)  # warm-up (and `budget: auto`'s cost profile on this device)
-        results = [pipe.generate(text, args.max_new_tokens) for _, text in prompts]
+        try:
+            pipe = Pipeline.from_yaml(root / file, target=target, host=host, overrides=timing)
+            pipe.generate(prompts[0][1], 4)  # warm-up (and `budget: auto`'s cost profile on this device)
+            results = [pipe.generate(text, args.max_new_tokens) for _, text in prompts]
+        except Exception as error:  # one method failing is reported; the others still run
+            rows.append({"method": label, "exact": False, "tokens_per_s": 0.0,
+                         "error": f"{type(error).__name__}: {error}",
+                         "traceback": traceback.format_exc().splitlines()[-12:]})
+            print(f"{label:<24} FAILED: {type(error).__name__}: {error}", file=sys.stderr)
+            continue
         rows.append({**summarize_method(label, results, plain),
                      **count_syncs(pipe, prompts[0][1], args.max_new_tokens, args.device)})
         print(f"{label:<24} τ {rows[-1]['tau']:5.2f}  {rows[-1]['tokens_per_s']:7.2f} tok/s  "
@@ -193,7 +214,7 @@ def tree_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "ratios": data["ratios"], "paper_qwen3_ms": {"heap_sequential": 70, "dartree": 28}}
 
 
-def overhead_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+def overhead_benchmark(args: argparse.Namespace, models: Sequence[str]) -> dict[str, Any]:
     """``benchmarks/loop_overhead.py`` on the device, tiny pair then shipped pair, in this process: per pipeline and
     batch size, the median round, target, draft and everything-else milliseconds."""
     runs = {"tiny": ["--models", "tiny", "--batch-sizes", "1,2" if args.smoke else "1,8,32"],
@@ -202,11 +223,11 @@ def overhead_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     size = ["--smoke"] if args.smoke else ["--repeats", "2"]
     found: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, models in runs.items():
+        for name in models:
             out = Path(tmp) / f"{name}.json"
             stdout, sys.stdout = sys.stdout, sys.stderr  # its tables go to stderr: stdout carries the summary
             try:
-                status = loop_overhead.main([*models, "--device", args.device, "--threads", "0", "--max-load",
+                status = loop_overhead.main([*runs[name], "--device", args.device, "--threads", "0", "--max-load",
                                              "1e9", *size, "--out", str(out)])
             finally:
                 sys.stdout = stdout
@@ -227,34 +248,88 @@ def environment(device: str) -> dict[str, Any]:
     return env
 
 
+def run_step(summary: dict[str, Any], name: str, step: Callable[[], Any], out: Path, *, record: bool = True) -> Any:
+    """Run one step, record its result (or its error, so the later steps still run) and rewrite the summary file.
+
+    A lent GPU is held for minutes: every step is written as soon as it ends, so a run cut short at its time limit
+    still returns what it measured, and one step's failure (a CUDA-only bug, say) does not hide the others.
+    """
+    start = time.perf_counter()
+    try:
+        result = step()
+    except Exception as error:  # every step is reported, and the next runs
+        result = None
+        summary.setdefault("errors", {})[name] = {
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc().splitlines()[-12:]}
+        print(f"step {name} FAILED: {type(error).__name__}: {error}", file=sys.stderr)
+    summary.setdefault("step_seconds", {})[name] = round(time.perf_counter() - start, 1)
+    if result is not None and record:
+        summary[name] = result
+    write_text(out, json.dumps(summary, indent=2) + "\n", what="accelerator check summary")
+    return result
+
+
+def passed(summary: dict[str, Any]) -> bool:
+    """Every step ran and every output is exact (greedy, split devices, the seeded sample, the overhead runs)."""
+    if summary.get("errors"):
+        return False
+    split = summary.get("draft_on_cpu_target_on_device")
+    overhead = summary.get("loop_overhead", {})
+    greedy = summary.get("greedy_exact_all", "demo" not in summary)
+    sampled = summary.get("sampled", {"same_seed_same_tokens": True})
+    return bool(greedy) and sampled["same_seed_same_tokens"] and (split is None or split["exact"]) \
+        and all(run["status"] == 0 for run in overhead.values())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.smoke:
         args.max_new_tokens = min(args.max_new_tokens, 12)
     start = time.perf_counter()
-    _check_checkpoints(repo_root())
+    out = Path(args.out)
+    summary: dict[str, Any] = {"check": "accelerator", "smoke": args.smoke, "environment": environment(args.device),
+                               "max_new_tokens": args.max_new_tokens}
+    steps = set(args.steps)
+    if "tiny_overhead" in steps:
+        run_step(summary, "loop_overhead", lambda: overhead_benchmark(args, ("tiny",)), out)
     host = PluginHost()
-    target = load_target(args.device)
-    rows, exact, plain = run_methods(args, target, host)
-    split = split_devices(args, target, host, plain) if args.device != "cpu" else None
-    sampled = sampled_determinism(args, target, host)
-    tree = tree_benchmark(args)
-    overhead = overhead_benchmark(args)
-    summary = {
-        "check": "accelerator", "smoke": args.smoke, "environment": environment(args.device),
-        "greedy_exact_all": exact, "draft_on_cpu_target_on_device": split, "sampled": sampled,
-        "tree_construction": tree, "loop_overhead": overhead, "demo": rows,
-        "max_new_tokens": args.max_new_tokens, "elapsed_s": round(time.perf_counter() - start, 1),
-    }
+
+    def checked_target() -> Any:
+        _check_checkpoints(repo_root())
+        return load_target(args.device)
+
+    target = None
+    if steps & {"demo", "split", "sampled"}:
+        target = run_step(summary, "target", checked_target, out, record=False)
+    if target is not None:
+        summary["target"] = str(target.device)
+        found = None
+        if steps & {"demo", "split"}:
+            found = run_step(summary, "demo", lambda: run_methods(args, target, host), out, record=False)
+        if found is not None:
+            summary["demo"], summary["greedy_exact_all"], plain = found
+            if args.device != "cpu" and "split" in steps:
+                run_step(summary, "draft_on_cpu_target_on_device", lambda: split_devices(args, target, host, plain),
+                         out)
+        if "sampled" in steps:
+            run_step(summary, "sampled", lambda: sampled_determinism(args, target, host), out)
+        del target
+    if "shipped_overhead" in steps:
+        shipped = run_step(summary, "loop_overhead_shipped", lambda: overhead_benchmark(args, ("smollm2",)), out)
+        if shipped is not None:
+            summary["loop_overhead"] = {**summary.get("loop_overhead", {}), **shipped}
+            del summary["loop_overhead_shipped"]
+    if "trees" in steps:
+        run_step(summary, "tree_construction", lambda: tree_benchmark(args), out)
+    summary["elapsed_s"] = round(time.perf_counter() - start, 1)
+    ok = passed(summary)
+    summary["passed"] = ok
     text = json.dumps(summary, indent=2)
     print(text)
-    write_text(args.out, text + "\n", what="accelerator check summary")
-    print(f"wrote {args.out}" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""), file=sys.stderr)
-    overhead_ok = all(run["status"] == 0 for run in overhead.values())
-    if not exact or not sampled["same_seed_same_tokens"] or (split is not None and not split["exact"]) \
-            or not overhead_ok:
-        return 1
-    return 0
+    write_text(out, text + "\n", what="accelerator check summary")
+    print(f"wrote {out}" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""), file=sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -63,6 +63,7 @@ from _frame import (
 from rich.console import Console
 from rich.table import Table
 
+from specframe.device_sync import synchronize
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import load_average
@@ -78,21 +79,30 @@ class ForwardTimer:
     """Nanoseconds spent inside model forwards, by category; only the outermost timed call counts (the target's
     LM head called inside the target's forward is the target's; called by the drafter's head, the drafter's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.syncing = False  # wait for the device at each reading (while a round_log records)
         self.totals: dict[str, int] = {"target": 0, "draft": 0}
         self._depth = 0
         self._start = 0
         self._category = ""
 
+    def clock(self) -> int:
+        """``perf_counter_ns``, while recording once the device's queued work is done (on an accelerator a reading
+        right after a call would time the kernel launches, not the work)."""
+        if self.syncing:
+            synchronize(self.device)
+        return time.perf_counter_ns()
+
     def enter(self, category: str) -> None:
         if self._depth == 0:
-            self._start, self._category = time.perf_counter_ns(), category
+            self._start, self._category = self.clock(), category
         self._depth += 1
 
     def leave(self) -> None:
         self._depth -= 1
         if self._depth == 0:
-            self.totals[self._category] += time.perf_counter_ns() - self._start
+            self.totals[self._category] += self.clock() - self._start
 
     def snapshot(self) -> dict[str, int]:
         return dict(self.totals)
@@ -180,18 +190,20 @@ def round_log(timer: ForwardTimer) -> Iterator[RoundLog]:
 
     def timed_round(*args: Any, **kwargs: Any) -> Any:
         before = timer.snapshot()
-        t0 = time.perf_counter_ns()
+        t0 = timer.clock()
         out = inner(*args, **kwargs)
-        log.wall.append(time.perf_counter_ns() - t0)
+        log.wall.append(timer.clock() - t0)
         after = timer.snapshot()
         log.target.append(after["target"] - before["target"])
         log.draft.append(after["draft"] - before["draft"])
         return out
 
     loop.run_round = timed_round
+    timer.syncing = True
     try:
         yield log
     finally:
+        timer.syncing = False
         loop.run_round = inner
 
 
@@ -291,7 +303,7 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
     from specframe.pipeline import Pipeline
 
     rows: list[dict[str, Any]] = []
-    timer = ForwardTimer()
+    timer = ForwardTimer(device)
     with tempfile.TemporaryDirectory() as tmp:
         model, drafters = tiny_models(Path(tmp))
         target = HFTarget.from_model(model.to(device), compile=compile_forward)
@@ -320,10 +332,10 @@ def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: li
 
     from specframe.pipeline import Pipeline
 
-    timer = ForwardTimer()
     files = {k: v for k, v in smollm2_pipelines().items() if only is None or k in only or k == "plain"}
     overrides = (["target.compile=true"] if compile_forward else []) + ([f"target.device={device}"] if device else [])
     base = Pipeline.from_yaml(files["plain"], overrides=overrides)
+    timer = ForwardTimer(base.target.device)
     pipes = {"plain": base}
     for name, path in files.items():
         if name != "plain":

@@ -110,8 +110,11 @@ class BlockRows(DrafterRows):
         z = self.backbone.run_block(embeds, self.cache, rows=None if every else rows)  # [R, bs, H]
         features = z[:, 0 if cfg.shift_label else 1 :]  # [R, L, H]
         scores = self.head(features, self.top_k)  # [R, L, K] candidates, sorted descending
-        return DraftProposal(root=roots, tokens=scores.tokens, logprobs=scores.logprobs, logits=scores.logits,
-                             features=features)
+        # The head (the target's LM head) and the roots may sit on the target's device: the proposal lives on the
+        # drafter's, where the corrector and the builder run (the loop moves the built tree to the target).
+        dev = self.device
+        return DraftProposal(root=roots.to(dev), tokens=scores.tokens.to(dev), logprobs=scores.logprobs.to(dev),
+                             logits=scores.logits.to(dev), features=features)
 
     @torch.no_grad()
     def commit(self, states: Sequence[DecodeState], tree: DraftTree, result: VerifyResult,
