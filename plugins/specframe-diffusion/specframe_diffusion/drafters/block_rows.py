@@ -1,22 +1,30 @@
 """`BlockRows`: the block-diffusion drafter's state for the rows of a decode loop, every drafting row in ONE forward.
 
 A row's state is its draft KV cache of committed context (one ragged `DraftKVCache` for all rows, see
-``models/draft_cache.py``). The context's keys and values depend on the target's taps alone, so they enter the
-cache as soon as the taps are known (`DFlashBackbone.extend`), and a round drafts the block alone::
+``models/draft_cache.py``). The context's keys and values depend on the target's taps alone, so they can enter
+the cache any time after the taps are known (`DFlashBackbone.extend`), and a round drafts the block alone::
 
     add_row:          extend the new row's cache by its prompt's taps              # [1, P, n_taps*H]
     propose(rows R):  block [R, bs] = [root, MASK x (bs-1)] at positions start_r .. start_r + bs - 1
                       z = backbone(embed(block)) over each row's cache             # ONE forward for the R rows
                       slots = z[:, 1:] (non-shift: output j predicts start+j)  or  z (shift: j predicts start+1+j)
                       candidates = top-K of the (draft-vocabulary) head's log-softmax   # ONE head call
-    commit(all rows): m_b = positions row b committed this round (its state's token count minus its cache's)
-                      extend every row's cache by the taps at accepted_nodes[b, :m_b]   # ONE gather, ONE pass
+    commit(all rows): m_b = positions row b committed this round (its state's token count minus its context)
+                      keep the taps at accepted_nodes[b, :m_b] pending                   # ONE gather
+    flush:            extend every row's cache by everything pending                     # ONE pass
 
-Rows that do not draft in a round are not in the forward (their cache takes the round's root tap at commit).
+Rows that do not draft in a round are not in the forward (their context takes the round's root tap at commit).
 ``start_r`` and ``m_b`` come from the rows' `DecodeState` token counts, so neither propose nor commit reads the
 device. Worked example (non-shift, bs = 4): a prompt of 6 tokens (cache: positions 0..5), root r: the block
 ``[r, M, M, M]`` at positions 6..9; outputs 1..3 give depths 1..3. If the verifier accepts 2 drafts, the taps of
 nodes ``[root, d1, d2]`` (positions 6..8) extend the cache, and the next root sits at position 9.
+
+The extension is deferred: commit gathers the round's taps (one gather) and keeps them pending; the next
+``propose`` (or a row joining or leaving, or :data:`MAX_PENDING` rounds) moves everything pending into the caches in
+one pass. Rounds that no row drafts (``budget: auto`` decoding plainly at a batch size where drafting does not pay)
+then cost the drafter nothing, and a run of them enters the cache in one batched pass, not one per round. A context
+position's keys and values depend on its own tap and position only, so they are the same either way (up to the last
+bits of the batched products, as for any batch shape).
 """
 
 from __future__ import annotations
@@ -34,6 +42,10 @@ from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.drafters.vocab_head import DraftVocabHead
 from specframe_diffusion.models.backbone import DFlashBackbone
 
+#: Rounds of committed taps kept pending at most before they enter the caches (bounds the memory a long run of
+#: plain rounds holds: per row and round one position of ``n_taps * H`` features).
+MAX_PENDING = 64
+
 
 class BlockRows(DrafterRows):
     """See the module docstring. The components are the drafter's (shared, never modified)."""
@@ -49,6 +61,10 @@ class BlockRows(DrafterRows):
         param = next(backbone.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.cache = backbone.new_cache(rows=0)
+        # Committed context not yet in the cache, oldest first: per round, the taps ``[B, M, n_taps*H]`` (drafter
+        # device and dtype) and how many of each row's M are valid (the positions that row committed).
+        self._pending: list[tuple[torch.Tensor, list[int]]] = []
+        self._pending_total: list[int] = []  # [B] positions pending per row (the counts above, summed)
 
     @property
     def batch_size(self) -> int:
@@ -81,19 +97,63 @@ class BlockRows(DrafterRows):
             raise GenerationError(f"prefill gave taps for {taps.shape[0]} row(s) of {taps.shape[1]} positions but "
                                   f"{rows} row(s) of {length} prompt tokens are cached",
                                   hint="prefill must return taps for every prompt token")
+        self.flush()
         first = self.batch_size
         self.cache.add_rows(rows)
         self.backbone.extend(taps.to(self.device, self.dtype), self.cache,
                              rows=None if first == 0 else range(first, first + rows))
 
     def keep_rows(self, rows: Sequence[int]) -> None:
+        rows = list(rows)
+        if not rows:
+            self._pending = []
+        elif self._pending:
+            index = torch.tensor(rows, dtype=torch.long, device=self.device)
+            self._pending = [(taps.index_select(0, index), [counts[r] for r in rows]) for taps, counts in self._pending]
+        if self._pending_total:
+            self._pending_total = [self._pending_total[r] for r in rows] if self._pending else []
         self.cache.keep_rows(rows)
+
+    def context_lengths(self) -> list[int]:
+        """Per row, the committed context positions: in the cache plus pending."""
+        if not self._pending:
+            return list(self.cache.lengths)
+        return [n + c for n, c in zip(self.cache.lengths, self._pending_total, strict=True)]
+
+    @torch.no_grad()
+    def flush(self) -> None:
+        """Move every pending position into the rows' caches in ONE extend.
+
+        Worked example: two pending rounds for rows (a, b), taps ``[2, 3, F]`` with counts ``[3, 1]`` then
+        ``[2, 1, F]`` with counts ``[1, 1]``: joined along positions ``[2, 4, F]``, row a keeps entries 0, 1, 2, 3
+        and row b entries 0, 3 (then padding), and the caches grow by 4 and 2.
+        """
+        if not self._pending:
+            return
+        if len(self._pending) == 1:
+            taps, counts = self._pending[0]
+        else:
+            joined = torch.cat([t for t, _ in self._pending], dim=1)  # [B, sum M, F]
+            counts = self._pending_total
+            width = max(counts)
+            index: list[list[int]] = []
+            for b in range(joined.shape[0]):
+                offset, valid = 0, []
+                for part, part_counts in self._pending:
+                    valid.extend(range(offset, offset + part_counts[b]))
+                    offset += int(part.shape[1])
+                index.append(valid + [0] * (width - len(valid)))  # padding reads entry 0, never kept
+            gather = torch.tensor(index, dtype=torch.long, device=joined.device)  # [B, width]
+            taps = joined.gather(1, gather[:, :, None].expand(-1, -1, joined.shape[2]))  # [B, width, F]
+        self._pending, self._pending_total = [], []
+        self.backbone.extend(taps, self.cache, counts=counts)
 
     # ------------------------------------------------------------------------------------------ rounds
     @torch.no_grad()
     def propose(self, rows: Sequence[int], states: Sequence[DecodeState]) -> DraftProposal:
         rows, states = list(rows), list(states)
         self._check_rows(rows, states)
+        self.flush()
         lengths = self.cache.lengths
         for r, state in zip(rows, states, strict=True):
             if lengths[r] != state.cached_len:
@@ -126,7 +186,7 @@ class BlockRows(DrafterRows):
             raise GenerationError(f"drafter '{self.name}' holds {self.batch_size} row(s) but the round committed "
                                   f"{len(states)} state(s), {nodes.shape[0]} verdict row(s) and {taps.shape[0]} "
                                   "tap row(s)", hint="commit every row of the round, in the rows' order")
-        lengths = self.cache.lengths
+        lengths = self.context_lengths()
         added = [s.cached_len - n for s, n in zip(states, lengths, strict=True)]  # [B] positions committed
         if any(a < 1 or a > nodes.shape[1] for a in added):
             raise GenerationError(
@@ -136,7 +196,11 @@ class BlockRows(DrafterRows):
         most = max(added)
         index = nodes[:, :most].to(taps.device).clamp(min=0)  # [B, M]; -1 padding reads the root, never kept
         new = taps.gather(1, index[:, :, None].expand(-1, -1, taps.shape[2]))  # [B, M, n_taps*H]
-        self.backbone.extend(new.to(self.device, self.dtype), self.cache, counts=added)
+        self._pending.append((new.to(self.device, self.dtype), added))
+        self._pending_total = [t + a for t, a in zip(self._pending_total, added, strict=True)] \
+            if self._pending_total else list(added)
+        if len(self._pending) >= MAX_PENDING:
+            self.flush()
 
     def _check_rows(self, rows: list[int], states: list[DecodeState]) -> None:
         if not rows or len(rows) != len(states) or len(set(rows)) != len(rows) \
