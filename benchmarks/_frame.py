@@ -234,6 +234,20 @@ def run_script(main: Callable[[], int]) -> int:
         return 2
 
 
+def decoded(outcomes: Sequence[Any], what: str) -> list[Any]:
+    """``outcomes`` of ``Pipeline.generate_batch``, every one decoded: a benchmark's figures mean nothing with a
+    refused request among them, so a refusal stops the script with its reason (one screen, exit status 2)."""
+    from specframe.errors import GenerationError
+    from specframe.pipeline import RefusedRequest
+
+    refused = [o for o in outcomes if isinstance(o, RefusedRequest)]
+    if refused:
+        raise GenerationError(f"{what}: {len(refused)} of {len(outcomes)} request(s) refused; the first, "
+                              f"{refused[0]}", hint="the benchmark needs every request decoded; "
+                              "fix the cause above (a smaller batch, a shorter prompt) and rerun")
+    return list(outcomes)
+
+
 def apply_threads(threads: int) -> None:
     """Set torch's CPU threads (0: leave torch's default)."""
     import torch

@@ -42,7 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
+from _frame import (
+    DATA,
+    BenchParser,
+    apply_threads,
+    check_load,
+    count,
+    counts,
+    decoded,
+    run_script,
+    use_shipped_checkpoints,
+)
 from rich.console import Console
 from rich.table import Table
 from smollm2_eval import load_prompts
@@ -61,7 +71,8 @@ def timed_batch(pipe: Any, prompts: list[str], max_new: int, batch_size: int) ->
         torch.cuda.reset_peak_memory_stats()
         held = torch.cuda.memory_allocated()
     start = time.perf_counter()
-    results = pipe.generate_batch(prompts, max_new, batch_size=batch_size)
+    results = decoded(pipe.generate_batch(prompts, max_new, batch_size=batch_size),
+                      f"{pipe.config.name} at batch {batch_size}")
     if cuda:
         torch.cuda.synchronize()
     wall = time.perf_counter() - start
@@ -182,12 +193,12 @@ def physics(plain: Any, dart: Any, prompts: list[str], sizes: list[int], max_new
     tau: dict[int, float] = {}
     for k in BOUND_NODES:
         fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=k)
-        results = fixed.generate_batch(prompts, max_new, batch_size=1)
+        results = decoded(fixed.generate_batch(prompts, max_new, batch_size=1), "the fixed-budget τ run")
         tau[k] = sum(len(r.tokens) for r in results) / max(sum(r.num_rounds for r in results), 1)
     bounds: dict[str, Any] = {}
     for b in sizes:
         fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=7)
-        drafted = fixed.generate_batch((prompts * b)[:b], 16, batch_size=b)
+        drafted = decoded(fixed.generate_batch((prompts * b)[:b], 16, batch_size=b), f"the draft timing at batch {b}")
         draft_ms = statistics.median([sum(r.stage_ns.get(s, 0) for s in ("draft", "build", "prune")) / 1e6
                                       for res in drafted for r in res.rounds if r.drafted] or [0.0])
         curve = {t: forward_ms(plain.target, b, t, ids, reps) for t in (1, *(k + 1 for k in BOUND_NODES))}
@@ -238,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = args.batch_sizes
     plain.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up (and the cost profile of budget: auto)
     dart.generate_batch(prompts[:2], 4, batch_size=2)
-    reference = [r.tokens for r in plain.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
+    reference = [r.tokens for r in decoded(plain.generate_batch(prompts, args.max_new_tokens, batch_size=1),
+                                           "the plain reference")]
     ids = [plain.encode(p).view(-1) for p in prompts]
     native = getattr(plain.target, "native_generate_batch", None)
     rows: list[dict[str, Any]] = []

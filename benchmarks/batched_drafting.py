@@ -34,7 +34,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
+from _frame import (
+    DATA,
+    BenchParser,
+    apply_threads,
+    check_load,
+    count,
+    counts,
+    decoded,
+    run_script,
+    use_shipped_checkpoints,
+)
 from rich.console import Console
 from rich.table import Table
 from smollm2_eval import load_prompts
@@ -106,7 +116,7 @@ def timed_run(pipe: Any, make_rows: Callable[[], DrafterRows], prompts: list[str
     timed = TimedDrafter(drafter, make_rows, next(drafter.backbone.parameters()).device)  # type: ignore[attr-defined]
     pipe.stages.drafter = timed
     try:
-        results = pipe.generate_batch(prompts, max_new, batch_size=batch_size)
+        results = decoded(pipe.generate_batch(prompts, max_new, batch_size=batch_size), f"batch {batch_size}")
     finally:
         pipe.stages.drafter = drafter
     return results, timed.made
@@ -165,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = load_prompts(args.data, (max(sizes) + 1) // 2, names=("gsm8k", "humaneval"))
     prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: max(sizes)]
     pipe.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up
-    reference = [r.tokens for r in pipe.generate_batch(prompts, args.max_new_tokens, batch_size=1)]
+    reference = [r.tokens for r in decoded(pipe.generate_batch(prompts, args.max_new_tokens, batch_size=1),
+                                           "the reference")]
     ways: dict[str, Callable[[], DrafterRows]] = {"native": drafter.rows, "forked": lambda: ForkedRows(drafter)}
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()

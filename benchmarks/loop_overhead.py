@@ -56,6 +56,7 @@ from _frame import (
     check_load,
     count,
     counts,
+    decoded,
     name_list,
     run_script,
     use_shipped_checkpoints,
@@ -282,7 +283,7 @@ def measure(pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: in
     outputs: list[list[int]] = []
     for _ in range(repeats):
         with round_log(timer) as one:
-            results = pipe.generate_batch(prompts, max_new, batch_size=batch)
+            results = decoded(pipe.generate_batch(prompts, max_new, batch_size=batch), f"batch {batch}")
         log.wall += one.wall
         log.target += one.target
         log.draft += one.draft
@@ -315,7 +316,7 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
         gen = torch.Generator().manual_seed(0)
         for batch in batches:
             prompts = [torch.randint(3, 500, (32,), generator=gen).tolist() for _ in range(batch)]
-            plain = pipes["plain"].generate_batch(prompts, max_new, batch_size=batch)
+            plain = decoded(pipes["plain"].generate_batch(prompts, max_new, batch_size=batch), "plain decoding")
             reference = [list(r.tokens) for r in plain]
             for name, pipe in pipes.items():
                 greedy = pipe.sampling.temperature == 0
@@ -347,7 +348,7 @@ def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: li
     rows: list[dict[str, Any]] = []
     for batch in batches:
         prompts = prompt_sets[: max(n, batch)]
-        plain = pipes["plain"].generate_batch(prompts, max_new, batch_size=batch)
+        plain = decoded(pipes["plain"].generate_batch(prompts, max_new, batch_size=batch), "plain decoding")
         reference = [list(r.tokens) for r in plain]
         for name, pipe in pipes.items():
             row = measure(pipe, prompts, batch, max_new, repeats, timer, reference)
