@@ -140,9 +140,51 @@ def test_batched_rows_propose_what_each_row_proposes_alone(make_checkpoint, hf_t
     sim.round([0, 1])
     sim.round([1])
     sim.round([0, 1])
-    lengths = sim.rows.cache.lengths
-    assert lengths == [req.alone.cache.lengths[0] for req in sim.live]
+    lengths = sim.rows.context_lengths()
+    assert lengths == [req.alone.context_lengths()[0] for req in sim.live]
     assert len(set(lengths)) == len(lengths)  # the rows really are ragged
+
+
+def test_rounds_nobody_drafts_cost_the_drafter_nothing_until_it_drafts_again(make_checkpoint, hf_target: Any,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain rounds keep their taps pending (no drafter pass); the next proposal extends every row in ONE pass and
+    equals each row's proposal alone; rows leaving take their pending taps with them; pending is bounded."""
+    from specframe_diffusion.drafters import block_rows
+
+    sim = Simulation(_drafter(make_checkpoint("dflash", block_size=5), "dflash", hf_target), seed=4)
+    for length in (4, 7, 2):
+        sim.join(length)
+    sim.round([0, 1, 2])
+    extends: list[int] = []  # positions per extend of the batched rows' cache (the rows alone share the backbone)
+    backbone = sim.rows.backbone
+    original = type(backbone).extend
+
+    def counted(self: Any, taps: torch.Tensor, cache: Any, *args: Any, **kwargs: Any) -> None:
+        if cache is sim.rows.cache:
+            extends.append(int(taps.shape[1]))
+        original(self, taps, cache, *args, **kwargs)
+
+    monkeypatch.setattr(type(backbone), "extend", counted)
+    before = sim.rows.cache.lengths
+    for _ in range(3):
+        sim.commit([])  # plain rounds: every row commits its root alone
+    sim.commit([1])  # a round whose tree one row drafted (its taps are pending too)
+    assert extends == [] and sim.rows.cache.lengths == before
+    assert sim.rows.context_lengths() == [req.state.cached_len for req in sim.live]
+    sim.keep([2, 1])  # row 0 leaves with its pending taps
+    sim.round([0, 1])  # ONE extend of everything pending, then proposals equal to each row's alone
+    assert len(extends) == 1
+    assert sim.rows.context_lengths() == [req.alone.context_lengths()[0] for req in sim.live]
+    monkeypatch.setattr(block_rows, "MAX_PENDING", 3)
+    extends.clear()
+    assert len(sim.rows._pending) == 1  # the drafted round's own commit
+    sim.commit([])
+    sim.commit([])
+    assert len(extends) == 1 and not sim.rows._pending  # the third pending round flushed them all
+    sim.commit([])
+    sim.keep([])  # every row leaves with taps pending (a batch ends), then a new request starts
+    sim.join(5)
+    sim.round([0])
 
 
 def test_batched_rows_with_a_reduced_draft_vocabulary(make_checkpoint, hf_target: Any, tmp_path: Path) -> None:
