@@ -78,6 +78,7 @@ class RowBudget:
     signature: tuple[float, ...] | None = None  # the prompt's (`specframe.cost.text_kind`)
     gain_sum: float = 0.0  # expected tokens of this request's drafted rounds, summed
     drafted_rounds: int = 0
+    remembered: float | None = None  # the gain its most alike earlier requests predicted when it started
 
     @property
     def wants_draft(self) -> bool:
@@ -156,6 +157,29 @@ class AutoBudget:
         return 1.0 + self.rate(rows) * (self.draft_cost.marginal_ms() + max(verify, 0.0) + overhead)
 
     # ----------------------------------------------------------------------------------------- rows
+    def drafting_rows(self, wanting: list[int], budgets: Sequence[RowBudget | None], rows: int) -> list[int]:
+        """Of the rows ``wanting`` to draft (their `RowBudget` s ``budgets``), those that draft in a round of ``rows``
+        rows: none while the measured-rate guard holds drafting at this batch size (`RoundRates`), and in a batch
+        no probe or first round that cannot pay (:meth:`can_pay`)."""
+        if not wanting or not self.rates.allows_drafting(rows):
+            return []
+        return [i for i, budget in zip(wanting, budgets, strict=True) if budget is None or self.can_pay(budget, rows)]
+
+    def can_pay(self, row: RowBudget, rows: int) -> bool:
+        """Whether ``row`` may draft in a round of ``rows`` rows. A row that drafts by choice may (the guard judges
+        that choice). A probe or a request's first drafted round in a batch may only if its most hopeful gain (its
+        own, its most alike earlier requests', the best any remembered request averaged) reaches the break-even
+        at this batch size: every row of the batch waits for its forward, and a probe that cannot pay cannot
+        change what the row does next, so it waits for a round with fewer rows. Alone (``rows`` = 1) a probe
+        always runs: it is how a request finds out that drafting pays again.
+
+        Example: at 8 rows the break-even is 3.5 tokens and no request has averaged more than 2.9: the rows'
+        probes wait, and run once the batch has shrunk to where the break-even is below 2.9."""
+        if rows == 1 or (row.drafting and row.drafted_rounds > 0):
+            return True
+        hopes = [g for g in (row.gain, row.remembered, self.memory.best_gain()) if g is not None]
+        return not hopes or max(hopes) >= self.break_even(rows)
+
     def start_row(self, signature: tuple[float, ...] | None = None) -> RowBudget:
         """A new request's state, from memory: draft at once when the gains of earlier requests like this one
         (prompt ``signature``; all earlier requests when none is alike) beat the break-even, else decode plainly
@@ -164,7 +188,8 @@ class AutoBudget:
         remembered = self.memory.predict_gain(signature)
         pays = remembered is None or remembered >= self.break_even(1)
         return RowBudget(drafting=pays, probe_interval=s.min_probe_interval,
-                         plain_left=0 if pays else s.min_probe_interval, gain=None, signature=signature)
+                         plain_left=0 if pays else s.min_probe_interval, gain=None, signature=signature,
+                         remembered=remembered)
 
     def finish_row(self, row: RowBudget) -> None:
         """A request ended: remember its prompt signature with the mean gain of its drafted rounds."""
@@ -221,12 +246,14 @@ class AutoBudget:
         """A round in which ``drafted`` rows verified trees (``kept`` nodes each, when known) committing ``expected``
         tokens in expectation (and ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens
         (``stage_ms`` empty when the round was not timed exactly: then only the rows' gains are learnt) and
-        committed ``committed`` tokens over all its rows (given for rounds drafted by the controller's choice, not
-        for probes and first rounds, which are exploration: the measured-rate guard judges the choices)."""
+        committed ``committed`` tokens over all its rows (for the measured-rate guard: given for every round of a batch,
+        whose rows all wait for its probes, and alone for rounds drafted by the controller's choice, not for a
+        request's probes and first round, which are its own exploration)."""
         rows = len(drafted) + len(plain)
         w = self.settings.smoothing
         if stage_ms and committed is not None:
-            self.rates.observe_drafted(rows, sum(stage_ms.values()), committed)
+            self.rates.observe_drafted(rows, sum(stage_ms.values()), committed,
+                                       modelled_plain_ms=self.plain_round_ms(rows))
         if stage_ms:
             drafting_ms = sum(stage_ms.get(stage, 0.0) for stage in DRAFT_STAGES)
             if kept:

@@ -94,6 +94,10 @@ class ControllerMemory:
                 return sum(self.requests[i][1] * w for i, w in alike) / sum(w for _, w in alike)
         return self.gain
 
+    def best_gain(self) -> float | None:
+        """The highest mean gain of a remembered request (else the overall ``gain``; None: nothing learnt)."""
+        return max((gain for _, gain in self.requests), default=self.gain)
+
     def to_json(self) -> dict[str, Any]:
         return {"format": MEMORY_FORMAT, "gain": self.gain, "draft_ms": self.draft_ms,
                 "calibration": self.calibration,

@@ -51,8 +51,9 @@ def run_round(session: Session, rows: list[Row]) -> None:
     noise = RoundNoise.for_rows([r.inputs.seed for r in rows], [r.root_position for r in rows],
                                 session.target.device)
     drafting = [i for i, row in enumerate(rows) if cfg.drafts and row.wants_draft]
-    if drafting and session.auto is not None and not session.auto.rates.allows_drafting(len(rows)):
-        drafting = []  # drafted rounds at this batch size measured slower than plain ones: held
+    if drafting and session.auto is not None:  # the guard, and no futile probe in a batch
+        budgets = [rows[i].budget for i in drafting]
+        drafting = session.auto.drafting_rows(drafting, budgets, len(rows))
     probing = any(rows[i].probing for i in drafting)  # a probe, or a request's first drafted round
     kept: list[int | None] = [None] * len(rows)
     expected: list[float] = []
@@ -104,7 +105,8 @@ def run_round(session: Session, rows: list[Row]) -> None:
         row.take(outcome.emitted[i], record)
     if session.auto is not None:
         _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
-                 stage_ns if timed else None, committed=None if probing else sum(outcome.accepted) + len(rows))
+                 stage_ns if timed else None,
+                 committed=None if probing and len(rows) == 1 else sum(outcome.accepted) + len(rows))
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,

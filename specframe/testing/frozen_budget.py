@@ -34,3 +34,14 @@ def freeze_auto_budget(pipe: Any, verify_ms: dict[int, float], prompt: list[int]
     auto = pipe.prepare_auto_budget(torch.tensor([prompt or [1, 2, 3]]))
     auto.profile.smoothing = 0.0  # frozen: decisions come from the curve, not this machine
     return auto
+
+
+def without_batch_policy(monkeypatch: Any) -> None:
+    """Let every row the controller wants drafted draft: probes whatever their hope (`AutoBudget.can_pay`) and no
+    hold of the measured-rate guard (`RoundRates.allows_drafting`), for tests of what drafting rows do, not of
+    which rows draft (``tests/cost/test_probe_in_batch.py`` and ``test_round_rates.py`` test that policy)."""
+    from specframe.cost.auto_budget import AutoBudget
+    from specframe.cost.round_rates import RoundRates
+
+    monkeypatch.setattr(AutoBudget, "can_pay", lambda self, row, rows: True)
+    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows: True)

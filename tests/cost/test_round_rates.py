@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specframe.cost.round_rates import FIRST_HOLD, MIN_ROUNDS, RoundRates
+from specframe.cost.round_rates import FIRST_HOLD, MIN_DRAFTED_ROWS, MIN_ROUNDS, RoundRates
 
 
 def plain(rates: RoundRates, rows: int, ms: float, n: int = MIN_ROUNDS) -> None:
@@ -23,13 +23,15 @@ def test_drafted_rounds_that_lose_hold_drafting_at_that_batch_size_only() -> Non
     rates = RoundRates()
     plain(rates, 4, 54.0)  # 0.074 tokens per ms
     plain(rates, 1, 59.0)
-    for _ in range(MIN_ROUNDS - 1):
-        rates.observe_drafted(4, 90.0, 5.2)  # 0.058 per ms
-        assert not rates.held(4)  # not judged before MIN_ROUNDS drafted rounds
-    rates.observe_drafted(4, 90.0, 5.2)
+    rates.observe_drafted(4, 90.0, 5.2)  # 0.058 per ms: every row waited for it, judged at once
     assert rates.held(4) and not rates.held(1)
+    for _ in range(MIN_DRAFTED_ROWS - 1):
+        rates.observe_drafted(1, 75.0, 1.1)  # 0.015 per ms against 1 / 59 = 0.017
+        assert not rates.held(1)  # alone: not judged before MIN_DRAFTED_ROWS drafted rounds
     assert drafts_left(rates, 4, FIRST_HOLD) == [False] * FIRST_HOLD
     assert rates.allows_drafting(4) and rates.allows_drafting(1)
+    rates.observe_drafted(1, 75.0, 1.1)
+    assert rates.held(1)
 
 
 def test_a_losing_trial_doubles_the_hold_and_a_winning_one_ends_it() -> None:
@@ -78,3 +80,21 @@ def test_the_loop_asks_the_guard_before_drafting_and_feeds_it_plain_rounds(
     assert not any(r.drafted for res in held for r in res.rounds)
     assert [r.tokens for r in held] == [r.tokens for r in allowed]  # greedy: the guard never changes the output
     assert plain_rows and set(plain_rows) <= {1, 2}
+
+
+def test_rows_that_always_draft_are_judged_against_the_modelled_plain_round() -> None:
+    """Rows that draft every round never decode plainly at that batch size: the cost model's plain round is the
+    comparison until plain rounds are measured (without one, nothing is judged)."""
+    rates = RoundRates()
+    for _ in range(MIN_ROUNDS):
+        rates.observe_drafted(4, 90.0, 5.2)  # 0.058 per ms; no plain round measured at 4 rows
+        rates.observe_drafted(1, 90.0, 1.2, modelled_plain_ms=59.0)  # alone, only measurements judge
+    assert not rates.held(4) and not rates.held(1)
+    modelled = RoundRates()
+    for _ in range(MIN_ROUNDS):
+        modelled.observe_drafted(4, 90.0, 5.2, modelled_plain_ms=54.0)  # plain priced at 0.074 per ms
+    assert modelled.held(4)
+    paying = RoundRates()
+    for _ in range(MIN_ROUNDS):
+        paying.observe_drafted(4, 90.0, 9.0, modelled_plain_ms=54.0)  # 0.1 per ms: drafting pays
+    assert not paying.held(4)

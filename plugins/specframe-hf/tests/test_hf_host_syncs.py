@@ -20,7 +20,7 @@ from specframe import ComponentConfig, ComponentSpec, DecodeState, Drafter, Draf
 from specframe.device_sync import HostSyncCounter
 from specframe.pipeline import Pipeline
 from specframe.testing.clock import TickClock
-from specframe.testing.frozen_budget import freeze_auto_budget
+from specframe.testing.frozen_budget import freeze_auto_budget, without_batch_policy
 
 #: Reads per request outside the rounds: the prompt's id range (2), the target's own check (2), the first token.
 PER_REQUEST = 5
@@ -86,6 +86,7 @@ def test_syncs_per_round_are_bounded_and_do_not_grow_with_rows(
     prompts = [list(range(3, 12 + r)) for r in range(rows)]
     if budget == "auto":
         freeze_auto_budget(pipe, FLAT)  # a synthetic curve on which drafting pays, whatever this machine measures
+        without_batch_policy(monkeypatch)  # drafted rounds are counted here, not the guard's decisions
     pipe.generate_batch(prompts, 10, batch_size=rows)  # warm-up (the controller learns the drafter's acceptance)
     with HostSyncCounter() as counter:
         results = pipe.generate_batch(prompts, 10, batch_size=rows)

@@ -1,0 +1,58 @@
+"""`budget: auto` in a batch: which rows that want to draft do (`AutoBudget.drafting_rows`).
+
+A probe (or a request's first drafted round) makes every row of the batch wait for its draft and its larger
+forward. Where even the most hopeful gain cannot reach the break-even at that batch size, it waits for a round
+with fewer rows; alone it always runs; a row that drafts by choice is not stopped (the measured-rate guard judges
+that choice); and while the guard holds drafting at a batch size, nobody drafts there.
+"""
+
+from __future__ import annotations
+
+from specframe.cost import AutoBudget, AutoBudgetSettings, ControllerMemory, CostProfile
+from specframe.cost.auto_budget import RowBudget
+from specframe.cost.round_rates import MIN_ROUNDS
+
+STEEP = {1: 45.0, 5: 75.0, 9: 99.0, 17: 130.0, 33: 190.0, 65: 300.0}
+
+
+def controller(best: float) -> AutoBudget:
+    """A controller that remembers a draft time and one earlier request that averaged ``best`` tokens."""
+    memory = ControllerMemory(gain=best, draft_ms=25.0, requests=[(tuple([0.5] * 64), best)])
+    return AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(), memory=memory)
+
+
+def probe() -> RowBudget:
+    return RowBudget(drafting=False, probe_interval=4, plain_left=0)
+
+
+def test_a_probe_that_cannot_pay_at_this_batch_size_waits_for_fewer_rows() -> None:
+    auto = controller(best=1.8)
+    assert auto.break_even(1) < 1.8 < auto.break_even(8)
+    wanting = [0, 3, 5]
+    chosen = RowBudget(drafting=True, probe_interval=4, drafted_rounds=2)  # drafts by choice
+    budgets = [probe(), chosen, probe()]
+    assert auto.drafting_rows(wanting, budgets, rows=8) == [3]  # the probes wait; the choice stands
+    assert auto.drafting_rows(wanting, budgets, rows=2) == wanting  # 1.8 pays at 2 rows
+    alone = controller(best=0.1)
+    assert alone.drafting_rows([0], [probe()], rows=1) == [0]  # alone a probe always runs
+
+
+def test_first_rounds_and_rows_with_their_own_gain_are_judged_by_their_best_hope() -> None:
+    auto = controller(best=1.2)
+    first = RowBudget(drafting=True, probe_interval=4, drafted_rounds=0, remembered=1.2)
+    assert auto.drafting_rows([0], [first], rows=8) == []  # a first round is a probe too
+    hopeful = RowBudget(drafting=False, probe_interval=4, gain=4.0)  # this request once drafted well
+    assert auto.drafting_rows([1], [hopeful], rows=8) == [1]
+    fresh = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings())  # nothing learnt yet
+    assert fresh.drafting_rows([0, 1], [probe(), probe()], rows=8) == [0, 1]
+    assert fresh.drafting_rows([0], [None], rows=8) == [0]  # a row without a budget (fixed budget) drafts
+
+
+def test_nobody_drafts_where_the_guard_holds_drafting() -> None:
+    auto = controller(best=9.0)
+    for _ in range(MIN_ROUNDS):
+        auto.rates.observe_plain(4, 50.0)
+        auto.rates.observe_drafted(4, 120.0, 5.0)  # 0.042 tokens per ms against 0.08 plain
+    chosen = RowBudget(drafting=True, probe_interval=4, drafted_rounds=3)
+    assert auto.drafting_rows([0, 1], [chosen, chosen], rows=4) == []
+    assert auto.drafting_rows([0], [chosen], rows=2) == [0]
