@@ -17,6 +17,7 @@ PUBLISHED = {
     "docs/benchmarks/auto-budget/results.json": ("auto_budget", "load_before"),
     "docs/benchmarks/batch-decoding/results.json": ("batch_decoding", "load_before"),
     "docs/benchmarks/batch-decoding/before.json": ("batch_decoding", "load_before"),
+    "docs/benchmarks/batch-decoding/rerun.json": ("batch_decoding", "load_before"),
     "docs/benchmarks/loop-overhead/tiny.json": ("loop_overhead", "load_before"),
     "docs/benchmarks/loop-overhead/smollm2.json": ("loop_overhead", "load_before"),
     "docs/benchmarks/draft-vocab/results.json": ("draft_vocab", "loadavg_at_start"),
