@@ -163,9 +163,13 @@ class AutoBudget:
         no probe or first round that cannot pay (:meth:`can_pay`)."""
         if not wanting or not self.rates.allows_drafting(rows):
             return []
-        return [i for i, budget in zip(wanting, budgets, strict=True) if budget is None or self.can_pay(budget, rows)]
+        if rows == 1:
+            return wanting
+        bar, best = self.break_even(rows), self.memory.best_gain()  # once per round, not per row
+        return [i for i, budget in zip(wanting, budgets, strict=True)
+                if budget is None or self.can_pay(budget, rows, bar=bar, best=best)]
 
-    def can_pay(self, row: RowBudget, rows: int) -> bool:
+    def can_pay(self, row: RowBudget, rows: int, *, bar: float | None = None, best: float | None = None) -> bool:
         """Whether ``row`` may draft in a round of ``rows`` rows. A row that drafts by choice may (the guard judges
         that choice). A probe or a request's first drafted round in a batch may only if its most hopeful gain (its
         own, its most alike earlier requests', the best any remembered request averaged) reaches the break-even
@@ -173,12 +177,16 @@ class AutoBudget:
         change what the row does next, so it waits for a round with fewer rows. Alone (``rows`` = 1) a probe
         always runs: it is how a request finds out that drafting pays again.
 
+        ``bar`` and ``best``: the break-even at ``rows`` rows and the memory's best gain, when the caller has them
+        (:meth:`drafting_rows` computes them once per round).
+
         Example: at 8 rows the break-even is 3.5 tokens and no request has averaged more than 2.9: the rows'
         probes wait, and run once the batch has shrunk to where the break-even is below 2.9."""
         if rows == 1 or (row.drafting and row.drafted_rounds > 0):
             return True
-        hopes = [g for g in (row.gain, row.remembered, self.memory.best_gain()) if g is not None]
-        return not hopes or max(hopes) >= self.break_even(rows)
+        best = self.memory.best_gain() if best is None else best
+        hopes = [g for g in (row.gain, row.remembered, best) if g is not None]
+        return not hopes or max(hopes) >= (self.break_even(rows) if bar is None else bar)
 
     def start_row(self, signature: tuple[float, ...] | None = None) -> RowBudget:
         """A new request's state, from memory: draft at once when the gains of earlier requests like this one

@@ -110,8 +110,7 @@ class BlockRows(DrafterRows):
         elif self._pending:
             index = torch.tensor(rows, dtype=torch.long, device=self.device)
             self._pending = [(taps.index_select(0, index), [counts[r] for r in rows]) for taps, counts in self._pending]
-        if self._pending_total:
-            self._pending_total = [self._pending_total[r] for r in rows] if self._pending else []
+        self._pending_total = [self._pending_total[r] for r in rows] if self._pending else []
         self.cache.keep_rows(rows)
 
     def context_lengths(self) -> list[int]:
