@@ -90,6 +90,8 @@ CASES = [
     ("tree_construction", ["--vocab", "8", "--candidates", "64"], "--vocab"),
     ("accelerator_check", ["--max-new-tokens", "0"], "--max-new-tokens"),
     ("accelerator_check", ["--tree-rounds", "-1"], "--tree-rounds"),
+    ("accelerator_check", ["--steps", "demo,nope"], "--steps"),
+    ("accelerator_check", ["--methods", "DFlash chain,no such method"], "--methods"),
 ]
 
 

@@ -178,3 +178,23 @@ def test_smollm2_recipe_ablations(tiny_pair: dict[str, Path], tmp_path: Path) ->
     assert status == 0
     rows = json.loads((out / "ablations.json").read_text())["rows"]
     assert [r["variant"] for r in rows] == ["base"] and rows[0]["evals"]
+
+
+def test_accelerator_check_records_a_failing_step_and_runs_the_next(tmp_path: Path) -> None:
+    """A step that raises (a device-only bug, say) is recorded with its error, the summary file is rewritten after
+    every step, the next step still runs, and the check does not pass."""
+    import accelerator_check
+
+    out, summary = tmp_path / "check.json", {"check": "accelerator"}
+
+    def broken() -> None:
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    assert accelerator_check.run_step(summary, "demo", broken, out) is None
+    assert "RuntimeError: CUDA error" in json.loads(out.read_text())["errors"]["demo"]["error"]
+    assert accelerator_check.run_step(summary, "trees", lambda: {"median_ms": 1.0}, out) == {"median_ms": 1.0}
+    written = json.loads(out.read_text())
+    assert written["trees"] == {"median_ms": 1.0} and set(written["step_seconds"]) == {"demo", "trees"}
+    assert not accelerator_check.passed(summary)
+    del summary["errors"]
+    assert accelerator_check.passed(summary)  # no step failed and no output differed
