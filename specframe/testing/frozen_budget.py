@@ -43,5 +43,5 @@ def without_batch_policy(monkeypatch: Any) -> None:
     from specframe.cost.auto_budget import AutoBudget
     from specframe.cost.round_rates import RoundRates
 
-    monkeypatch.setattr(AutoBudget, "can_pay", lambda self, row, rows: True)
+    monkeypatch.setattr(AutoBudget, "can_pay", lambda self, row, rows, **prices: True)
     monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows: True)
