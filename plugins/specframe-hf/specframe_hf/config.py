@@ -8,13 +8,32 @@ Example pipeline sections::
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, StageShape
 from specframe_hf.device_map import memory_bytes
+
+#: The lean engine's options, declared once for every target built on `HFTarget` (``hf`` and the packaged targets).
+CpuLinearOption = Annotated[Literal["default", "onednn", "auto"], Field(
+    "default", description="onednn: prepack every linear layer for oneDNN (float32 on x86 CPUs; skinny verify "
+                           "products run 2-3x faster than the default BLAS on AMD CPUs); auto: measure both on this "
+                           "model at the first load on a machine (cached) and use each where it is faster, by the "
+                           "product's row count (docs/pipelines.md)")]
+LogitsDtypeOption = Annotated[Literal["auto", "float32"], Field(
+    "auto", description="float32: compute the LM head in float32 on bfloat16 or float16 hidden states (float32 "
+                        "logits; greedy outputs then differ less often from plain decoding at the same precision, "
+                        "docs/pipelines.md); auto: the model's dtype")]
+CompileOption = Annotated[bool, Field(
+    False, description="torch.compile the lean engine's forward (inductor, dynamic shapes) for accelerators; on the "
+                       "CPUs measured it is slower than eager and costs minutes of compilation (docs/benchmarks.md, "
+                       "'The round as an engine')")]
+EngineOption = Annotated[Literal["auto", "transformers"], Field(
+    "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree mask "
+                        "per round, no per-round allocation; specframe_hf.slot_rows), transformers' own forward "
+                        "over a DynamicCache for the others; transformers: always transformers' forward")]
 
 
 class HFTargetConfig(ComponentConfig):
@@ -32,28 +51,10 @@ class HFTargetConfig(ComponentConfig):
     taps: tuple[int, ...] = Field(
         (), description="decoder layers whose outputs every TargetOutput carries (drafters may add their own)"
     )
-    cpu_linear: Literal["default", "onednn", "auto"] = Field(
-        "default", description="onednn: prepack every linear layer for oneDNN (float32 on x86 CPUs; skinny "
-                               "verify products run 2-3x faster than the default BLAS on AMD CPUs); auto: measure "
-                               "both on this model at the first load on a machine (cached) and use each where it "
-                               "is faster, by the product's row count (docs/pipelines.md)"
-    )
-    logits_dtype: Literal["auto", "float32"] = Field(
-        "auto", description="float32: compute the LM head in float32 on bf16/fp16 hidden states (float32 logits; "
-                            "greedy outputs then differ less often from plain decoding at the same precision, "
-                            "docs/pipelines.md); auto: the model's dtype"
-    )
-    compile: bool = Field(
-        False, description="torch.compile the lean engine's forward (inductor, dynamic shapes) for accelerators; "
-                           "on the CPUs measured it is slower than eager and costs minutes of compilation "
-                           "(docs/benchmarks.md, 'The round as an engine')"
-    )
-    engine: Literal["auto", "transformers"] = Field(
-        "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree "
-                            "mask per round, no per-round allocation; specframe_hf.slot_rows), transformers' own "
-                            "forward over a DynamicCache for the others; transformers: always transformers' forward"
-    )
-
+    cpu_linear: CpuLinearOption
+    logits_dtype: LogitsDtypeOption
+    compile: CompileOption
+    engine: EngineOption
     device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(
         None, description="split the model across devices with accelerate (a strategy, or {module: GPU index, "
                           "cpu or disk}); layers on cpu/disk run on the first GPU of the map (docs/scale-out.md)"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
+from specframe_hf.config import CompileOption, CpuLinearOption, EngineOption, LogitsDtypeOption
 
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import BuildContext
@@ -29,25 +30,10 @@ class SmolLM2TargetConfig(ComponentConfig):
     attn: Literal["sdpa", "eager"] = Field("sdpa", description="attention backend (both take the tree mask)")
     device: str = Field("cpu", description="torch device: cpu, cuda, cuda:N or auto (a GPU when there is one)")
     verify_checksums: bool = Field(True, description="check every file's SHA-256 against the manifest (~1 s)")
-    cpu_linear: Literal["default", "onednn", "auto"] = Field(
-        "default", description="onednn: prepack every linear layer for oneDNN (float32 on x86 CPUs; skinny "
-                               "verify products run 2-3x faster than the default BLAS on AMD CPUs); auto: measure "
-                               "both on this model at the first load on a machine (cached) and use each where it "
-                               "is faster, by the product's row count (docs/pipelines.md)")
-    logits_dtype: Literal["auto", "float32"] = Field(
-        "auto", description="float32: compute the LM head in float32 on bf16 hidden states (float32 logits; greedy "
-                            "outputs then differ less often from plain decoding at the same precision, "
-                            "docs/pipelines.md); auto: the model's dtype")
-    compile: bool = Field(
-        False, description="torch.compile the lean engine's forward (inductor, dynamic shapes) for accelerators; "
-                           "on the CPUs measured it is slower than eager and costs minutes of compilation "
-                           "(docs/benchmarks.md, 'The round as an engine')"
-    )
-    engine: Literal["auto", "transformers"] = Field(
-        "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree "
-                            "mask per round, no per-round allocation; specframe_hf.slot_rows), transformers' own "
-                            "forward over a DynamicCache for the others; transformers: always transformers' forward"
-    )
+    cpu_linear: CpuLinearOption
+    logits_dtype: LogitsDtypeOption
+    compile: CompileOption
+    engine: EngineOption
 
 
 def resolve_target_dir(config: SmolLM2TargetConfig) -> Path:
