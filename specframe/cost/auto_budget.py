@@ -109,7 +109,7 @@ class AutoBudget:
         if self.memory.calibration is not None:
             self.estimator.load_state(self.memory.calibration)
         self._draft_ms: float | None = self.memory.draft_ms  # moving average of a drafted round's ms per row
-        self._draft_tokens: float | None = None  # moving average of a drafted round's expected tokens per row
+        self._draft_tokens: float | None = None  # moving average of a drafted round's committed tokens per row
         self.draft_cost = DraftCost()  # a drafted round's draft cost: fixed + per drafting row
         self.rates = RoundRates(settings.smoothing)  # what rounds really achieved per batch size (the guard)
         #: Whether the target runs a plain row of a drafted round as one token (selective batching); the loop
@@ -125,8 +125,10 @@ class AutoBudget:
         return rows / max(self.plain_round_ms(rows), 1e-6)
 
     def draft_rate(self) -> float | None:
-        """Tokens per ms of drafted rounds so far (None before the first): the moving averages of tokens per row and
-        of the round's ms per row, whose ratio is the round's tokens over its milliseconds."""
+        """Tokens per ms of drafted rounds so far (None before the first): the moving averages of committed tokens per
+        row and of the round's ms per row, whose ratio is the round's tokens over its milliseconds. Committed, not
+        expected: before the estimator is calibrated its expectations run high, and a bar priced on them would
+        stop rows that pay."""
         if self._draft_tokens is None or self._draft_ms is None:
             return None
         return self._draft_tokens / max(self._draft_ms, 1e-6)
@@ -161,7 +163,7 @@ class AutoBudget:
         """Of the rows ``wanting`` to draft (their `RowBudget` s ``budgets``), those that draft in a round of ``rows``
         rows: none while the measured-rate guard holds drafting at this batch size (`RoundRates`), and in a batch
         no probe or first round that cannot pay (:meth:`can_pay`)."""
-        if not wanting or not self.rates.allows_drafting(rows):
+        if not wanting or not self.rates.allows_drafting(rows, plain_ms=self.plain_round_ms):
             return []
         if rows == 1:
             return wanting
@@ -250,13 +252,14 @@ class AutoBudget:
 
     def observe_drafted(self, drafted: list[RowBudget], plain: list[RowBudget], expected: list[float],
                         forward_tokens: int, stage_ms: dict[str, float], kept: Sequence[int] = (),
-                        committed: int | None = None) -> None:
+                        committed: int | None = None, realized: int | None = None) -> None:
         """A round in which ``drafted`` rows verified trees (``kept`` nodes each, when known) committing ``expected``
         tokens in expectation (and ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens
         (``stage_ms`` empty when the round was not timed exactly: then only the rows' gains are learnt) and
         committed ``committed`` tokens over all its rows (for the measured-rate guard: given for every round of a batch,
         whose rows all wait for its probes, and alone for rounds drafted by the controller's choice, not for a
-        request's probes and first round, which are its own exploration)."""
+        request's probes and first round, which are its own exploration). ``realized``: the tokens it committed over
+        all its rows, probes included, for ``lam`` (:meth:`rate`); without it the expectation stands in."""
         rows = len(drafted) + len(plain)
         w = self.settings.smoothing
         if stage_ms and committed is not None:
@@ -277,7 +280,7 @@ class AutoBudget:
                     self.profile.observe_overhead(stage, stage_ms[stage])
             other_ms = sum(v for k, v in stage_ms.items() if k != "target")
             ms_per_row = (other_ms + self.profile.verify_cost(forward_tokens)) / rows
-            tokens_per_row = (sum(expected) + len(plain)) / rows
+            tokens_per_row = (sum(expected) + len(plain) if realized is None else realized) / rows
             if self._draft_ms is None or self._draft_tokens is None:
                 self._draft_ms, self._draft_tokens = ms_per_row, tokens_per_row
             else:

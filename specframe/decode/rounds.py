@@ -106,14 +106,15 @@ def run_round(session: Session, rows: list[Row]) -> None:
     if session.auto is not None:
         _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
                  stage_ns if timed else None,
-                 committed=None if probing and len(rows) == 1 else sum(outcome.accepted) + len(rows))
+                 committed=sum(outcome.accepted) + len(rows), judged=not (probing and len(rows) == 1))
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
              expected: list[float], kept: list[int], stage_ns: dict[str, int] | None, *,
-             committed: int | None) -> None:
-    """Teach `budget: auto` what the round did (costs only from exactly timed rounds; ``committed``, the tokens
-    of all rows, only from rounds drafted by the controller's choice, not probes: the measured-rate guard)."""
+             committed: int, judged: bool) -> None:
+    """Teach `budget: auto` what the round did: costs only from exactly timed rounds, ``committed`` (the tokens of
+    all rows) always for the rate drafting achieves, and to the measured-rate guard only when ``judged`` (not a
+    probe alone)."""
     auto = session.auto
     assert auto is not None
     budgets = [row.budget for row in rows]
@@ -125,7 +126,7 @@ def _observe(session: Session, rows: list[Row], drafting: list[int], full: Draft
         plain = [b for i, b in enumerate(budgets) if i not in drafting]
         ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
         auto.observe_drafted(drafted, plain, expected, ran, stage_ms,  # type: ignore[arg-type]
-                             kept=kept, committed=committed)
+                             kept=kept, committed=committed if judged else None, realized=committed)
     else:
         auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
 

@@ -44,4 +44,4 @@ def without_batch_policy(monkeypatch: Any) -> None:
     from specframe.cost.round_rates import RoundRates
 
     monkeypatch.setattr(AutoBudget, "can_pay", lambda self, row, rows, **prices: True)
-    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows: True)
+    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows, **_: True)

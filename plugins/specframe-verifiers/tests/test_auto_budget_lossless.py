@@ -154,7 +154,7 @@ def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     # The measured-rate guard compares the rounds' measured times, which the tick clock makes synthetic (every
     # stage one tick): it would hold drafting on them and leave fewer drafted rounds to test. Whether a round
     # drafts is decided before its draws either way, so the guard is outside what these tests examine.
-    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows: True)
+    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows, **_: True)
 
 
 @pytest.mark.parametrize("shape", list(SAMPLED))
