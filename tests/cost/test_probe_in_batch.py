@@ -8,6 +8,11 @@ that choice); and while the guard holds drafting at a batch size, nobody drafts 
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import pytest
+
 from specframe.cost import AutoBudget, AutoBudgetSettings, ControllerMemory, CostProfile
 from specframe.cost.auto_budget import RowBudget
 from specframe.cost.round_rates import MIN_ROUNDS
@@ -56,3 +61,36 @@ def test_nobody_drafts_where_the_guard_holds_drafting() -> None:
     chosen = RowBudget(drafting=True, probe_interval=4, drafted_rounds=3)
     assert auto.drafting_rows([0, 1], [chosen, chosen], rows=4) == []
     assert auto.drafting_rows([0], [chosen], rows=2) == [0]
+
+
+def test_the_loop_judges_every_drafted_round_of_a_batch_and_alone_only_the_chosen_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a real `budget: auto` pipeline (toy target and drafter): alone, a request's probes and first drafted
+    round reach the controller without the committed tokens the guard judges by; in a batch of two every drafted
+    round carries them, probes included (both rows wait for a probe). Every round gives the tokens it really
+    committed, for the rate drafting achieves."""
+    from specframe.testing.load_window import fix_machine_load
+    from tests.hostile.probe import toy_pipe
+
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
+    fix_machine_load(monkeypatch)
+    seen: list[tuple[int, bool, int | None, int | None]] = []  # rows, a probe among them, committed, realized
+    inner = AutoBudget.observe_drafted
+
+    def spy(self: AutoBudget, drafted: list[RowBudget], plain: list[RowBudget], *args: Any, **kwargs: Any) -> None:
+        probe = any(not b.drafting or b.drafted_rounds == 0 for b in drafted)
+        seen.append((len(drafted) + len(plain), probe, kwargs.get("committed"), kwargs.get("realized")))
+        inner(self, drafted, plain, *args, **kwargs)
+
+    monkeypatch.setattr(AutoBudget, "observe_drafted", spy)
+    monkeypatch.setattr(AutoBudget, "break_even", lambda self, rows: 1.0)  # every row keeps drafting after its first
+    prompts = ["one two three four five six", "seven eight nine ten"] * 2
+    toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 16, batch_size=1)
+    alone = list(seen)
+    seen.clear()
+    toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 16, batch_size=2)
+    assert any(probe for _, probe, _, _ in alone) and any(not probe for _, probe, _, _ in alone)
+    assert all((committed is None) == probe for _, probe, committed, _ in alone)
+    pairs = [(probe, committed) for rows, probe, committed, _ in seen if rows == 2]
+    assert any(probe for probe, _ in pairs) and all(committed is not None for _, committed in pairs)
+    assert all(realized is not None and realized >= rows for rows, _, _, realized in alone + seen)
