@@ -44,7 +44,7 @@ from specframe.config.bounds import (
 )
 from specframe.interfaces import Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
-from specframe.tree.assembly import Level
+from specframe.tree.assembly import chain_tree
 from specframe.tree.ops import NEG_INF, first_argmax
 from specframe.tree.proposal_view import clamp_proposal
 from specframe.types import DraftProposal
@@ -102,10 +102,19 @@ class BudgetedTreeBuilder(TreeBuilder):
 
 @dataclass
 class ChainRollout:
-    """The greedy path and the corrected rows met along it."""
+    """The greedy path and the corrected rows met along it (``L`` depths reached, column ``d - 1`` for depth ``d``)."""
 
-    levels: list[Level]  # one single-slot level per depth reached
+    tokens: torch.Tensor  # [B, L] int64 the chosen candidate's token at each depth
+    logq: torch.Tensor  # [B, L] its corrected log-prob
+    score: torch.Tensor  # [B, L] float64 the path score down to it
+    alive: torch.Tensor  # [B, L] bool, False from the depth where a row ran out of finite candidates
     rows: torch.Tensor  # [B, L, K] corrected log-probs of each depth's candidates (-inf past a row's end)
+
+    def tree(self, root: torch.Tensor) -> DraftTree:
+        """The chain as a `DraftTree` rooted at ``root`` ``[B]``."""
+        if self.tokens.shape[1] == 0:
+            return DraftTree.root_only(root)
+        return chain_tree(root, self.tokens, self.logq, self.score, self.alive)
 
 
 def greedy_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> ChainRollout:
@@ -115,7 +124,7 @@ def greedy_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> 
     b, k = proposal.batch_size, proposal.num_candidates
     dev = proposal.tokens.device
     row_list: list[torch.Tensor] = []  # [B, K] per depth reached
-    levels: list[Level] = []
+    chosen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = []  # token, logq, score, alive
     state = corrector.init_state(proposal)  # [B, 1, S]
     node_tok = proposal.root.long().view(b, 1)  # [B, 1]
     score = torch.zeros(b, dtype=torch.float64, device=dev)  # [B]
@@ -128,17 +137,19 @@ def greedy_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> 
         alive = alive & torch.isfinite(best_lp)  # a dead row's later depths stay dead (no host read to stop early)
         child_tok = proposal.tokens[:, d - 1].gather(1, best_c[:, None])  # [B, 1]
         score = score + best_lp.double()
-        parent = torch.full((b, 1), d - 1, dtype=torch.long, device=dev)  # slot d - 1 is depth d - 1
-        levels.append(Level(tokens=child_tok, parent=parent, logq=best_lp[:, None],
-                            score=score[:, None], alive=alive[:, None]))
+        chosen.append((child_tok[:, 0], best_lp, score, alive))
         if d < length:
             state = corrector.advance(proposal, d, state, child_tok)
         node_tok = child_tok
     dtype = row_list[0].dtype if row_list else torch.float32
     rows = torch.full((b, length, k), NEG_INF, dtype=dtype, device=dev)
-    if row_list:
-        rows[:, : len(row_list)] = torch.stack(row_list, dim=1)
-    return ChainRollout(levels=levels, rows=rows)
+    if not row_list:
+        return ChainRollout(tokens=torch.zeros(b, 0, dtype=torch.long, device=dev), logq=rows[:, :, 0],
+                            score=rows[:, :, 0].double(), alive=torch.zeros(b, 0, dtype=torch.bool, device=dev),
+                            rows=rows)
+    rows[:, : len(row_list)] = torch.stack(row_list, dim=1)
+    tokens, logq, scores, alives = (torch.stack(column, dim=1) for column in zip(*chosen, strict=True))
+    return ChainRollout(tokens=tokens, logq=logq, score=scores, alive=alives, rows=rows)
 
 
 def _independent_chain(proposal: DraftProposal, corrector: Corrector, length: int) -> ChainRollout:
@@ -149,7 +160,9 @@ def _independent_chain(proposal: DraftProposal, corrector: Corrector, length: in
     root = proposal.root.long().view(b, 1)
     state = corrector.init_state(proposal)
     if length == 0:
-        return ChainRollout(levels=[], rows=proposal.logprobs[:, :0])
+        empty = proposal.logprobs[:, :0, 0]  # [B, 0]
+        return ChainRollout(tokens=proposal.tokens[:, :0, 0].long(), logq=empty, score=empty.double(),
+                            alive=torch.zeros(b, 0, dtype=torch.bool, device=dev), rows=proposal.logprobs[:, :0])
     lp = torch.stack([corrector.child_logprobs(proposal, d, root, state)[:, 0] for d in range(1, length + 1)],
                      dim=1)  # [B, L, K]
     best_lp, best_c = first_argmax(lp)  # [B, L]
@@ -158,7 +171,4 @@ def _independent_chain(proposal: DraftProposal, corrector: Corrector, length: in
     rows = torch.where(before[..., None], lp, torch.full_like(lp, NEG_INF))  # a stopped row's later depths: -inf
     tokens = proposal.tokens[:, :length].gather(2, best_c[..., None])[..., 0]  # [B, L]
     score = torch.cumsum(best_lp.double(), dim=1)  # [B, L]
-    parents = torch.arange(length, device=dev)[None, :].expand(b, length)  # slot d - 1 is depth d - 1
-    levels = [Level(tokens=tokens[:, i : i + 1], parent=parents[:, i : i + 1], logq=best_lp[:, i : i + 1],
-                    score=score[:, i : i + 1], alive=alive[:, i : i + 1]) for i in range(length)]
-    return ChainRollout(levels=levels, rows=rows)
+    return ChainRollout(tokens=tokens, logq=best_lp, score=score, alive=alive, rows=rows)

@@ -17,7 +17,6 @@ from specframe.building import TreeShapeConfig, greedy_chain
 from specframe.config.bounds import StageShape, capped_min
 from specframe.interfaces import BuildContext, Corrector, RoundContext, TreeBuilder
 from specframe.tree import DraftTree
-from specframe.tree.assembly import tree_from_levels
 from specframe.types import DraftProposal
 
 
@@ -43,8 +42,7 @@ class ChainBuilder(TreeBuilder):
         if length <= 0:
             return DraftTree.root_only(p.root)
         with torch.inference_mode():
-            rollout = greedy_chain(p, corrector, length)
-            return tree_from_levels(p.root, rollout.levels)
+            return greedy_chain(p, corrector, length).tree(p.root)
 
 
 def build_chain(config: ChainConfig, ctx: BuildContext | None = None) -> ChainBuilder:

@@ -15,7 +15,7 @@ Example: root, level 1 = 2 slots (both alive), level 2 = 2 slots (second dead)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 
@@ -54,14 +54,33 @@ def tree_from_levels(root: torch.Tensor, levels: list[Level]) -> DraftTree:
                      valid=torch.ones_like(alive), depth_bound=len(levels),
                      width_bound=max(int(lv.tokens.shape[1]) for lv in levels))
     if all(int(lv.tokens.shape[1]) == 1 for lv in levels):
-        # A chain: a dead slot's descendants are dead, so the live slots are a prefix already (no re-indexing).
-        dead = ~alive
-        return replace(tree, valid=alive, tokens=tokens.masked_fill(dead, 0), parent=parent.masked_fill(dead, -1),
-                       depth=depth.masked_fill(dead, 0), logq=logq.masked_fill(dead, float("-inf")),
-                       score=score.masked_fill(dead, float("-inf")))
+        return chain_tree(root, tokens[:, 1:], logq[:, 1:], score[:, 1:], alive[:, 1:])
     # Dead slots have only dead descendants, so ``alive`` is ancestor-closed; the capacity is the slot count (a
     # host fact), so nothing is read back: rows with dead slots carry them as padding.
     return tree.subtree(alive, capacity=int(alive.shape[1]))
+
+
+def chain_tree(root: torch.Tensor, tokens: torch.Tensor, logq: torch.Tensor, score: torch.Tensor,
+               alive: torch.Tensor) -> DraftTree:
+    """The chain rooted at ``root`` ``[B]`` whose node at depth ``d`` is slot ``d`` (``tokens``, ``logq``, ``score``,
+    ``alive``: ``[B, L]``, column ``d - 1`` for depth ``d``), built in a fixed number of operations.
+
+    A dead slot's descendants are dead, so a row's live slots are a prefix: no re-indexing, dead slots become
+    padding. Example: tokens ``[[7, 9]]``, alive ``[[True, False]]`` -> tokens ``[[r, 7, 0]]``, parent
+    ``[[-1, 0, -1]]``, depth ``[[0, 1, 0]]``, valid ``[[True, True, False]]``.
+    """
+    b, length = tokens.shape
+    dev = tokens.device
+    dead = torch.cat([torch.zeros(b, 1, dtype=torch.bool, device=dev), ~alive], dim=1)  # [B, L + 1]
+    slots = torch.arange(length + 1, device=dev).expand(b, length + 1)  # [B, L + 1] slot d is depth d
+    zero = torch.zeros(b, 1, dtype=torch.float32, device=dev)
+    return DraftTree(
+        tokens=torch.cat([root.long().view(b, 1), tokens.long()], dim=1).masked_fill(dead, 0),
+        parent=(slots - 1).masked_fill(dead, -1),
+        depth=slots.masked_fill(dead, 0),
+        logq=torch.cat([zero, logq.float()], dim=1).masked_fill(dead, float("-inf")),
+        score=torch.cat([zero, score.float()], dim=1).masked_fill(dead, float("-inf")),
+        valid=~dead, depth_bound=length, width_bound=1)
 
 
 @dataclass

@@ -168,6 +168,9 @@ class DraftTree:
         return int(self.sibling_rank().max().item()) + 1
 
     def to(self, device: str | torch.device) -> DraftTree:
+        """This tree on ``device`` (itself when it is there already, so its :meth:`visibility` is kept)."""
+        if all(t.device == torch.device(device) for t in (self.tokens, self.parent, self.valid)):
+            return self
         return replace(
             self,
             tokens=self.tokens.to(device),

@@ -155,3 +155,30 @@ def test_check_tree_reports_broken_trees() -> None:
     rising = DraftTree.from_lists([7, 3], [-1, 0], score=[0.0, 0.5])
     assert any("above its parent" in e for e in check_tree(rising, monotone_scores=True))
     assert any("exceed the budget" in e for e in check_tree(good, budget=2))
+
+
+def test_a_chain_is_assembled_in_one_step_with_its_dead_tail_as_padding() -> None:
+    """`chain_tree` (the worked example of its docstring, then random chains with dead tails): each row's live prefix
+    is the chain `DraftTree.from_lists` builds from the same lists, the rest padding; the tree is kept as it is
+    when moved to the device it is on (so its visibility is computed once)."""
+    from specframe.tree.assembly import chain_tree
+
+    one = chain_tree(torch.tensor([5]), torch.tensor([[7, 9]]), torch.tensor([[-0.1, -0.2]]),
+                     torch.tensor([[-0.1, -0.3]]), torch.tensor([[True, False]]))
+    assert one.tokens.tolist() == [[5, 7, 0]] and one.parent.tolist() == [[-1, 0, -1]]
+    assert one.depth.tolist() == [[0, 1, 0]] and one.valid.tolist() == [[True, True, False]]
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 50, (3, 5), generator=gen)
+    logq = -torch.rand(3, 5, generator=gen)
+    live = [5, 2, 0]
+    alive = torch.tensor([[d < n for d in range(5)] for n in live])
+    tree = chain_tree(torch.tensor([1, 2, 3]), tokens, logq, logq.cumsum(1), alive)
+    for b, n in enumerate(live):
+        want = DraftTree.from_lists([b + 1, *tokens[b, :n].tolist()], list(range(-1, n)),
+                                    logq=[0.0, *logq[b, :n].tolist()])
+        got = tree.row(b)
+        for field in ("tokens", "parent", "depth", "valid"):
+            assert torch.equal(getattr(got, field), getattr(want, field)), (b, field)
+        assert torch.allclose(got.logq, want.logq)
+        assert tree.parent[b, n + 1 :].eq(-1).all() and not tree.valid[b, n + 1 :].any()
+    assert tree.to("cpu") is tree
