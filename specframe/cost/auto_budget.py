@@ -174,10 +174,10 @@ class AutoBudget:
     def can_pay(self, row: RowBudget, rows: int, *, bar: float | None = None, best: float | None = None) -> bool:
         """Whether ``row`` may draft in a round of ``rows`` rows. A row that drafts by choice may (the guard judges
         that choice). A probe or a request's first drafted round in a batch may only if its most hopeful gain (its
-        own, its most alike earlier requests', the best any remembered request averaged) reaches the break-even
-        at this batch size: every row of the batch waits for its forward, and a probe that cannot pay cannot
-        change what the row does next, so it waits for a round with fewer rows. Alone (``rows`` = 1) a probe
-        always runs: it is how a request finds out that drafting pays again.
+        own or its most alike earlier requests'; the best any remembered request averaged only when neither is
+        known) reaches the break-even at this batch size: every row of the batch waits for its forward, and a probe
+        that cannot pay cannot change what the row does next, so it waits for a round with fewer rows. Alone
+        (``rows`` = 1) a probe always runs: it is how a request finds out that drafting pays again.
 
         ``bar`` and ``best``: the break-even at ``rows`` rows and the memory's best gain, when the caller has them
         (:meth:`drafting_rows` computes them once per round).
@@ -186,8 +186,9 @@ class AutoBudget:
         probes wait, and run once the batch has shrunk to where the break-even is below 2.9."""
         if rows == 1 or (row.drafting and row.drafted_rounds > 0):
             return True
-        best = self.memory.best_gain() if best is None else best
-        hopes = [g for g in (row.gain, row.remembered, best) if g is not None]
+        hopes = [g for g in (row.gain, row.remembered) if g is not None]
+        if not hopes:
+            hopes = [g for g in (self.memory.best_gain() if best is None else best,) if g is not None]
         return not hopes or max(hopes) >= (self.break_even(rows) if bar is None else bar)
 
     def start_row(self, signature: tuple[float, ...] | None = None) -> RowBudget:

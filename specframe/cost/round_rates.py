@@ -26,7 +26,9 @@ c(m) / c(n)``, ``c(k) = plain round ms at k rows / k`` (measured once :data:`MIN
 rows, else the cost model's). Drafting saves rounds, so its gain grows with what a round costs each row: a
 larger batch, whose rows share one forward, never gains more than a smaller one that lost, and a smaller one
 gains more only by its dearer rows. A transferred hold lasts :data:`FIRST_HOLD` rounds at ``m`` and ends in a
-trial there, like a hold of ``m``'s own.
+trial there, like a hold of ``m``'s own. Only batches carry a loss to each other: alone, the guard judges one
+request's chosen rounds, which says as much about that request's text as about the batch size (a request whose
+drafts stopped paying near its end would hold the next batch of 2 rows, whose requests pay).
 
 Example: at 4 rows plain rounds take 54 ms (4 / 54 = 0.074 tokens per ms); two drafted rounds take 90 ms and
 commit 5.2 tokens each (0.058 per ms), so drafting is held at 4 rows for 16 rounds; then the next two drafted rounds
@@ -97,8 +99,10 @@ class RoundRates:
 
     def _predicted_loss(self, rows: int, plain_ms: Callable[[int], float]) -> bool:
         """Whether a losing judgement at another batch size predicts that drafting loses at ``rows`` rows."""
+        if rows == 1:
+            return False
         for n, other in self._by_rows.items():
-            if n != rows and other.ratio is not None and other.ratio < 1:
+            if n not in (1, rows) and other.ratio is not None and other.ratio < 1:
                 here, there = self._plain_ms(rows, plain_ms) / rows, self._plain_ms(n, plain_ms) / n
                 if there > 0 and other.ratio * here / there < 1:
                     return True

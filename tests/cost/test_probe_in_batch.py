@@ -94,3 +94,14 @@ def test_the_loop_judges_every_drafted_round_of_a_batch_and_alone_only_the_chose
     pairs = [(probe, committed) for rows, probe, committed, _ in seen if rows == 2]
     assert any(probe for probe, _ in pairs) and all(committed is not None for _, committed in pairs)
     assert all(realized is not None and realized >= rows for rows, _, _, realized in alone + seen)
+
+
+def test_the_best_remembered_gain_is_the_hope_only_of_rows_that_know_nothing_of_their_own() -> None:
+    """A first round whose own prediction (its most alike earlier requests) cannot pay at 8 rows waits, however well
+    another remembered request did; a row with no prediction at all hopes for the best."""
+    auto = controller(best=4.0)
+    assert auto.break_even(1) < 1.6 < auto.break_even(8) < 4.0
+    predicted = RowBudget(drafting=True, probe_interval=4, drafted_rounds=0, remembered=1.6)
+    unknown = RowBudget(drafting=True, probe_interval=4, drafted_rounds=0)
+    assert auto.drafting_rows([0, 1], [predicted, unknown], rows=8) == [1]
+    assert auto.drafting_rows([0], [predicted], rows=1) == [0]

@@ -145,3 +145,19 @@ def test_a_loss_holds_the_batch_sizes_not_yet_judged_where_it_predicts_one() -> 
     assert rates.allows_drafting(5, plain_ms=modelled)  # the trial at 5 rows
     drafted(rates, 5, 60.0, 7.0, modelled=62.0)  # it wins: 5 rows are judged free
     assert all(drafts_left(rates, 5, 3))
+
+
+def test_a_loss_alone_is_a_requests_and_holds_no_batch() -> None:
+    """Alone the guard judges one request's chosen rounds: their loss holds 1 row only, not a batch of 2 whose
+    requests may pay (nor does a batch's loss hold a request alone)."""
+    modelled = {1: 45.0, 2: 48.0, 3: 51.0, 4: 54.0}.__getitem__
+    rates = RoundRates()
+    plain(rates, 1, 45.0)
+    for _ in range(MIN_DRAFTED_ROWS):
+        rates.observe_drafted(1, 75.0, 1.1)  # 0.015 per ms against 0.022
+    assert rates.held(1)
+    assert rates.allows_drafting(2, plain_ms=modelled)
+    batch = RoundRates()
+    plain(batch, 2, 48.0)
+    drafted(batch, 2, 200.0, 2.2)  # far below plain decoding's rate
+    assert batch.held(2) and batch.allows_drafting(1, plain_ms=modelled)
