@@ -10,11 +10,14 @@ to pay are judged: a request's probes and first drafted round are its own explor
 schedule bounds, and a chat request's losing probe must not stop a code request from drafting. In a batch every
 drafted round is judged, since every row waits for its probes. A round commits 1 to ``depth + 1`` tokens a row, so
 one round says little: a batch size is judged once :data:`MIN_DRAFTED_ROWS` row-rounds were drafted there (one row
-after 8 drafted rounds, 4 rows after 2, 8 rows after the first). Until plain rounds were measured at ``n`` > 1 rows
-(rows that always draft never decode plainly), drafted rounds are compared with the cost model's price of a plain
-round. When the judged drafted rounds at ``n`` rows have committed fewer tokens per millisecond than plain rounds
-at ``n`` rows, nobody drafts at ``n`` rows (probes and first rounds included) for a hold of rounds; then a trial
-starts: the next drafted rounds, judged afresh once they hold :data:`MIN_DRAFTED_ROWS` row-rounds. A trial that
+after 8 drafted rounds, 4 rows after 2, 8 rows after the first). A batch of ``n`` > 1 rows first decodes
+:data:`MIN_ROUNDS` rounds plainly, so drafted rounds are judged against plain decoding measured at ``n`` rows (at
+most :data:`MAX_BASELINE_ROUNDS` such rounds while they are not timed exactly; until then drafted rounds are
+compared with the cost model's price of a plain round): on 2 CPU cores the model priced a plain round at 4 rows at
+59 ms where it took 70, and drafting there was judged by the wrong baseline. When the judged drafted rounds at
+``n`` rows have committed fewer tokens per millisecond than plain rounds at ``n`` rows, nobody drafts at ``n`` rows
+(probes and first rounds included) for a hold of rounds; then a trial starts: the next drafted rounds, judged
+afresh once they hold :data:`MIN_DRAFTED_ROWS` row-rounds. A trial that
 beats plain decoding's rate ends the hold; one that does not doubles it (16, 32, ... up to 1024 rounds), so a
 workload that changes is noticed again while a losing batch size costs at most a trial's rounds in 16.
 
@@ -51,6 +54,9 @@ MIN_ROUNDS = 3
 MIN_DRAFTED_ROWS = 8
 #: Weight of a drafted round in the guard's sums one round later (about the last 10 rounds count).
 DECAY = 0.9
+#: Most rounds a batch size is held plain to measure plain decoding there (rounds are not always timed exactly on an
+#: accelerator, so the measured count can lag the rounds).
+MAX_BASELINE_ROUNDS = 2 * MIN_ROUNDS
 FIRST_HOLD = 16
 MAX_HOLD = 1024
 
@@ -68,6 +74,7 @@ class _Rates:
     next_hold: int = FIRST_HOLD
     trial: bool = False  # the hold ended: the drafted rounds now are a trial
     ratio: float | None = None  # drafted over plain tokens per ms at the last judgement (None: never judged)
+    baseline_rounds: int = 0  # rounds held plain to measure plain decoding's rate
 
 
 class RoundRates:
@@ -85,6 +92,9 @@ class RoundRates:
         the cost model's plain round at ``k`` rows, with which a loss measured at another batch size holds drafting
         at ``rows`` rows while ``rows`` is not judged itself (the module docstring)."""
         r = self._at(rows)
+        if rows > 1 and r.plain_rounds < MIN_ROUNDS and r.baseline_rounds < MAX_BASELINE_ROUNDS:
+            r.baseline_rounds += 1  # plain decoding's rate at this batch size is measured before drafting
+            return False
         if r.hold_left == 0 and r.ratio is None and not r.trial and plain_ms is not None \
                 and self._predicted_loss(rows, plain_ms):
             r.hold_left = FIRST_HOLD

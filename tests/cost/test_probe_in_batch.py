@@ -21,9 +21,18 @@ STEEP = {1: 45.0, 5: 75.0, 9: 99.0, 17: 130.0, 33: 190.0, 65: 300.0}
 
 
 def controller(best: float) -> AutoBudget:
-    """A controller that remembers a draft time and one earlier request that averaged ``best`` tokens."""
+    """A controller that remembers a draft time and one earlier request that averaged ``best`` tokens, with plain
+    rounds measured at every batch size used here (a batch measures plain decoding before drafting)."""
     memory = ControllerMemory(gain=best, draft_ms=25.0, requests=[(tuple([0.5] * 64), best)])
-    return AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(), memory=memory)
+    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings(), memory=memory)
+    return measured(auto)
+
+
+def measured(auto: AutoBudget) -> AutoBudget:
+    for rows in (2, 4, 8):
+        for _ in range(MIN_ROUNDS):
+            auto.rates.observe_plain(rows, auto.plain_round_ms(rows))
+    return auto
 
 
 def probe() -> RowBudget:
@@ -48,15 +57,34 @@ def test_first_rounds_and_rows_with_their_own_gain_are_judged_by_their_best_hope
     assert auto.drafting_rows([0], [first], rows=8) == []  # a first round is a probe too
     hopeful = RowBudget(drafting=False, probe_interval=4, gain=4.0)  # this request once drafted well
     assert auto.drafting_rows([1], [hopeful], rows=8) == [1]
-    fresh = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings())  # nothing learnt yet
+    fresh = measured(AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings()))  # nothing learnt yet
     assert fresh.drafting_rows([0, 1], [probe(), probe()], rows=8) == [0, 1]
     assert fresh.drafting_rows([0], [None], rows=8) == [0]  # a row without a budget (fixed budget) drafts
+
+
+def test_a_batch_measures_plain_decoding_before_it_drafts() -> None:
+    """At a batch size where plain rounds were not measured, the first MIN_ROUNDS rounds are plain (at most
+    MAX_BASELINE_ROUNDS while rounds are not timed exactly), so drafted rounds there are judged against plain
+    decoding as it runs, not as the model prices it; alone, a request drafts from its first round."""
+    from specframe.cost.round_rates import MAX_BASELINE_ROUNDS
+
+    auto = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings())
+    chosen = RowBudget(drafting=True, probe_interval=4, drafted_rounds=3)
+    assert auto.drafting_rows([0], [chosen], rows=1) == [0]
+    for _ in range(MIN_ROUNDS):
+        assert auto.drafting_rows([0, 1], [chosen, chosen], rows=4) == []
+        auto.observe_plain([chosen, chosen, chosen, chosen], {"target": 60.0})
+    assert auto.drafting_rows([0, 1], [chosen, chosen], rows=4) == [0, 1]
+    untimed = AutoBudget(CostProfile(key={}, verify_ms=STEEP), AutoBudgetSettings())
+    held = [untimed.drafting_rows([0], [chosen], rows=4) for _ in range(MAX_BASELINE_ROUNDS + 1)]
+    assert held == [[]] * MAX_BASELINE_ROUNDS + [[0]]  # rounds without exact times: the baseline waits no longer
 
 
 def test_nobody_drafts_where_the_guard_holds_drafting() -> None:
     auto = controller(best=9.0)
     for _ in range(MIN_ROUNDS):
         auto.rates.observe_plain(4, 50.0)
+    for _ in range(MIN_ROUNDS):
         auto.rates.observe_drafted(4, 120.0, 5.0)  # 0.042 tokens per ms against 0.08 plain
     chosen = RowBudget(drafting=True, probe_interval=4, drafted_rounds=3)
     assert auto.drafting_rows([0, 1], [chosen, chosen], rows=4) == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specframe.cost.round_rates import FIRST_HOLD, MIN_DRAFTED_ROWS, MIN_ROUNDS, RoundRates
+from specframe.cost.round_rates import FIRST_HOLD, MAX_BASELINE_ROUNDS, MIN_DRAFTED_ROWS, MIN_ROUNDS, RoundRates
 
 
 def plain(rates: RoundRates, rows: int, ms: float, n: int = MIN_ROUNDS) -> None:
@@ -78,7 +78,8 @@ def test_drafting_that_pays_is_never_held_and_no_plain_measurement_means_no_judg
         rates.observe_drafted(1, 75.0, 2.4)  # 0.032 per ms against 0.017
         rates.observe_drafted(2, 500.0, 2.0)  # no plain rounds measured at 2 rows: nothing to compare with
     assert not rates.held(1) and not rates.held(2)
-    assert all(drafts_left(rates, 1, 5)) and all(drafts_left(rates, 2, 5))
+    assert all(drafts_left(rates, 1, 5))
+    assert drafts_left(rates, 2, MAX_BASELINE_ROUNDS + 5)[-5:] == [True] * 5  # after its plain baseline
 
 
 def test_the_loop_asks_the_guard_before_drafting_and_feeds_it_plain_rounds(
@@ -127,6 +128,8 @@ def test_a_loss_holds_the_batch_sizes_not_yet_judged_where_it_predicts_one() -> 
     free. A transferred hold ends in a trial at its own size."""
     modelled = {1: 45.0, 2: 48.0, 3: 51.0, 4: 54.0, 5: 62.0, 6: 70.0}.__getitem__
     rates = RoundRates()
+    for rows in (2, 3, 5, 6):
+        plain(rates, rows, modelled(rows))  # each batch size measures plain decoding first
     plain(rates, 4, 54.0)
     drafted(rates, 4, 90.0, 5.2)  # 0.058 tokens per ms against 0.074
     assert rates.held(4)
@@ -156,6 +159,7 @@ def test_a_loss_alone_is_a_requests_and_holds_no_batch() -> None:
     for _ in range(MIN_DRAFTED_ROWS):
         rates.observe_drafted(1, 75.0, 1.1)  # 0.015 per ms against 0.022
     assert rates.held(1)
+    plain(rates, 2, 48.0)
     assert rates.allows_drafting(2, plain_ms=modelled)
     batch = RoundRates()
     plain(batch, 2, 48.0)
