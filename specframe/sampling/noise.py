@@ -24,7 +24,7 @@ depend only on (7, TARGET, 12) and (7, TARGET, 13): the same numbers in any batc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -60,8 +60,13 @@ def hash_key(*parts: torch.Tensor | int) -> torch.Tensor:  # int64, the broadcas
     first, *rest = parts
     if not isinstance(first, torch.Tensor):
         raise TypeError("the first part of a key must be a tensor (it places the result on its device)")
-    h = mix64(first.long() + _GOLDEN)
-    for part in rest:
+    return extend_key(mix64(first.long() + _GOLDEN), *rest)
+
+
+def extend_key(h: torch.Tensor, *parts: torch.Tensor | int) -> torch.Tensor:  # int64
+    """The word of a key whose leading parts hashed to ``h``, continued with ``parts``:
+    ``extend_key(hash_key(a, b), c) == hash_key(a, b, c)``, so a prefix shared by many keys is hashed once."""
+    for part in parts:
         value = part.long().to(h.device) if isinstance(part, torch.Tensor) else int(part)
         h = mix64((h + _GOLDEN) ^ value)
     return h
@@ -89,6 +94,10 @@ class RoundNoise:
     roots: torch.Tensor  # [B] int64 absolute position of each row's root token
     #: Where the stages use the uniforms, when the hash runs elsewhere (a device without float64); None: here.
     use_device: torch.device | None = None
+    #: (stream, rows) -> ``hash_key(seed, stream)`` per row ``[rows]``: the prefix every key of a stream shares in a
+    #: round, hashed once (a tree-rejection round draws from a stream once per depth and sibling).
+    _prefixes: dict[tuple[int, int], torch.Tensor] = field(default_factory=dict, init=False, repr=False,
+                                                          compare=False)
 
     @classmethod
     def for_rows(cls, seeds: list[int], roots: list[int], device: torch.device | str) -> RoundNoise:
@@ -125,12 +134,19 @@ class RoundNoise:
         view = (-1,) + (1,) * (depth.dim() - 1)
         roots = self.roots.view(view) if self.roots.dim() else self.roots
         position = roots + depth.long().to(self.roots.device) + 1
-        seeds = self._row_seeds(int(depth.shape[0])).view(view)
         keys = tuple(k.to(self.roots.device) if isinstance(k, torch.Tensor) else k for k in keys)
-        u = to_unit(hash_key(seeds, stream, position, *keys))
+        u = to_unit(extend_key(self._stream_prefix(stream, int(depth.shape[0])).view(view), position, *keys))
         if self.use_device is not None:  # hashed on the host for a device without float64: float32 there
             return u.to(torch.float32).to(self.use_device)
         return u
+
+    def _stream_prefix(self, stream: int, rows: int) -> torch.Tensor:  # [rows] int64
+        """``hash_key(seed, stream)`` of each row, computed once per round and stream."""
+        prefix = self._prefixes.get((stream, rows))
+        if prefix is None:
+            prefix = hash_key(self._row_seeds(rows), stream)
+            self._prefixes[(stream, rows)] = prefix
+        return prefix
 
     def gumbel(self, stream: int, depth: torch.Tensor, node: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """Gumbel noise ``[B, M, K]`` (float64) for the candidate ``tokens`` ``[B, M, K]`` (token ids) of the children

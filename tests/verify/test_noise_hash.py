@@ -114,3 +114,22 @@ def test_uniforms_are_a_pure_function_of_the_key() -> None:
     shifted = RoundNoise(seeds=torch.tensor([5]), roots=torch.tensor([39])).uniforms(TARGET, torch.arange(10)[None])
     assert torch.equal(shifted[0], alone[0])  # root 39: depths 0..9 predict positions 40..49
     assert not torch.equal(to_unit(hash_key(torch.tensor([3]), 4)), to_unit(hash_key(torch.tensor([4]), 3)))
+
+
+def test_a_rounds_draws_hash_the_seed_and_stream_once_and_equal_the_whole_key_hash() -> None:
+    """`RoundNoise.uniforms` continues a per-round, per-stream prefix (`extend_key`): the same numbers as hashing
+    the whole key (seed, stream, position, node, sibling) from scratch, for per-row seeds and for derived ones."""
+    from specframe.sampling.noise import extend_key
+
+    a, b, c = torch.tensor([3, 9]), 5, torch.tensor([[11, 12], [13, 14]])
+    assert torch.equal(extend_key(hash_key(a, b), c.T), hash_key(a, b, c.T))
+    noise = RoundNoise.for_rows([7, 8, 9], [20, 30, 40], "cpu")
+    depth = torch.tensor([[0, 1], [1, 2], [2, 3]])
+    node, sibling = torch.tensor([[0, 2], [1, 1], [3, 0]]), 4
+    want = to_unit(hash_key(noise.seeds.view(-1, 1), ACCEPT, noise.roots.view(-1, 1) + depth + 1, node, sibling))
+    assert torch.equal(noise.uniforms(ACCEPT, depth, node, sibling), want)
+    assert torch.equal(noise.uniforms(ACCEPT, depth, node, sibling), want)  # from the cached prefix
+    assert not torch.equal(noise.uniforms(TARGET, depth, node, sibling), want)
+    derived = RoundNoise.from_seed(5, root=3)
+    seeds = hash_key(torch.arange(3), torch.tensor(5))
+    assert torch.equal(derived.uniforms(TARGET, depth), to_unit(hash_key(seeds.view(-1, 1), TARGET, 3 + depth + 1)))
