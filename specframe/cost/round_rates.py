@@ -17,9 +17,9 @@ compared with the cost model's price of a plain round): on 2 CPU cores the model
 59 ms where it took 70, and drafting there was judged by the wrong baseline. When the judged drafted rounds at
 ``n`` rows have committed fewer tokens per millisecond than plain rounds at ``n`` rows, nobody drafts at ``n`` rows
 (probes and first rounds included) for a hold of rounds; then a trial starts: the next drafted rounds, judged
-afresh once they hold :data:`MIN_DRAFTED_ROWS` row-rounds. A trial that
-beats plain decoding's rate ends the hold; one that does not doubles it (16, 32, ... up to 1024 rounds), so a
-workload that changes is noticed again while a losing batch size costs at most a trial's rounds in 16.
+afresh once they hold :data:`MIN_DRAFTED_ROWS` row-rounds. A trial that beats plain decoding's rate ends the hold;
+one that does not doubles it (16, 32, ... up to 1024 rounds), so a workload that changes is noticed again while a
+losing batch size costs at most a trial's rounds in 16.
 
 A loss measured at one batch size also holds drafting at the batch sizes not yet judged where it predicts a loss
 (:meth:`RoundRates.allows_drafting`): as requests finish, a batch of 8 rows shrinks to 7, 6, ..., and each size
@@ -37,7 +37,7 @@ Example: at 4 rows plain rounds take 54 ms (4 / 54 = 0.074 tokens per ms); two d
 commit 5.2 tokens each (0.058 per ms), so drafting is held at 4 rows for 16 rounds; then the next two drafted rounds
 are a trial; if they commit 5.0 tokens in 88 ms each (0.057 per ms) the next hold is 32 rounds. At 1 row the same
 drafter commits 2.4 tokens in 75 ms against plain decoding's 1 in 59 ms: no hold. At 5 rows (not yet judged;
-plain rounds priced at 62 ms, 12.4 ms per row against 13.5 at 4 rows) the loss at 4 rows predicts
+plain rounds at 62 ms, 12.4 ms per row against 13.5 at 4 rows) the loss at 4 rows predicts
 0.058 / 0.074 * 12.4 / 13.5 = 0.72: held too; at 2 rows (48 ms, 24 ms per row) it predicts 1.39: free to draft.
 """
 
@@ -67,7 +67,7 @@ class _Rates:
 
     plain_ms: float = 0.0
     plain_rounds: int = 0
-    draft_ms: float = 0.0  # decayed sums of the drafted rounds' ms and committed tokens since the last judgement
+    draft_ms: float = 0.0  # decayed sums of the drafted rounds' ms and committed tokens since the last hold
     draft_tokens: float = 0.0
     draft_rounds: int = 0  # drafted rounds in the sums
     hold_left: int = 0  # rounds left in which nobody drafts

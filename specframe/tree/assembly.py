@@ -39,6 +39,9 @@ def tree_from_levels(root: torch.Tensor, levels: list[Level]) -> DraftTree:
     dev = root.device
     if not levels:
         return DraftTree.root_only(root)
+    if all(int(lv.tokens.shape[1]) == 1 for lv in levels):  # a chain: its live slots are a prefix of each row
+        return chain_tree(root, *(torch.cat([getattr(lv, f) for lv in levels], dim=1)
+                                  for f in ("tokens", "logq", "score", "alive")))
     tokens = torch.cat([root.long().view(b, 1)] + [lv.tokens for lv in levels], dim=1)
     parent = torch.cat([torch.full((b, 1), -1, dtype=torch.long, device=dev)] + [lv.parent for lv in levels], dim=1)
     depth = torch.cat(
@@ -53,8 +56,6 @@ def tree_from_levels(root: torch.Tensor, levels: list[Level]) -> DraftTree:
     tree = DraftTree(tokens=tokens, parent=parent, depth=depth, logq=logq, score=score,
                      valid=torch.ones_like(alive), depth_bound=len(levels),
                      width_bound=max(int(lv.tokens.shape[1]) for lv in levels))
-    if all(int(lv.tokens.shape[1]) == 1 for lv in levels):
-        return chain_tree(root, tokens[:, 1:], logq[:, 1:], score[:, 1:], alive[:, 1:])
     # Dead slots have only dead descendants, so ``alive`` is ancestor-closed; the capacity is the slot count (a
     # host fact), so nothing is read back: rows with dead slots carry them as padding.
     return tree.subtree(alive, capacity=int(alive.shape[1]))
