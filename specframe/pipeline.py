@@ -117,6 +117,7 @@ class Pipeline:
             if config.target is None:
                 raise ConfigError("the pipeline has no `target:` and no target object was given")
             target = registry.get("target", config.target.type).spec.factory(config.target, ctx)
+        refuse_without_float64(target, "the target")
         ctx.target = target
         built: dict[str, Any] = {}
         for field, kind in STAGE_FIELDS.items():
@@ -130,6 +131,8 @@ class Pipeline:
                 built[field] = getattr(reuse.stages, field)
             else:
                 built[field] = registry.get(kind, section.type).spec.factory(section, ctx)
+        for field, stage in built.items():
+            refuse_without_float64(stage, f"the {field}")
         return cls(config, target, Stages(**built), host.plugins(), host)
 
     def with_stage(self, field: str, section: dict[str, Any] | None = None, **top_level: Any) -> Pipeline:
@@ -362,3 +365,14 @@ def _is_token_id(value: object) -> bool:
     except TypeError:
         return False
     return True
+
+
+def refuse_without_float64(component: object, what: str) -> None:
+    """A :class:`ConfigError` when ``component`` sits on a device without float64 (Apple's ``mps``): tree building
+    accumulates path scores, and verification and sampling draw, in float64 on the component's device, so a round
+    there would fail at its first float64 tensor instead of with this message."""
+    device = getattr(component, "device", None)
+    if isinstance(device, torch.device | str) and torch.device(device).type == "mps":
+        raise ConfigError(f"{what} is on Apple's mps device, which has no float64; specframe builds trees, verifies "
+                          "and samples in float64 on the device the stages run on",
+                          hint="put it on cpu or cuda (its `device:` field)")

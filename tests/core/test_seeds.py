@@ -178,3 +178,25 @@ def test_bench_records_carry_each_turns_seed_shared_by_every_method(tmp_path: Pa
     for question, record in by_method[pipe.config.name].items():
         ids = encode_turn(pipe, [f"question {question}"], [])
         assert pipe.generate(ids, 6, seed=record["request_seed"]).tokens == record["tokens"]
+
+
+def test_a_target_or_stage_on_a_device_without_float64_is_refused_naming_it(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apple's mps has no float64, which tree building, verification and sampling use on the stages' device: a
+    pipeline whose target or stage sits there is refused when it is built, naming the component and the fix,
+    instead of failing at the first float64 tensor of a round (greedy or sampled)."""
+    from specframe.errors import ConfigError
+    from specframe.pipeline import Pipeline, refuse_without_float64
+
+    path = write_pipeline(tmp_path / "toy.yaml")
+    pipe = Pipeline.from_yaml(path, host=toy_host())
+    monkeypatch.setattr(type(pipe.target), "device", torch.device("mps"), raising=False)
+    with pytest.raises(ConfigError, match="the target is on Apple's mps device") as refused:
+        Pipeline.from_yaml(path, target=pipe.target, host=toy_host())
+    assert "cpu or cuda" in str(refused.value.hint)
+    monkeypatch.setattr(type(pipe.target), "device", torch.device("cpu"), raising=False)
+    assert Pipeline.from_yaml(path, target=pipe.target, host=toy_host()).target is pipe.target
+    for fine in (object(), torch.nn.Linear(1, 1), "cuda:0"):
+        refuse_without_float64(fine, "x")
+    with pytest.raises(ConfigError, match="the drafter is on Apple's mps"):
+        refuse_without_float64(type("Stage", (), {"device": "mps"})(), "the drafter")
