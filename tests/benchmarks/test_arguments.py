@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
-           "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations", "text_kind_neighbours", "tree_construction")
+SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness",
+           "corrector_ablation", "draft_vocab", "loop_overhead", "smollm2_eval", "smollm2_heldout",
+           "smollm2_recipe_ablations", "text_kind_neighbours", "tree_construction")
 RECIPE = "recipes/smollm2/drafter-stage3.yaml"
 
 
@@ -88,6 +89,14 @@ CASES = [
     ("tree_construction", ["--threads", "-3"], "--threads"),
     ("tree_construction", ["--methods", "heap,nope"], "--methods"),
     ("tree_construction", ["--vocab", "8", "--candidates", "64"], "--vocab"),
+    ("corrector_ablation", ["--n", "-1"], "--n"),
+    ("corrector_ablation", ["--budgets", "4,0"], "--budgets"),
+    ("corrector_ablation", ["--max-new-tokens", "0"], "--max-new-tokens"),
+    ("loop_overhead", ["--batch-sizes", "0"], "--batch-sizes"),
+    ("loop_overhead", ["--repeats", "0"], "--repeats"),
+    ("loop_overhead", ["--n", "-1"], "--n"),
+    ("loop_overhead", ["--threads", "-3"], "--threads"),
+    ("loop_overhead", ["--pipelines", "plain,nope"], "--pipelines"),
     ("accelerator_check", ["--max-new-tokens", "0"], "--max-new-tokens"),
     ("accelerator_check", ["--tree-rounds", "-1"], "--tree-rounds"),
     ("accelerator_check", ["--steps", "demo,nope"], "--steps"),
