@@ -15,7 +15,7 @@ import pytest
 
 from specframe.cost import AutoBudget, AutoBudgetSettings, ControllerMemory, CostProfile
 from specframe.cost.auto_budget import RowBudget
-from specframe.cost.round_rates import MIN_ROUNDS
+from specframe.cost.round_rates import MIN_ROUNDS, RoundRates
 
 STEEP = {1: 45.0, 5: 75.0, 9: 99.0, 17: 130.0, 33: 190.0, 65: 300.0}
 
@@ -133,3 +133,43 @@ def test_the_best_remembered_gain_is_the_hope_only_of_rows_that_know_nothing_of_
     unknown = RowBudget(drafting=True, probe_interval=4, drafted_rounds=0)
     assert auto.drafting_rows([0, 1], [predicted, unknown], rows=8) == [1]
     assert auto.drafting_rows([0], [predicted], rows=1) == [0]
+
+
+def test_each_request_explores_on_its_own_first_drafted_round(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`choose(explore=True)` (verify at least one node, so the round teaches the estimator) is asked for on the first
+    drafted round of every request, not only the first of the call: requests decoded one after another in one call,
+    and requests joining a batch as others leave, each explore once they draft; rounds of rows that already drafted
+    by choice do not."""
+    from specframe.testing.load_window import fix_machine_load
+    from tests.hostile.probe import toy_pipe
+
+    monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
+    fix_machine_load(monkeypatch)
+    monkeypatch.setattr(AutoBudget, "break_even", lambda self, rows: 1.0)  # rows keep drafting after their first
+    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows, **_: True)  # the toy's timings aside
+    explored: list[bool] = []
+    firsts: list[int] = []  # rows whose first drafted round this is, per choice
+    inner_choose, inner_drafting = AutoBudget.choose, AutoBudget.drafting_rows
+    pending: list[int] = []
+
+    def drafting_rows(self: AutoBudget, wanting: list[int], budgets: Any, rows: int) -> list[int]:
+        chosen = inner_drafting(self, wanting, budgets, rows)
+        pending[:] = [sum(1 for i, b in zip(wanting, budgets, strict=True)
+                          if i in chosen and b is not None and b.drafted_rounds == 0)]
+        return chosen
+
+    def choose(self: AutoBudget, tree: Any, rows: int, *, explore: bool = False) -> Any:
+        explored.append(explore)
+        firsts.append(pending[0])
+        return inner_choose(self, tree, rows, explore=explore)
+
+    monkeypatch.setattr(AutoBudget, "drafting_rows", drafting_rows)
+    monkeypatch.setattr(AutoBudget, "choose", choose)
+    prompts = ["one two three four five six", "seven eight nine ten", "eleven twelve", "three two one"]
+    toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 12, batch_size=1)
+    assert sum(firsts) == len(prompts)  # every request reached a first drafted round
+    assert explored == [n > 0 for n in firsts]
+    explored.clear()
+    firsts.clear()
+    toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 12, batch_size=2)
+    assert sum(firsts) == len(prompts) and explored == [n > 0 for n in firsts]
