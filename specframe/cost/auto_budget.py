@@ -253,17 +253,17 @@ class AutoBudget:
 
     def observe_drafted(self, drafted: list[RowBudget], plain: list[RowBudget], expected: list[float],
                         forward_tokens: int, stage_ms: dict[str, float], kept: Sequence[int] = (),
-                        committed: int | None = None, realized: int | None = None) -> None:
+                        committed: int | None = None, judged: bool = True) -> None:
         """A round in which ``drafted`` rows verified trees (``kept`` nodes each, when known) committing ``expected``
         tokens in expectation (and ``plain`` rows their roots alone) ran a forward over ``forward_tokens`` tokens
         (``stage_ms`` empty when the round was not timed exactly: then only the rows' gains are learnt) and
-        committed ``committed`` tokens over all its rows (for the measured-rate guard: given for every round of a batch,
-        whose rows all wait for its probes, and alone for rounds drafted by the controller's choice, not for a
-        request's probes and first round, which are its own exploration). ``realized``: the tokens it committed over
-        all its rows, probes included, for ``lam`` (:meth:`rate`); without it the expectation stands in."""
+        committed ``committed`` tokens over all its rows: the rate drafting achieves, ``lam`` (:meth:`rate`; without
+        it the expectation stands in), and, when ``judged``, the measured-rate guard's evidence (every round of a
+        batch, whose rows all wait for its probes; alone, rounds drafted by the controller's choice, not a request's
+        probes and first round, which are its own exploration)."""
         rows = len(drafted) + len(plain)
         w = self.settings.smoothing
-        if stage_ms and committed is not None:
+        if stage_ms and committed is not None and judged:
             self.rates.observe_drafted(rows, sum(stage_ms.values()), committed,
                                        modelled_plain_ms=self.plain_round_ms(rows))
         if stage_ms:
@@ -281,7 +281,7 @@ class AutoBudget:
                     self.profile.observe_overhead(stage, stage_ms[stage])
             other_ms = sum(v for k, v in stage_ms.items() if k != "target")
             ms_per_row = (other_ms + self.profile.verify_cost(forward_tokens)) / rows
-            tokens_per_row = (sum(expected) + len(plain) if realized is None else realized) / rows
+            tokens_per_row = (sum(expected) + len(plain) if committed is None else committed) / rows
             if self._draft_ms is None or self._draft_tokens is None:
                 self._draft_ms, self._draft_tokens = ms_per_row, tokens_per_row
             else:

@@ -126,7 +126,7 @@ def _observe(session: Session, rows: list[Row], drafting: list[int], full: Draft
         plain = [b for i, b in enumerate(budgets) if i not in drafting]
         ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
         auto.observe_drafted(drafted, plain, expected, ran, stage_ms,  # type: ignore[arg-type]
-                             kept=kept, committed=committed if judged else None, realized=committed)
+                             kept=kept, committed=committed, judged=judged)
     else:
         auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
 

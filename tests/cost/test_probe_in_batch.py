@@ -15,7 +15,7 @@ import pytest
 
 from specframe.cost import AutoBudget, AutoBudgetSettings, ControllerMemory, CostProfile
 from specframe.cost.auto_budget import RowBudget
-from specframe.cost.round_rates import MIN_ROUNDS, RoundRates
+from specframe.cost.round_rates import MIN_ROUNDS
 
 STEEP = {1: 45.0, 5: 75.0, 9: 99.0, 17: 130.0, 33: 190.0, 65: 300.0}
 
@@ -102,12 +102,12 @@ def test_the_loop_judges_every_drafted_round_of_a_batch_and_alone_only_the_chose
 
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
     fix_machine_load(monkeypatch)
-    seen: list[tuple[int, bool, int | None, int | None]] = []  # rows, a probe among them, committed, realized
+    seen: list[tuple[int, bool, bool, int | None]] = []  # rows, a probe among them, judged, committed
     inner = AutoBudget.observe_drafted
 
     def spy(self: AutoBudget, drafted: list[RowBudget], plain: list[RowBudget], *args: Any, **kwargs: Any) -> None:
         probe = any(not b.drafting or b.drafted_rounds == 0 for b in drafted)
-        seen.append((len(drafted) + len(plain), probe, kwargs.get("committed"), kwargs.get("realized")))
+        seen.append((len(drafted) + len(plain), probe, kwargs.get("judged", True), kwargs.get("committed")))
         inner(self, drafted, plain, *args, **kwargs)
 
     monkeypatch.setattr(AutoBudget, "observe_drafted", spy)
@@ -118,10 +118,10 @@ def test_the_loop_judges_every_drafted_round_of_a_batch_and_alone_only_the_chose
     seen.clear()
     toy_pipe(tmp_path, budget="auto").generate_batch(prompts, 16, batch_size=2)
     assert any(probe for _, probe, _, _ in alone) and any(not probe for _, probe, _, _ in alone)
-    assert all((committed is None) == probe for _, probe, committed, _ in alone)
-    pairs = [(probe, committed) for rows, probe, committed, _ in seen if rows == 2]
-    assert any(probe for probe, _ in pairs) and all(committed is not None for _, committed in pairs)
-    assert all(realized is not None and realized >= rows for rows, _, _, realized in alone + seen)
+    assert all(judged != probe for _, probe, judged, _ in alone)
+    pairs = [(probe, judged) for rows, probe, judged, _ in seen if rows == 2]
+    assert any(probe for probe, _ in pairs) and all(judged for _, judged in pairs)
+    assert all(committed is not None and committed >= rows for rows, _, _, committed in alone + seen)
 
 
 def test_the_best_remembered_gain_is_the_hope_only_of_rows_that_know_nothing_of_their_own() -> None:
@@ -140,13 +140,14 @@ def test_each_request_explores_on_its_own_first_drafted_round(tmp_path: Path, mo
     drafted round of every request, not only the first of the call: requests decoded one after another in one call,
     and requests joining a batch as others leave, each explore once they draft; rounds of rows that already drafted
     by choice do not."""
+    from specframe.testing.frozen_budget import without_batch_policy
     from specframe.testing.load_window import fix_machine_load
     from tests.hostile.probe import toy_pipe
 
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path / "cache"))
     fix_machine_load(monkeypatch)
     monkeypatch.setattr(AutoBudget, "break_even", lambda self, rows: 1.0)  # rows keep drafting after their first
-    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows, **_: True)  # the toy's timings aside
+    without_batch_policy(monkeypatch)  # the toy's timings aside, every row that wants to draft does
     explored: list[bool] = []
     firsts: list[int] = []  # rows whose first drafted round this is, per choice
     inner_choose, inner_drafting = AutoBudget.choose, AutoBudget.drafting_rows
