@@ -255,12 +255,15 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
         with metrics_path.open("a") as f:
             f.write(json.dumps(entry) + "\n")
 
-    def checkpoint() -> None:
+    def all_ranks_cpu() -> float:
+        """Training CPU seconds so far, every rank's (a collective: every rank calls it at the same step)."""
+        return cpu_before + dist.mean(time.process_time() - cpu0) * dist.world_size
+
+    def checkpoint(cpu: float) -> None:
         nonlocal saved_at
         saved_at = step
         if not main:
             return
-        cpu = cpu_before + time.process_time() - cpu0
         save_tensor_file({"recipe_kind": recipe.kind, "step": step, "module": module.state_dict(),
                       "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
                       "tap_scale": objective.tap_scale, "cpu_seconds": cpu}, state_path)
@@ -314,14 +317,14 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
         if step % recipe.eval.every == 0 and main:
             evaluate()
         if step % recipe.checkpoint_every == 0:
-            checkpoint()
+            checkpoint(all_ranks_cpu())
     bar.close()
+    cpu = all_ranks_cpu()
     if not main:
         return {"name": recipe.name, "kind": recipe.kind, "steps": step, "rank": dist.rank}
     final = evaluate()  # recomputed (deterministic) when this step was just evaluated, but recorded once
     if saved_at != step:
-        checkpoint()
-    cpu = cpu_before + time.process_time() - cpu0
+        checkpoint(cpu)
     summary = {"name": recipe.name, "kind": recipe.kind, "steps": step, "cpu_seconds": round(cpu, 1),
                "wall_seconds_this_run": round(time.perf_counter() - t0, 1), "train_sequences": len(train_seqs),
                "heldout_sequences": len(held), "eval_tau": final.tau, "eval_slot_acc": final.slot_acc,
