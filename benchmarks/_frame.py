@@ -264,9 +264,11 @@ def check_load(max_load: float, smoke: bool) -> float | None:
 
 
 def use_shipped_checkpoints() -> None:
-    """Point the example pipelines' ``${SPECFRAME_CHECKPOINTS:-checkpoints/smollm2-135m}`` at this repository's
-    checkpoints (unless the caller set it), so the scripts work from any directory."""
+    """Point the example pipelines' ``${SPECFRAME_CHECKPOINTS:-checkpoints/smollm2-135m}`` (and the chat zoo's
+    ``${SPECFRAME_CHAT_ZOO:-checkpoints/smollm2-135m-chat}``) at this repository's checkpoints (unless the caller set
+    them), so the scripts work from any directory."""
     os.environ.setdefault("SPECFRAME_CHECKPOINTS", str(REPO / "checkpoints" / "smollm2-135m"))
+    os.environ.setdefault("SPECFRAME_CHAT_ZOO", str(REPO / "checkpoints" / "smollm2-135m-chat"))
 
 
 @contextmanager

@@ -66,7 +66,10 @@ from specframe.metrics.speedup import Estimate, PairedRun, aggregate_estimate, g
 from specframe.reference import REFERENCE_NAME, reference_result
 
 LEARNED = ["dflash-chain", "ddtree", "domino-chain", "domino-chain-ddtree", "dspark-chain", "dartree-fixed",
-           "dartree-pruned"]
+           "dartree-pruned", "dartree-chat"]
+#: Learned methods whose pipeline file is not ``examples/smollm2/<method>.yaml``: the chat zoo, whose weights are
+#: trained on the machine (``checkpoints/smollm2-135m-chat/README.md``).
+LEARNED_FILES = {"dartree-chat": "chat-zoo/dartree-chat.yaml"}
 PLAIN = "plain decoding"
 
 
@@ -142,7 +145,7 @@ def build_methods(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
         methods[f"dartree-pruned B={b}"] = dart.with_stage("budget", None, budget=b)
     for method in args.methods:
         methods[f"{method} auto"] = Pipeline.from_yaml(
-            root / f"{method}.yaml", target=target, host=host,
+            root / LEARNED_FILES.get(method, f"{method}.yaml"), target=target, host=host,
             overrides=["budget=auto", f"auto_budget.max_budget={args.max_budget}"])
     return plain, methods
 

@@ -8,7 +8,10 @@ the ``report`` split of :mod:`specframe.bench.splits`, never trained on), greedy
 * chains: the DFlash drafter alone, Domino's GRU head, DSpark's Markov head, DFlash2's path selector and
   LiLiCorr's lattice reranker, each walking its corrected greedy path;
 * trees: DFlash + DDTree's heap (the drafter has no corrector, so DARTree is the heap: Lemma 1), and DARTree
-  pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head.
+  pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head;
+* with ``--methods`` naming them, the chat zoo: the chat drafter (``recipes/smollm2/drafter-chat.yaml``) as a chain,
+  and its GRU head (``ar-head-chat.yaml``) as a chain and inside DARTree (trained on the machine first: the
+  weights are not shipped).
 
 Per cell: τ (tokens per verify round, bonus included), draft ms per drafted round (the drafter's forward, the
 correction head's calls and the tree: the ``draft``, ``build`` and ``prune`` stages; the drafter's forward alone as
@@ -36,7 +39,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _frame import DATA, BenchParser, apply_threads, check_load, count, counts, run_script, use_shipped_checkpoints
+from _frame import (
+    DATA,
+    BenchParser,
+    apply_threads,
+    check_load,
+    count,
+    counts,
+    name_list,
+    run_script,
+    use_shipped_checkpoints,
+)
 from prompt_sets import load_prompt_sets
 from rich.console import Console
 from rich.table import Table
@@ -66,6 +79,13 @@ METHODS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
     ("lattice chain", "LiLiCorr lattice", "chain", "lilicorr-chain.yaml", ()),
     ("lattice DARTree", "LiLiCorr lattice", "tree", "lilicorr-chain.yaml", DARTREE),
 ]
+#: The chat zoo's rows, run when named in ``--methods`` (its weights are trained on the machine, not shipped:
+#: ``checkpoints/smollm2-135m-chat/README.md``).
+CHAT_ZOO_METHODS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
+    ("chat zoo: DFlash chain", "none (DFlash)", "chain", "chat-zoo/dflash-chain-chat.yaml", ()),
+    ("chat zoo: Domino GRU chain", "Domino GRU", "chain", "chat-zoo/domino-chain-chat.yaml", ()),
+    ("chat zoo: Domino GRU DARTree", "Domino GRU", "tree", "chat-zoo/domino-chain-chat.yaml", DARTREE),
+]
 SMOKE_METHODS = ("DFlash chain", "path selector chain", "lattice DARTree", "PCTree (DSpark Markov)")
 
 
@@ -75,6 +95,9 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_argument("--n", type=count(), default=6, help="prompts per kind")
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--budgets", type=counts(), default=[4, 8, 16])
+    ap.add_argument("--methods", type=name_list([m[0] for m in (*METHODS, *CHAT_ZOO_METHODS)]), default=None,
+                    help="comma-separated method labels to run (default: every shipped one); the plain loop and "
+                         "generate() always run; not with --eval-json, whose table holds every shipped method")
     ap.add_output("runs/corrector-ablation.json")
     ap.add_input("--eval-json", None, kind="file",
                  help="also store the report under 'corrector_ablation' in this eval.json (the published one: "
@@ -83,6 +106,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_max_load()
     ap.add_smoke("1 prompt per kind, 4 tokens, 4 methods, budget 4")
     args = ap.parse_args(argv)
+    if args.methods is not None and args.eval_json is not None:
+        ap.error("argument --eval-json: publishes the whole table, --methods runs a subset: give one of them")
     if args.smoke:
         args.n, args.max_new_tokens, args.budgets = 1, 4, [4]
     return args
@@ -163,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 180)
     t0 = time.perf_counter()
     sets = load_prompt_sets([args.data], n=args.n, split=REPORT, names=tuple(KINDS.values()))
-    methods = [m for m in METHODS if not args.smoke or m[0] in SMOKE_METHODS]
+    chosen = SMOKE_METHODS if args.smoke else args.methods
+    methods = [m for m in (*METHODS, *CHAT_ZOO_METHODS) if m[0] in chosen] if chosen is not None else METHODS
     report: dict[str, Any] = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": args.n,
                               "max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
                               "threads": args.threads, "machine": machine_summary(), "load_before": load_before,

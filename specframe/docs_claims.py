@@ -51,10 +51,17 @@ BATCH_BEFORE_JSON = "docs/benchmarks/batch-decoding/before.json"
 LOOP_JSON = {"tiny": "docs/benchmarks/loop-overhead/tiny.json", "smollm2": "docs/benchmarks/loop-overhead/smollm2.json"}
 #: Display names of the auto-budget benchmark's sets and groups.
 SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (first turns)", "alpaca": "Alpaca",
+          **{f"spec_bench/{c}": f"Spec-Bench {c.replace('_', ' ')}"
+             for c in ("translation", "summarization", "qa", "math_reasoning", "rag")},
           "math_code": "math + code", "chat": "chat"}
 SHORT = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench", "alpaca": "Alpaca"}
 LABELS = {"dartree-pruned auto": "DARTree pruned, `budget: auto`",
           "prompt-lookup chain": "prompt lookup, `budget: auto`"}
+
+
+#: The DARTree rows of the auto-budget table: (JSON label, column title, short name), when the JSON has them.
+AUTO_DARTREES = (("dartree-pruned auto", "DARTree pruned", "DARTree"),
+                 ("dartree-chat auto", "DARTree, chat zoo", "chat zoo"))
 
 
 def load(rel: str) -> dict[str, Any]:
@@ -119,23 +126,26 @@ def auto_budget_table(page: str) -> str:
     """docs/benchmarks.md: every set and group of the auto-budget JSON, the two gains apart."""
     report = load(AUTO_BUDGET_JSON)
     scopes = [s for s in report["sets"] if s in SCOPES] + [g for g in report["groups"] if g in SCOPES]
+    measured = {r["method"] for r in next(iter(report["sets"].values()))["rows"]}
+    darts = [d for d in AUTO_DARTREES if d[0] in measured]
     lines = [f"`benchmarks/auto_budget.py` ([JSON]({link(page, AUTO_BUDGET_JSON)})), {machine_text(report)}, "
              f"{report['n']} {report['split']}-split prompts per set, {report['max_new_tokens']} new tokens, greedy. "
              "Aggregate speedups with 95 % bootstrap intervals over prompts:", "",
              f"| set | {KERNEL_HEADING} | {SPECULATION_HEADING}: prompt lookup (`auto`, ≤ 8) | "
-             f"{SPECULATION_HEADING}: DARTree pruned (`auto`, ≤ 16) | DARTree τ / plain rounds |",
-             "|---|---|---|---|---|"]
+             + " | ".join(f"{SPECULATION_HEADING}: {title} (`auto`, ≤ 16) | {short} τ / plain rounds"
+                          for _, title, short in darts) + " |",
+             "|---|---|---|" + "---|---|" * len(darts)]
     contended = False
     for scope in scopes:
         kernel, methods = auto_budget_gains(report, scope)
         by = {g.label: g for g in methods}
-        dart, lookup = by["dartree-pruned auto"], by["prompt-lookup chain"]
-        rows = (report["groups"].get(scope) or report["sets"][scope])["rows"]
-        dart_row = next(r for r in rows if r["method"] == "dartree-pruned auto")
-        worst = dart_row["vs_plain"]
-        lines.append(f"| {SCOPES[scope]} | {_cell(kernel)} | {_cell(lookup)} | {_cell(dart)}, median "
-                     f"{worst['median']:.2f}, worst {worst['worst']:.2f} | {dart_row['tau']:.2f} / "
-                     f"{100 * dart_row['plain_round_share']:.0f} % |")
+        rows = {r["method"]: r for r in (report["groups"].get(scope) or report["sets"][scope])["rows"]}
+        cells = [_cell(kernel), _cell(by["prompt-lookup chain"])]
+        for label, _, _ in darts:
+            row = rows[label]
+            cells += [f"{_cell(by[label])}, median {row['vs_plain']['median']:.2f}, worst "
+                      f"{row['vs_plain']['worst']:.2f}", f"{row['tau']:.2f} / {100 * row['plain_round_share']:.0f} %"]
+        lines.append(f"| {SCOPES[scope]} | " + " | ".join(cells) + " |")
         contended |= any(g.contended for g in (kernel, *methods))
     if contended:
         lines += ["", CONTENDED_NOTE + "."]
@@ -280,4 +290,8 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("checkpoints/smollm2-135m/lattice-head/README.md", "ablation-table"):
         lambda: ablation_table("checkpoints/smollm2-135m/lattice-head/README.md"),
     ("plugins/specframe-smollm2/README.md", "eval-table"): lambda: eval_table(),
+    ("checkpoints/smollm2-135m-chat/drafter/README.md", "auto-budget-table"):
+        lambda: auto_budget_table("checkpoints/smollm2-135m-chat/drafter/README.md"),
+    ("checkpoints/smollm2-135m-chat/ar-head/README.md", "auto-budget-table"):
+        lambda: auto_budget_table("checkpoints/smollm2-135m-chat/ar-head/README.md"),
 }

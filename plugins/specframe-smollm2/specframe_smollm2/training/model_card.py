@@ -42,7 +42,11 @@ SHIPPED: dict[str, list[tuple[str, str]]] = {
                                                 "runs/smollm2-path-selector-stage3")],
     "checkpoints/smollm2-135m/lattice-head": [("recipes/smollm2/lattice-head-stage3.yaml",
                                                "runs/smollm2-lattice-head-stage3")],
+    "checkpoints/smollm2-135m-chat/drafter": [("recipes/smollm2/drafter-chat.yaml", "runs/smollm2-drafter-chat")],
+    "checkpoints/smollm2-135m-chat/ar-head": [("recipes/smollm2/ar-head-chat.yaml", "runs/smollm2-ar-head-chat")],
 }
+#: The drafter the shipped heads ride on (a head trained on another one names it in its card's title).
+SHIPPED_DRAFTER = "checkpoints/smollm2-135m/drafter"
 #: The recipe kind of each shipped checkpoint directory (its card's benchmark rows).
 SHIPPED_KINDS = {"checkpoints/smollm2-135m/drafter": "drafter", "checkpoints/smollm2-135m/ar-head": "ar_head",
                  "checkpoints/smollm2-135m/markov-head": "markov_head"}
@@ -168,11 +172,14 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
         raise FileNotFoundError(f"the last stage's run {stages[-1][1]} is not here (no summary.json)")
     kind = last["kind"]
     config = json.loads((output_dir / "config.json").read_text())
-    lines = [f"# {load_recipe(stages[-1][0]).name}", "", TITLES[kind], "",
+    last_recipe = load_recipe(stages[-1][0])
+    title = TITLES[kind] if last_recipe.base in (None, SHIPPED_DRAFTER) else \
+        TITLES[kind].replace("the frozen shipped drafter", f"the frozen drafter `{last_recipe.base}`")
+    lines = [f"# {last_recipe.name}", "", title, "",
              "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
              "drafters and correctors; the target's embedding and LM head are shared, not stored.", ""]
     if config.get("dflash_config", {}).get("head_only"):
-        base = load_recipe(stages[-1][0]).base
+        base = last_recipe.base
         lines += [f"Head only (`dflash_config.head_only`): it rides on the frozen drafter `{base}`; pipelines give the "
                   "drafter that directory and the corrector this one.", ""]
     lines += _config_rows(config, kind)
