@@ -128,13 +128,13 @@ def auto_budget_table(page: str) -> str:
     scopes = [s for s in report["sets"] if s in SCOPES] + [g for g in report["groups"] if g in SCOPES]
     measured = {r["method"] for r in next(iter(report["sets"].values()))["rows"]}
     darts = [d for d in AUTO_DARTREES if d[0] in measured]
+    columns = ["set", KERNEL_HEADING, f"{SPECULATION_HEADING}: prompt lookup (`auto`, ≤ 8)"]
+    for _, title, short in darts:
+        columns += [f"{SPECULATION_HEADING}: {title} (`auto`, ≤ 16)", f"{short} τ / plain rounds"]
     lines = [f"`benchmarks/auto_budget.py` ([JSON]({link(page, AUTO_BUDGET_JSON)})), {machine_text(report)}, "
              f"{report['n']} {report['split']}-split prompts per set, {report['max_new_tokens']} new tokens, greedy. "
              "Aggregate speedups with 95 % bootstrap intervals over prompts:", "",
-             f"| set | {KERNEL_HEADING} | {SPECULATION_HEADING}: prompt lookup (`auto`, ≤ 8) | "
-             + " | ".join(f"{SPECULATION_HEADING}: {title} (`auto`, ≤ 16) | {short} τ / plain rounds"
-                          for _, title, short in darts) + " |",
-             "|---|---|---|" + "---|---|" * len(darts)]
+             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     contended = False
     for scope in scopes:
         kernel, methods = auto_budget_gains(report, scope)
