@@ -104,7 +104,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                       "checkpoints/smollm2-135m/eval.json)")
     ap.add_threads(1)
     ap.add_max_load()
-    ap.add_smoke("1 prompt per kind, 4 tokens, 4 methods, budget 4")
+    ap.add_smoke("1 prompt per kind, 4 tokens, budget 4, 4 methods unless --methods names others")
     args = ap.parse_args(argv)
     if args.methods is not None and args.eval_json is not None:
         ap.error("argument --eval-json: publishes the whole table, --methods runs a subset: give one of them")
@@ -116,6 +116,12 @@ def parse_args(argv: Sequence[str] | None) -> Any:
 #: The stages of drafting: the drafter's forward (``draft``), the correction head's calls and the tree (``build``)
 #: and pruning (``prune``).
 DRAFTING = ("draft", "build", "prune")
+
+
+def selected_methods(names: Sequence[str] | None, smoke: bool) -> list[tuple[str, str, str, str, tuple[str, ...]]]:
+    """The rows to run: those ``--methods`` names (a smoke run too), else the smoke set or every shipped method."""
+    chosen = names if names is not None else SMOKE_METHODS if smoke else None
+    return METHODS if chosen is None else [m for m in (*METHODS, *CHAT_ZOO_METHODS) if m[0] in chosen]
 
 
 def draft_ms_per_round(run: MethodRun, stages: tuple[str, ...] = DRAFTING) -> float:
@@ -188,8 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 180)
     t0 = time.perf_counter()
     sets = load_prompt_sets([args.data], n=args.n, split=REPORT, names=tuple(KINDS.values()))
-    chosen = SMOKE_METHODS if args.smoke else args.methods
-    methods = [m for m in (*METHODS, *CHAT_ZOO_METHODS) if m[0] in chosen] if chosen is not None else METHODS
+    methods = selected_methods(args.methods, args.smoke)
     report: dict[str, Any] = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": args.n,
                               "max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
                               "threads": args.threads, "machine": machine_summary(), "load_before": load_before,

@@ -149,3 +149,14 @@ def test_smoke_arguments_are_small_whatever_else_is_given(tmp_path: Path) -> Non
     assert script("auto_budget").parse_args(["--n", "500", "--smoke", *out]).n == 2
     assert script("batch_decoding").parse_args(["--quick", *out]).batch_sizes == [1, 2]  # --quick: the old name
     assert script("tree_construction").parse_args(["--smoke", *out]).vocab == 4096
+
+
+def test_the_corrector_ablation_runs_the_methods_named_even_in_a_smoke_run() -> None:
+    """`--smoke --methods X` used to run the smoke set and ignore X."""
+    ablation = script("corrector_ablation")
+    named = ["DFlash chain", "chat zoo: Domino GRU DARTree"]
+    for smoke in (False, True):
+        assert [m[0] for m in ablation.selected_methods(named, smoke)] == named
+    assert [m[0] for m in ablation.selected_methods(None, True)] == [
+        m[0] for m in ablation.METHODS if m[0] in ablation.SMOKE_METHODS]
+    assert ablation.selected_methods(None, False) == ablation.METHODS  # the chat zoo only when named
