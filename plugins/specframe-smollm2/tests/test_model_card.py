@@ -28,6 +28,13 @@ def test_two_stage_card(tmp_path, tiny_target, tiny_data) -> None:
     assert "shards written outside `specframe train`" in card
     assert "training: " in card and "CPU-hours" in card
 
+    # A checkpoint built on the machine, not shipped, says so and carries the auto-budget block for docs_gen.
+    built = write_model_card(tmp_path / "s1" / "out-drafter", [(p, type(p)(w)) for p, w in paths],
+                             built_here=True).read_text()
+    assert "**`model.safetensors` is not in git**" in built and "not in git" not in card
+    assert "<!-- generated: auto-budget-table -->\n<!-- /generated: auto-budget-table -->" in built
+    write_model_card(tmp_path / "s1" / "out-drafter", [(p, type(p)(w)) for p, w in paths])
+
     # A later session without the first stage's run directory keeps the card's record of that stage.
     (type(paths[0][0])(first.work_dir) / "summary.json").unlink()
     again = write_model_card(tmp_path / "s1" / "out-drafter", [(p, type(p)(w)) for p, w in paths]).read_text()

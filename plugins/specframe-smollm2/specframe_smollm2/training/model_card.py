@@ -53,6 +53,19 @@ SHIPPED_KINDS = {"checkpoints/smollm2-135m/drafter": "drafter", "checkpoints/smo
 #: Where the card's measured section starts, and the section after it.
 MEASURED_HEADING = "## Measured end to end"
 NOTES_HEADING = "## Notes"
+#: Checkpoints whose weights are built on the machine by their recipes, not shipped (the chat zoo: 48 MB over the
+#: shipped checkpoints' 100 MiB budget): their cards say so and carry the `budget: auto` table, where they are
+#: measured beside the shipped pair (rendered by ``python -m specframe.docs_gen``).
+BUILT_HERE = {"checkpoints/smollm2-135m-chat/drafter", "checkpoints/smollm2-135m-chat/ar-head"}
+BUILT_HERE_NOTICE = ("Part of the chat zoo (`checkpoints/smollm2-135m-chat/README.md`): **`model.safetensors` is not "
+                     "in git**; the recipe below rebuilds it on the machine. ")
+BUILT_HERE_MEASURED = [
+    MEASURED_HEADING, "",
+    "`budget: auto` over the chat zoo (`examples/smollm2/chat-zoo/dartree-chat.yaml`) beside DARTree pruned over the "
+    "shipped pair, on the same held-out prompts (rendered from `docs/benchmarks/auto-budget/results.json` by "
+    "`python -m specframe.docs_gen`; the teacher-forced comparison per kind of prompt is in docs/benchmarks.md, "
+    "\"The chat zoo\"):", "",
+    "<!-- generated: auto-budget-table -->", "<!-- /generated: auto-budget-table -->"]
 #: Benchmark rows reported on each card, by recipe kind.
 SWEEP_METHODS = {
     "drafter": ("ddtree",),
@@ -155,8 +168,10 @@ def recorded_stages(card: Path) -> dict[str, tuple[list[str], float]]:
     return out
 
 
-def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_json: Path | None = None) -> Path:
-    """Write ``output_dir/README.md`` for a checkpoint trained by ``stages`` ``[(recipe, work_dir), ...]``."""
+def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_json: Path | None = None, *,
+                     built_here: bool = False) -> Path:
+    """Write ``output_dir/README.md`` for a checkpoint trained by ``stages`` ``[(recipe, work_dir), ...]``
+    (``built_here``: its weights are built by the recipes, not shipped; see :data:`BUILT_HERE`)."""
     recorded = recorded_stages(output_dir / "README.md")
     summaries: list[dict[str, Any] | None] = []
     for recipe_path, work in stages:
@@ -176,7 +191,8 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
     title = TITLES[kind] if last_recipe.base in (None, SHIPPED_DRAFTER) else \
         TITLES[kind].replace("the frozen shipped drafter", f"the frozen drafter `{last_recipe.base}`")
     lines = [f"# {last_recipe.name}", "", title, "",
-             "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
+             (BUILT_HERE_NOTICE if built_here else "")
+             + "Published z-lab layout (bf16 safetensors + config.json), loadable by the `specframe-diffusion` "
              "drafters and correctors; the target's embedding and LM head are shared, not stored.", ""]
     if config.get("dflash_config", {}).get("head_only"):
         base = last_recipe.base
@@ -221,7 +237,9 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
               "* machine: 2 shared CPU cores, fp32, 1-2 torch threads",
               "* no prompt comes from GSM8K test, HumanEval, MT-Bench, Spec-Bench or MBPP's test split (checked by "
               "a 10-gram test, and the stage-2 data is decontaminated at generation)", ""]
-    if eval_json is not None and eval_json.exists():
+    if built_here:
+        lines += ["", *BUILT_HERE_MEASURED]
+    elif eval_json is not None and eval_json.exists():
         lines += _eval_lines(json.loads(eval_json.read_text()), kind)
     lines += ["", "## Notes", "",
               "* Held-out τ is measured on blocks of the training distribution (teacher-forced target taps); the "
@@ -300,7 +318,8 @@ def main(argv: list[str]) -> None:
             print(card)
         return
     for output, stages in SHIPPED.items():
-        print(write_model_card(Path(output), [(Path(r), Path(w)) for r, w in stages], eval_json))
+        print(write_model_card(Path(output), [(Path(r), Path(w)) for r, w in stages], eval_json,
+                               built_here=output in BUILT_HERE))
 
 
 if __name__ == "__main__":
