@@ -130,8 +130,12 @@ def test_rows_are_drafted_independently(tmp_path: Path, tiny_qwen3: Any, hf_targ
         return drafter.propose(state).logits
 
     both = propose([0, 1])
-    torch.testing.assert_close(both[0], propose([0])[0], atol=1e-6, rtol=0)
-    torch.testing.assert_close(both[1], propose([1])[0], atol=1e-6, rtol=0)
+    # A batch of two may take another GEMM blocking than one row (oneDNN/AMX on Intel Xeon gives 7.5e-6 here), so
+    # the bound is float32 noise on logits of size ~1, far below what another row's context leaking in moves.
+    alone = [propose([0])[0], propose([1])[0]]
+    torch.testing.assert_close(both[0], alone[0], atol=1e-4, rtol=0)
+    torch.testing.assert_close(both[1], alone[1], atol=1e-4, rtol=0)
+    assert (alone[0] - alone[1]).abs().max() > 1e-2, "the two rows' contexts must give different drafts"
 
 
 def test_out_of_sync_and_missing_taps_are_generation_errors(tmp_path: Path, hf_target: Any) -> None:
