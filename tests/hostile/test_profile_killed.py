@@ -39,7 +39,8 @@ pytestmark = pytest.mark.slow
 #: it (:meth:`CostProfile.covers`) and replaces it when the run completes.
 OLD = {1: 25.0, 2: 26.0, 3: 27.5, 5: 29.5, 9: 34.0}
 
-#: The child: the toy `specframe profile` on a machine it is told is quiet, stopping (a marker on stderr, then a
+#: The child: the toy `specframe profile` on a machine it is told is quiet, with the measured times replaced by a
+#: steady curve (the real forwards still run), stopping (a marker on stderr, then a
 #: long sleep) at the ``STOP_AT``-th point (0: the first measured forward; k >= 1: the k-th write operation in the
 #: profile directory; -1: never). It prints the number of write operations it saw when it ends.
 CHILD = textwrap.dedent("""
@@ -82,14 +83,20 @@ CHILD = textwrap.dedent("""
     forward = ToyTarget.forward_tree
     forwards = [0]
 
-    def timed_forward(self, tree):  # a plausible, monotone curve whatever else runs on the machine
+    def stopping_forward(self, tree):
         forwards[0] += 1
         if STOP == 0 and forwards[0] == 1:
             stop("the first measured forward")
-        time.sleep(0.004 + 0.001 * int(tree.num_nodes.max()))
         return forward(self, tree)
 
-    ToyTarget.forward_tree = timed_forward
+    ToyTarget.forward_tree = stopping_forward
+    from specframe import profile_report
+    measure = profile_report.measure_verify_curve
+
+    def steady_curve(*args, **kwargs):  # the real measurement, its times replaced by a plausible, monotone curve
+        return {n: 10.0 * n for n in measure(*args, **kwargs)}  # (a loaded machine's noise cannot refuse it)
+
+    profile_report.measure_verify_curve = steady_curve
     atexit.register(lambda: print(f"write operations: {seen[0]}", file=sys.stderr, flush=True))
     sys.addaudithook(hook)
     from specframe.cli import run_cli
