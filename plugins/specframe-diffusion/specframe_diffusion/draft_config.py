@@ -60,8 +60,10 @@ LILICORR_FIELDS: dict[str, type] = {
     "lilicorr_candidate_topk": int, "lilicorr_factor_dim": int, "lilicorr_vector_eps": float,
     "lilicorr_logit_scale": float,
 }
-#: The anchors a LiLiCorr head can be trained with (specframe serves ``root_embedding``; see the head).
-LILICORR_ANCHORS = ("root_embedding", "target_row")
+#: The anchors a LiLiCorr head can be trained with: ``target_row``, LiLiCorr's projected target row before the block
+#: (what a checkpoint without ``lilicorr_anchor`` holds: a published export), or ``root_embedding``, specframe's
+#: root-token embedding (its exports name it); both are served (:mod:`specframe_trees.correctors.lattice`).
+LILICORR_ANCHORS = ("target_row", "root_embedding")
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class LiLiCorrGeometry:
     factor_dim: int
     vector_eps: float
     logit_scale: float
-    anchor: str = "root_embedding"
+    anchor: str = "target_row"  # lilicorr_anchor; absent: LiLiCorr's own (a published export)
     unary: bool = False  # lilicorr_unary: the drafter's log-prob added to every factor (specframe's option)
 
 
@@ -299,7 +301,7 @@ def _optional_heads(reader: _FieldReader, dflash: dict[str, Any], hidden: int, *
             raise CheckpointError(f"{reader.source}: dflash_config.{name} must be a positive "
                                   f"{'integer' if kind is int else 'number'}, found {raw!r}")
         values[name.removeprefix("lilicorr_")] = kind(raw)
-    anchor = dflash.get("lilicorr_anchor", "root_embedding")
+    anchor = dflash.get("lilicorr_anchor", "target_row")  # a published export names none: LiLiCorr's own
     if anchor not in LILICORR_ANCHORS:
         raise CheckpointError(f"{reader.source}: dflash_config.lilicorr_anchor is {anchor!r}",
                               hint=f"known anchors: {', '.join(LILICORR_ANCHORS)}")

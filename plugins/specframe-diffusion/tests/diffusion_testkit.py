@@ -66,13 +66,14 @@ def qwen3_fields(*, layers: int = 2, hidden: int = HIDDEN, vocab: int = VOCAB) -
 
 def published_config(kind: str, *, layers: int = 2, block_size: int | None = None, head_type: str = "vanilla",
                      confidence: bool = True, taps: list[int] | None = None, hidden: int = HIDDEN,
-                     vocab: int = VOCAB, mask: int = MASK_TOKEN) -> dict[str, Any]:
+                     vocab: int = VOCAB, mask: int = MASK_TOKEN, lilicorr_anchor: str | None = None) -> dict[str, Any]:
     """config.json of ``kind`` in {"dflash", "domino", "dspark_deepseek", "dspark_zlab", "dflash_deepseek",
     "dflash_selector", "dflash_lilicorr"}.
 
     ``dflash_selector`` is a DFlash checkpoint with DFlash2's path selector switched on the way SGLang reads it
     (``selector_rank`` / ``selector_top_k``); ``dflash_lilicorr`` a Model-Optimizer LiLiCorr export
-    (``projector_type: lilicorr`` and the ``lilicorr_*`` geometry).
+    (``projector_type: lilicorr`` and the ``lilicorr_*`` geometry; no ``lilicorr_anchor``, which only specframe's
+    exports write, unless ``lilicorr_anchor`` is given: the published head anchors on the projected target row).
 
     ``dflash_deepseek`` is DeepSpec's retrained DFlash: the DSpark model class with ``markov_rank: 0`` and no
     confidence head (``config/dflash/dflash_qwen3_4b.py``).
@@ -111,6 +112,8 @@ def published_config(kind: str, *, layers: int = 2, block_size: int | None = Non
         dflash.update({"selector_rank": SELECTOR_RANK, "selector_top_k": SELECTOR_TOP_K, "shift_label": True})
     elif kind == "dflash_lilicorr":
         dflash.update({"projector_type": "lilicorr", "shift_label": True, **LILICORR})
+        if lilicorr_anchor is not None:
+            dflash["lilicorr_anchor"] = lilicorr_anchor
     elif kind == "dspark_zlab":
         cfg["architectures"] = ["DSparkDraftModel"]
         dflash.update({"projector_type": "dspark", "shift_label": True, "markov_rank": MARKOV_RANK,

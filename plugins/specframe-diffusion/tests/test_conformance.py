@@ -79,6 +79,9 @@ class TestDiffusionConformance(ConformanceSuite):
                         target=hf_target, proposal=SHAPE),
         ConformanceCase("corrector", "path_selector", config=lambda w: checkpoint("dflash_selector", block_size=6)(w)
                         | {"top_k": 2}, target=hf_target, proposal=SHAPE, variant="top2"),
-        ConformanceCase("corrector", "lilicorr", config=checkpoint("dflash_lilicorr", block_size=6),
+        # The kit's random proposals carry no drafter context row, which LiLiCorr's own anchor reads: the kit checks
+        # the root-embedding variant; test_lilicorr_published_anchor.py serves the published anchor end to end.
+        ConformanceCase("corrector", "lilicorr", config=checkpoint("dflash_lilicorr", block_size=6,
+                                                                   lilicorr_anchor="root_embedding"),
                         target=hf_target, proposal=SHAPE),
     )

@@ -5,7 +5,9 @@
   the previous path token (the root for slot 0) as predecessor, over the first ``top_k`` candidates.
 * ``lilicorr``: LiLiCorr's lattice reranker (``lilicorr.*``, ``projector_type: lilicorr``) in a
   :class:`specframe_trees.correctors.LatticeCorrector`; its candidates are embedded with the *target's* token
-  embedding.
+  embedding, and its anchor is the checkpoint's ``lilicorr_anchor``: LiLiCorr's projected target row before the
+  block (``target_row``, what a published export without the field was trained with; the block drafter hands it
+  over in ``proposal.extras["context_row"]``) or specframe's root-token embedding (``root_embedding``).
 
 Both read the checkpoint named by their own ``checkpoint:`` or, by default, the drafter's, whose family stays
 DFlash (the ``dflash`` drafter loads the backbone of the same directory; a head-only export,
@@ -76,11 +78,6 @@ def build_lilicorr_corrector(config: LiLiCorrCorrectorConfig, ctx: BuildContext)
     geo = cfg.lilicorr
     if geo is None:  # open_head_checkpoint found the group, so the geometry was read
         raise CheckpointError(f"{files.directory}: no lilicorr_* geometry in config.json")
-    if geo.anchor != "root_embedding":
-        raise CheckpointError(
-            f"corrector '{config.type}': checkpoint {files.directory} was trained with the {geo.anchor!r} anchor, "
-            "which specframe's drafters do not provide to correctors",
-            hint="train the head with lattice.anchor: root_embedding (specframe_smollm2 recipes)")
     if config.top_k is not None and config.top_k > geo.candidate_topk:
         raise CheckpointError(f"corrector '{config.type}': top_k {config.top_k} is more than the "
                               f"{geo.candidate_topk} candidates per slot the head was trained on",
@@ -97,4 +94,4 @@ def build_lilicorr_corrector(config: LiLiCorrCorrectorConfig, ctx: BuildContext)
     head.load_state_dict(files.group_state("lilicorr_head", dtype=dtype, device=device), strict=True, assign=True)
     head.requires_grad_(False).eval()
     embed_weight: torch.Tensor = parts.embed_tokens.weight.detach().to(device)  # [V, D], shared, not copied
-    return LatticeCorrector(head, embed_weight, top_k=config.top_k, name=config.type)
+    return LatticeCorrector(head, embed_weight, top_k=config.top_k, name=config.type, anchor=geo.anchor)

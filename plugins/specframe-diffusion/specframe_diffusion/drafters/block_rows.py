@@ -9,6 +9,7 @@ the cache any time after the taps are known (`DFlashBackbone.extend`), and a rou
                       z = backbone(embed(block)) over each row's cache             # ONE forward for the R rows
                       slots = z[:, 1:] (non-shift: output j predicts start+j)  or  z (shift: j predicts start+1+j)
                       candidates = top-K of the (draft-vocabulary) head's log-softmax   # ONE head call
+                      context_row = hidden_norm(fc(last committed tap))   # [R, H], proposal.extras
     commit(all rows): m_b = positions row b committed this round (its state's token count minus its context)
                       keep the taps at accepted_nodes[b, :m_b] pending                   # ONE gather
     flush:            extend every row's cache by everything pending                     # ONE pass
@@ -18,6 +19,12 @@ Rows that do not draft in a round are not in the forward (their context takes th
 device. Worked example (non-shift, bs = 4): a prompt of 6 tokens (cache: positions 0..5), root r: the block
 ``[r, M, M, M]`` at positions 6..9; outputs 1..3 give depths 1..3. If the verifier accepts 2 drafts, the taps of
 nodes ``[root, d1, d2]`` (positions 6..8) extend the cache, and the next root sits at position 9.
+
+Every proposal also carries, in ``extras["context_row"]`` ``[R, H]``, each row's *projected context row just before
+the block*: ``hidden_norm(fc(tap))`` of its last committed position (position 5, then 8, in the example), the
+vector the block's keys and values are built from. LiLiCorr's reranker anchors its start factors on it
+(``lilicorr_anchor: target_row``, :mod:`specframe_trees.heads.lattice`). The raw tap of that position is kept per
+row (updated at ``add_row`` and ``commit``), so the row costs one ``[n_taps*H] x [n_taps*H, H]`` product per round.
 
 The extension is deferred: commit gathers the round's taps (one gather) and keeps them pending; the next
 ``propose`` (or a row joining or leaving, or :data:`MAX_PENDING` rounds) moves everything pending into the caches in
@@ -65,6 +72,7 @@ class BlockRows(DrafterRows):
         # device and dtype) and how many of each row's M are valid (the positions that row committed).
         self._pending: list[tuple[torch.Tensor, list[int]]] = []
         self._pending_total: list[int] = []  # [B] positions pending per row (the counts above, summed)
+        self._last_tap: torch.Tensor | None = None  # [B, n_taps*H] each row's last committed position's tap
 
     @property
     def batch_size(self) -> int:
@@ -100,6 +108,8 @@ class BlockRows(DrafterRows):
         self.flush()
         first = self.batch_size
         self.cache.add_rows(rows)
+        last = taps[:, -1].to(self.device, self.dtype)  # [R, n_taps*H]
+        self._last_tap = last if self._last_tap is None or first == 0 else torch.cat([self._last_tap, last])
         self.backbone.extend(taps.to(self.device, self.dtype), self.cache,
                              rows=None if first == 0 else range(first, first + rows))
 
@@ -111,6 +121,8 @@ class BlockRows(DrafterRows):
             index = torch.tensor(rows, dtype=torch.long, device=self.device)
             self._pending = [(taps.index_select(0, index), [counts[r] for r in rows]) for taps, counts in self._pending]
         self._pending_total = [self._pending_total[r] for r in rows] if self._pending else []
+        if self._last_tap is not None:
+            self._last_tap = self._last_tap[rows] if rows else None
         self.cache.keep_rows(rows)
 
     def context_lengths(self) -> list[int]:
@@ -172,8 +184,12 @@ class BlockRows(DrafterRows):
         # The head (the target's LM head) and the roots may sit on the target's device: the proposal lives on the
         # drafter's, where the corrector and the builder run (the loop moves the built tree to the target).
         dev = self.device
+        assert self._last_tap is not None  # every row joined through add_row
+        last = self._last_tap if every else self._last_tap[rows]  # [R, n_taps*H]
+        context_row = self.backbone.hidden_norm(self.backbone.fc(last))  # [R, H]
         return DraftProposal(root=roots.to(dev), tokens=scores.tokens.to(dev), logprobs=scores.logprobs.to(dev),
-                             logits=scores.logits.to(dev), features=features)
+                             logits=scores.logits.to(dev), features=features,
+                             extras={"context_row": context_row.to(dev)})
 
     @torch.no_grad()
     def commit(self, states: Sequence[DecodeState], tree: DraftTree, result: VerifyResult,
@@ -196,6 +212,8 @@ class BlockRows(DrafterRows):
         index = nodes[:, :most].to(taps.device).clamp(min=0)  # [B, M]; -1 padding reads the root, never kept
         new = taps.gather(1, index[:, :, None].expand(-1, -1, taps.shape[2]))  # [B, M, n_taps*H]
         self._pending.append((new.to(self.device, self.dtype), added))
+        last = torch.tensor([a - 1 for a in added], dtype=torch.long, device=new.device)  # [B]
+        self._last_tap = self._pending[-1][0][torch.arange(len(added), device=new.device), last]  # [B, n_taps*H]
         self._pending_total = [t + a for t, a in zip(self._pending_total, added, strict=True)] \
             if self._pending_total else list(added)
         if len(self._pending) >= MAX_PENDING:

@@ -71,7 +71,7 @@ class LatticeConfig(_Strict):
     anchor: Literal["root_embedding", "target_row"] = Field(
         "root_embedding", description="root_embedding: the root token's target embedding (what specframe serves); "
                                       "target_row: the target's projected tap row before the block (LiLiCorr's "
-                                      "own anchor, an ablation: not servable by specframe's drafters)")
+                                      "own anchor; the block drafters hand it to the corrector)")
     unary: bool = Field(False, description="add the drafter's log-prob of the later candidate to every factor (a "
                                            "residual on the frozen drafter's law; LiLiCorr: off)")
     w_ce: float = Field(0.25, ge=0, description="weight of the K-way cross-entropy along the true path")

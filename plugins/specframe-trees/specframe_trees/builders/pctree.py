@@ -24,7 +24,9 @@ log-prob given its parent and ``score`` the path score.
 Choices made where the paper's summary leaves details open (``keep_spine`` and ``children`` make the
 alternatives one-line settings): the per-parent child counts by depth, a frontier bound ``width`` per depth, and
 keeping the DSpark chain whole (``keep_spine: true``) rather than ranking it with the alternatives
-(``keep_spine: false``: the whole tree by path score). The builder is deterministic, so ``walk`` verifies it
+(``keep_spine: false``: the whole tree by path score). The defaults (``children (3, 2, 1)``, ``width 8``,
+``keep_spine``) are specframe's, unmeasured: not the paper's values (the design notes give none) and backed by no
+committed result file. The builder is deterministic, so ``walk`` verifies it
 losslessly at any temperature; a sampled parent-conditioned tree is ``sampled_tree`` over the same corrector.
 
 Ties: per-parent choices keep the lower candidate index; the frontier and the final selection keep the lower
@@ -60,7 +62,8 @@ class PCTreeConfig(TreeShapeConfig):
     type: Literal["pctree"] = "pctree"
     children: tuple[int, ...] = Field(
         (3, 2, 1), description="children of every node at depth 0, 1, ... (the best under the node's own "
-                                  "parent-conditioned law); the last entry repeats for deeper nodes")
+                                  "parent-conditioned law); the last entry repeats for deeper nodes. The default "
+                                  "is specframe's, unmeasured (not the paper's value)")
     width: int = Field(8, ge=1, le=MAX_TREE_NODES, description="most nodes kept per depth (the spine node and the "
                                                                "best others by path score)")
     keep_spine: bool = Field(True, description="keep the chain DSpark drafts (argmax child of argmax child ...) "

@@ -6,7 +6,10 @@ slot: ``start [B, k]`` and ``pair [B, L - 1, k, k]``. The children of a frontier
     depth 1:  log_softmax(start)                        (the root's children; the anchor is the root)
     depth d:  log_softmax(pair[d - 2, i, :])            i = the node's index among slot d - 2's candidates
 
-so the law depends on the parent (path-dependent) but needs no per-node state. Candidates past ``k`` and dead
+so the law depends on the parent (path-dependent) but needs no per-node state. The anchor the start factors are
+read against is the checkpoint's (``anchor``): ``target_row``, LiLiCorr's own, is the drafter's projected context
+row just before the block (``proposal.extras["context_row"]`` ``[B, D]``, which specframe's block drafters emit);
+``root_embedding``, specframe's variant, is the target embedding of the root. Candidates past ``k`` and dead
 candidates get ``-inf``; a frontier token that is not one of the previous slot's first ``k`` candidates is not a
 lattice node and gets no children (all ``-inf``). A proposal cut to fewer depths (a builder's ``max_depth``) is
 scored as the shorter lattice.
@@ -34,6 +37,9 @@ from specframe.types import DraftProposal
 from specframe_trees.correctors.residual import ProposalCache
 from specframe_trees.heads.lattice import LatticeHead, LatticeScores
 
+#: What the start factors are read against: the drafter's projected context row (LiLiCorr) or the root's embedding.
+ANCHORS = ("target_row", "root_embedding")
+
 
 class LatticeCorrector(Corrector):
     """LiLiCorr's reranker; see the module docstring.
@@ -43,10 +49,12 @@ class LatticeCorrector(Corrector):
         embed_weight: ``[V, D]`` the target's token-embedding table (not owned, not copied).
         top_k: candidates per slot in the lattice; None: the head's ``candidate_topk``.
         name: component name for error messages.
+        anchor: ``target_row`` (LiLiCorr's: the drafter's projected context row before the block, read from
+            ``proposal.extras["context_row"]``) or ``root_embedding`` (the root token's target embedding).
     """
 
     def __init__(self, head: LatticeHead, embed_weight: torch.Tensor, *, top_k: int | None = None,
-                 name: str = "lilicorr") -> None:
+                 name: str = "lilicorr", anchor: str = "root_embedding") -> None:
         sizes = head.sizes
         if embed_weight.dim() != 2 or embed_weight.shape[1] != sizes.model_hidden_size:
             raise GenerationError(f"corrector '{name}': the token-embedding table has shape "
@@ -56,10 +64,14 @@ class LatticeCorrector(Corrector):
             raise GenerationError(f"corrector '{name}': top_k {top_k} is outside 1..{sizes.candidate_topk}, the "
                                   "candidates per slot the head was trained on",
                                   hint=f"use at most {sizes.candidate_topk} (or leave top_k unset)")
+        if anchor not in ANCHORS:
+            raise GenerationError(f"corrector '{name}': unknown anchor {anchor!r}",
+                                  hint=f"anchors: {', '.join(ANCHORS)}")
         self.head = head
         self.embed_weight = embed_weight  # [V, D]
         self.top_k = top_k or sizes.candidate_topk
         self.name = name
+        self.anchor = anchor
         self.state_size = 0
         self._round = ProposalCache(self._score)
 
@@ -84,7 +96,21 @@ class LatticeCorrector(Corrector):
         cands = proposal.tokens[:, :, :k]  # [B, L, k]
         with torch.inference_mode():
             return self.head(F.embedding(cands, self.embed_weight), proposal.logprobs[:, :, :k], features,
-                             F.embedding(proposal.root.long(), self.embed_weight))
+                             self._anchor(proposal))
+
+    def _anchor(self, proposal: DraftProposal) -> torch.Tensor:  # [B, D]
+        """The vector the start factors are read against (see the module docstring)."""
+        if self.anchor == "root_embedding":
+            return F.embedding(proposal.root.long(), self.embed_weight)
+        row = proposal.extras.get("context_row")
+        width = self.head.sizes.model_hidden_size
+        if row is None or tuple(row.shape) != (proposal.batch_size, width):
+            have = None if row is None else tuple(row.shape)
+            raise GenerationError(f"corrector '{self.name}' anchors on the drafter's projected context row "
+                                  f"(proposal.extras['context_row'] of shape [{proposal.batch_size}, {width}]), "
+                                  f"got {have}", hint="use a block drafter (dflash, domino, dspark), which emits "
+                                                      "it, or a head trained with lilicorr_anchor: root_embedding")
+        return row
 
     def child_logprobs(
         self,

@@ -19,10 +19,12 @@ law a sampler draws from).
 
 Choices made where the sources leave the serving setting open (documented so a checkpoint says which it is):
 
-* **anchor**: LiLiCorr's anchor is the target's projected hidden row just before the block, which specframe's
-  drafters do not hand to correctors. Here it is the target embedding of the root (the verified token before
-  slot 0), projected by ``context_proj``: the same width and role (``anchor: root_embedding`` in checkpoints).
-  The trainer can measure the published anchor (``target_row``) on the same held-out blocks.
+* **anchor**: the head takes any ``[B, D]`` anchor. LiLiCorr's is the target's projected hidden row just before the
+  block (``lilicorr_anchor: target_row``, the value when a checkpoint names none): the block drafter's
+  ``hidden_norm(fc(taps))`` of the last committed position, handed over in ``proposal.extras["context_row"]``.
+  specframe's SmolLM2 head uses the target embedding of the root (the verified token before slot 0) instead
+  (``root_embedding``, which its export writes); :class:`~specframe_trees.correctors.lattice.LatticeCorrector`
+  serves both.
 * **dead candidates** (``-inf`` base log-probs: a vocabulary smaller than k, padded rows) enter the features with
   log-prob ``LOGPROB_FLOOR``, are masked as attention keys and get no score; the public head never sees them.
 * the attention's ``in_proj_weight`` starts normal(0.02) like every Linear (PyTorch's default is Xavier).
