@@ -71,10 +71,13 @@ class HFTarget(TargetModel, SharedEmbeddings):
         engine: ``"auto"``: the lean engine path when the model takes it (:func:`specframe_hf.decoder.lean_supported`),
             ``"transformers"``: transformers' own forward always.
         compile: ``torch.compile`` the lean engine's forward (see :class:`specframe_hf.slot_rows.SlotRows`).
+        kv_memory: bytes of the lean engine's paged KV pool (:mod:`specframe_hf.kv_pool`); None: sized from the
+            capacities the decode loop announces.
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                 source: str = "the in-memory model", engine: str = "auto", compile: bool = False) -> None:
+                 source: str = "the in-memory model", engine: str = "auto", compile: bool = False,
+                 kv_memory: int | None = None) -> None:
         check_supported(model)
         self.model = model.eval()
         self.source = source
@@ -96,23 +99,25 @@ class HFTarget(TargetModel, SharedEmbeddings):
         #: Why the lean engine path (:mod:`specframe_hf.slot_rows`) is not used, or None when it is.
         self.lean_blocker = "engine: transformers" if engine == "transformers" else lean_supported(model)
         self.compile = compile
+        self.kv_memory = kv_memory
         self._compiled: DecoderForward | None = None  # made on first use
         self.set_taps(tuple(taps))
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                   attn: str | None = None, engine: str = "auto", compile: bool = False) -> HFTarget:
+                   attn: str | None = None, engine: str = "auto", compile: bool = False,
+                   kv_memory: int | None = None) -> HFTarget:
         """Wrap an in-memory model; ``attn`` ('sdpa' / 'eager') switches its attention backend first."""
         if attn is not None:
             model.set_attn_implementation(attn)
-        return cls(model, tokenizer, taps=taps, engine=engine, compile=compile)
+        return cls(model, tokenizer, taps=taps, engine=engine, compile=compile, kv_memory=kv_memory)
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
                         taps: Sequence[int] = (), cpu_linear: str = "default", logits_dtype: str = "auto",
                         placement: DeviceMap | None = None, engine: str = "auto",
-                        compile: bool = False) -> HFTarget:
+                        compile: bool = False, kv_memory: int | None = None) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
         ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`), ``'auto'``
@@ -134,7 +139,8 @@ class HFTarget(TargetModel, SharedEmbeddings):
         apply_logits_dtype(model, logits_dtype)
         if not split:
             apply_cpu_linear(model, cpu_linear, what=f"the target '{directory}'")
-        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile)
+        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile,
+                     kv_memory=kv_memory)
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
@@ -160,7 +166,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     def ragged_batch(self, taps: Sequence[int] = ()) -> Rows:
         """The decode loop's rows over this model, tapping ``taps`` in their forwards until closed: the lean
-        engine path over preallocated slots (:mod:`specframe_hf.slot_rows`) for the Llama family, transformers'
+        engine path over a paged KV pool (:mod:`specframe_hf.slot_rows`) for the Llama family, transformers'
         forward over a ``DynamicCache`` (:mod:`specframe_hf.rows`) for the others; this object's own sequence is
         reset."""
         self.reset()
@@ -168,7 +174,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     def _new_rows(self, taps: Sequence[int]) -> Rows:
         if self.lean_blocker is None:
-            return SlotRows(self.runner, taps, compiled=self._compiled_forward())
+            return SlotRows(self.runner, taps, compiled=self._compiled_forward(), kv_memory=self.kv_memory)
         return HFRows(self.runner, taps)
 
     def _compiled_forward(self) -> DecoderForward | None:
