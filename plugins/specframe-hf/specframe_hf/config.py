@@ -51,6 +51,12 @@ KvMemoryOption = Annotated[int | str | None, AfterValidator(_kv_memory), Field(
                       "when it can never fit; unset: sized once for the batch's largest requests "
                       "(specframe_hf.kv_pool)")]
 
+CaptureOption = Annotated[Literal["off", "compile", "reduce-overhead"], Field(
+    "off", description="compile: verify rounds of the lean engine at bucketed shapes (rows, nodes and KV blocks "
+                       "padded to powers of two), each bucket compiled once with torch.compile(fullgraph=True, "
+                       "dynamic=False); reduce-overhead: the same captured as CUDA graphs (accelerators). Off by "
+                       "default: on the CPUs measured the per-row forward is faster (specframe_hf.captured)")]
+
 
 def kv_memory_bytes(value: int | str | None) -> int | None:
     """The ``kv_memory`` option in bytes (None: unset)."""
@@ -77,6 +83,7 @@ class HFTargetConfig(ComponentConfig):
     compile: CompileOption
     engine: EngineOption
     kv_memory: KvMemoryOption
+    capture: CaptureOption
     device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(
         None, description="split the model across devices with accelerate (a strategy, or {module: GPU index, "
                           "cpu or disk}); layers on cpu/disk run on the first GPU of the map (docs/scale-out.md)"

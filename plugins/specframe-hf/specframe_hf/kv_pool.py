@@ -65,6 +65,7 @@ class KVPool:
         self.lengths: list[int] = []  # committed positions per row
         self.runs: list[int | None] = []  # per row, the physical slot of its slot 0 when its blocks are contiguous
         self.free: list[int] = []  # free block ids, ascending
+        self.scratch: int | None = None  # a block no row owns, for the padding of bucketed forwards
         self.allocations = 0
         self.moved_bytes = 0
         if blocks is not None:
@@ -110,12 +111,12 @@ class KVPool:
         return not self.fixed or self.blocks_for(slots) <= self.total_blocks
 
     # ----------------------------------------------------------------------------------- rows in / out
-    def plan(self, reservations: Sequence[int]) -> None:
-        """Size a growable pool for rows of these reservations in flight together (no-op on a fixed pool, or
-        when the pool holds them already)."""
+    def plan(self, reservations: Sequence[int], scratch: bool = False) -> None:
+        """Size a growable pool for rows of these reservations in flight together, and the scratch block with
+        ``scratch`` (no-op on a fixed pool, or when the pool holds them already)."""
         if self.fixed:
             return
-        need = sum(self.blocks_for(s) for s in reservations)
+        need = sum(self.blocks_for(s) for s in reservations) + (scratch and self.scratch is None)
         used = self.total_blocks - len(self.free)
         if need > len(self.free):
             self._grow(used + need)
@@ -146,6 +147,17 @@ class KVPool:
             self._grow(self.total_blocks - len(self.free) + count)
         self.tables[row] += self._take(count)
         self.runs[row] = self._run_of(self.tables[row])
+
+    def take_scratch(self) -> int:
+        """The scratch block (taken from the free blocks on first use, at admission): where a bucketed forward
+        writes its padding entries (:mod:`specframe_hf.captured`)."""
+        if self.scratch is None:
+            if not self.free:
+                if self.fixed:
+                    raise MemoryError("the KV pool has no free block for the scratch block")
+                self._grow(self.total_blocks + 1)
+            self.scratch = self._take(1)[0]
+        return self.scratch
 
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Keep only ``rows``, in this order; the others' blocks return to the free list (nothing is copied)."""

@@ -36,6 +36,7 @@ import torch
 from specframe.errors import ContractError, GenerationError
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
+from specframe_hf.captured import BucketedVerify, bucket
 from specframe_hf.decoder import DecoderForward
 from specframe_hf.kv_pool import KVPool
 from specframe_hf.paged_attention import RowRead, tree_mask
@@ -47,10 +48,13 @@ DEFAULT_ROOM = 256
 
 class SlotRows:
     """See the module docstring. ``taps`` are returned with every forward's output; ``kv_memory``: the pool's
-    budget in bytes (None: sized from the capacities the decode loop announces, :meth:`plan`)."""
+    budget in bytes (None: sized from the capacities the decode loop announces, :meth:`plan`); ``bucketed``:
+    verify rounds run at bucketed shapes through it (compiled once per bucket; :mod:`specframe_hf.captured`),
+    None: the per-row forward."""
 
     def __init__(self, runner: ModelRunner, taps: Sequence[int] = (), *,
-                 compiled: DecoderForward | None = None, kv_memory: int | None = None) -> None:
+                 compiled: DecoderForward | None = None, kv_memory: int | None = None,
+                 bucketed: BucketedVerify | None = None) -> None:
         self.runner = runner
         self.decoder = compiled or DecoderForward(runner.model)  # a torch.compile'd forward when the target has one
         self.vocab_size = runner.vocab_size
@@ -62,9 +66,12 @@ class SlotRows:
             self.decoder.head_dim
         self.cache = KVPool(layers, heads, dim, runner.dtype, runner.device) if kv_memory is None else \
             KVPool.for_memory(kv_memory, layers, heads, dim, runner.dtype, runner.device)
+        if bucketed is not None and (bucketed.block_size != self.cache.block_size or bucketed.taps != self.taps):
+            raise ValueError("a bucketed forward serves rows of its own block size and taps")
+        self.bucketed = bucketed
         self._pending = 0  # nodes of the tree run but not yet committed
         #: Rows that decode plainly in a round with tree rows cost one token each (:func:`packing`).
-        self.selective_batching = True
+        self.selective_batching = bucketed is None
         self.forward_tokens = 0  # tokens the last forward_tree ran through the token-wise layers
 
     def close(self) -> None:
@@ -93,7 +100,7 @@ class SlotRows:
     def plan(self, capacities: Sequence[int]) -> None:
         """The decode loop's announcement: at most rows of these capacities are in flight together. A pool without
         a ``kv_memory`` budget is sized for them once, before the first admission."""
-        self.cache.plan([self._slots(1, c) for c in capacities])
+        self.cache.plan([self._slots(1, c) for c in capacities], scratch=self.bucketed is not None)
 
     def room(self, capacity: int) -> bool | GenerationError:
         """Whether a request of ``capacity`` positions (prompt, decoded tokens, one tree) can join now (True),
@@ -127,6 +134,8 @@ class SlotRows:
                 raise room if isinstance(room, GenerationError) else GenerationError(
                     f"the KV pool has no room for a row of {slots} slots now",
                     hint="admit it after other rows leave, or raise target.kv_memory")
+            if self.bucketed is not None:
+                self.cache.take_scratch()  # before the row's blocks: rounds then allocate nothing
             rows = [self.cache.admit(slots) for _ in range(count)]
             physical = [p for r in rows for p in self.cache.physical(r, 0, length)]
             slot_t = torch.tensor(physical, dtype=torch.long, device=self.device)  # [R * P], the one copy
@@ -180,6 +189,8 @@ class SlotRows:
                 raise GenerationError(f"row {r} outgrew its KV reservation and the pool is full ({exc})",
                                       hint="pass each row's capacity to add_row, or raise target.kv_memory") \
                     from None
+        if self.bucketed is not None:
+            return self._forward_bucketed(tree)
         packed = packing(tree.row_nodes, n, self.device)
         counts = row_counts(tree.row_nodes, n) if packed is not None and tree.row_nodes is not None else [n] * b
         visible = tree.visibility() if n > 1 else None  # [B, N, N] bool, ancestor-or-self
@@ -226,6 +237,44 @@ class SlotRows:
                 hidden = hidden.new_zeros(b * n, hidden.shape[-1]).index_copy_(0, packed, hidden).view(b, n, -1)
         self._pending = n
         return TargetOutput(logits=logits, hidden=hidden)
+
+    def _forward_bucketed(self, tree: DraftTree) -> TargetOutput:
+        """The round padded to its bucket and run by the captured forward (:mod:`specframe_hf.captured`)."""
+        assert self.bucketed is not None
+        b, n = tree.batch_size, tree.capacity
+        lengths = self.cache.lengths
+        rb, nb = bucket(b), bucket(n)
+        mb = bucket(max(len(t) for t in self.cache.tables))
+        size = self.cache.block_size
+        scratch = self.cache.take_scratch()
+        pad_slot = scratch * size
+        # One host-to-device copy: write slots [Rb, Nb], block tables [Rb, Mb], lengths [Rb].
+        slots: list[int] = []
+        tables: list[int] = []
+        for r in range(rb):
+            if r < b:
+                slots += self.cache.physical(r, lengths[r], n) + [pad_slot] * (nb - n)
+                tables += self.cache.tables[r] + [scratch] * (mb - len(self.cache.tables[r]))
+            else:
+                slots += [pad_slot] * nb
+                tables += [scratch] * mb
+        host = torch.tensor(slots + tables + lengths + [0] * (rb - b), dtype=torch.long, device=self.device)
+        slot_t = host[: rb * nb].view(rb, nb)
+        table_t = host[rb * nb : rb * nb + rb * mb].view(rb, mb)
+        length_t = host[rb * nb + rb * mb :]  # [Rb]
+        ids = torch.zeros(rb, nb, dtype=torch.long, device=self.device)
+        ids[:b, :n] = tree.tokens
+        positions = torch.zeros(rb, nb, dtype=torch.long, device=self.device)
+        positions[:b, :n] = tree.depth + length_t[:b, None]
+        visible = torch.eye(nb, dtype=torch.bool, device=self.device).repeat(rb, 1, 1)  # [Rb, Nb, Nb]
+        visible[:b, :n, :n] = tree.visibility()
+        kv = [self.cache.layer(i) for i in range(self.cache.layers)]
+        self.bucketed.shapes.add((rb, nb, mb))
+        self.forward_tokens = rb * nb
+        with torch.inference_mode():
+            logits, hidden = self.bucketed.step(ids, positions, kv, slot_t, table_t, length_t, visible)
+        self._pending = n
+        return TargetOutput(logits=logits[:b, :n], hidden=None if hidden is None else hidden[:b, :n])
 
     def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
                paths: Sequence[Sequence[int]] | None = None) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 from specframe_hf.config import (
+    CaptureOption,
     CompileOption,
     CpuLinearOption,
     EngineOption,
@@ -42,6 +43,7 @@ class SmolLM2TargetConfig(ComponentConfig):
     compile: CompileOption
     engine: EngineOption
     kv_memory: KvMemoryOption
+    capture: CaptureOption
 
 
 def resolve_target_dir(config: SmolLM2TargetConfig) -> Path:
@@ -57,4 +59,4 @@ def build_smollm2_target(config: SmolLM2TargetConfig, ctx: BuildContext) -> HFTa
     return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device=config.device, attn=config.attn,
                                     cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
                                     engine=config.engine, compile=config.compile,
-                                    kv_memory=kv_memory_bytes(config.kv_memory))
+                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture)
