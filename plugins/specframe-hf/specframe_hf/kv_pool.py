@@ -107,8 +107,9 @@ class KVPool:
         return not self.fixed or rows * self.blocks_for(slots) <= len(self.free)
 
     def ever_fits(self, slots: int) -> bool:
-        """Whether a row reserving ``slots`` fits in this pool once every other row has left."""
-        return not self.fixed or self.blocks_for(slots) <= self.total_blocks
+        """Whether a row reserving ``slots`` fits in this pool once every other row has left (the scratch block
+        is no row's)."""
+        return not self.fixed or self.blocks_for(slots) <= self.total_blocks - (self.scratch is not None)
 
     # ----------------------------------------------------------------------------------- rows in / out
     def plan(self, reservations: Sequence[int], scratch: bool = False) -> None:

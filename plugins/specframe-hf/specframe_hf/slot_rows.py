@@ -69,6 +69,8 @@ class SlotRows:
         if bucketed is not None and (bucketed.block_size != self.cache.block_size or bucketed.taps != self.taps):
             raise ValueError("a bucketed forward serves rows of its own block size and taps")
         self.bucketed = bucketed
+        if bucketed is not None and self.cache.fixed:
+            self.cache.take_scratch()  # the budget's first block: admissions then see only what rows can use
         self._pending = 0  # nodes of the tree run but not yet committed
         #: Rows that decode plainly in a round with tree rows cost one token each (:func:`packing`).
         self.selective_batching = bucketed is None
@@ -110,11 +112,12 @@ class SlotRows:
             return True
         if self.cache.ever_fits(slots):
             return False
-        need, have = slots * self.cache.bytes_per_slot, self.cache.total_blocks * self.cache.block_size
+        need = slots * self.cache.bytes_per_slot
+        have = (self.cache.total_blocks - (self.cache.scratch is not None)) * self.cache.block_size
         return GenerationError(
             f"the request needs {slots} KV slots ({need / 2**20:.1f} MiB: its prompt, max_new_tokens and one tree) "
             f"but target.kv_memory holds {have} slots in all",
-            hint=f"raise target.kv_memory to at least {need / 2**20:.0f} MiB (e.g. '{-(-need // 2**30)}GiB'), or "
+            hint=f"raise target.kv_memory to at least {-(-need // 2**20)} MiB (e.g. '{-(-need // 2**30)}GiB'), or "
                  "lower max_new_tokens or shorten the prompt")
 
     # ---------------------------------------------------------------------------------- rows in / out

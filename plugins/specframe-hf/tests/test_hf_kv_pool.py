@@ -45,6 +45,9 @@ def test_a_fixed_pool_says_what_fits_and_never_grows() -> None:
     with pytest.raises(MemoryError):
         pool.admit(1)
     assert pool.allocations == 1
+    scratched = small_pool(4)
+    scratched.take_scratch()  # the bucketed forward's padding block is no row's
+    assert scratched.fits(12) and not scratched.fits(13) and not scratched.ever_fits(13)
     growable = KVPool(2, 2, 8, torch.float32, torch.device("cpu"), block_size=4)
     growable.plan([8, 8])
     assert growable.allocations == 1 and growable.total_blocks == 4
