@@ -16,7 +16,13 @@ split between calls):
 4. ``sampled``: a sampled run at T = 1 (DARTree, fixed budget): the same seed twice gives the same tokens, another
    seed not necessarily (reported);
 5. ``shipped_overhead``: the loop-overhead benchmark with the shipped pair at batch 1 and 4;
-6. ``trees``: the tree-construction benchmark on the device (``benchmarks/tree_construction.py --device``; the paper
+6. ``captured``: the captured verify step (``target: {capture: reduce-overhead}``, :mod:`specframe_hf.captured`):
+   64 requests through 8 rows of a tiny random Llama (16 in a smoke run), verify rounds at bucketed shapes compiled
+   with ``torch.compile(fullgraph=True, dynamic=False, mode="reduce-overhead")`` (CUDA graphs) on CUDA; on a CPU
+   dynamo's capture only (``backend="eager"``: inductor's code generation takes minutes there). Reported: greedy
+   outputs equal to the per-row forward's, graphs compiled against buckets met (at most one each), seconds of
+   both runs;
+7. ``trees``: the tree-construction benchmark on the device (``benchmarks/tree_construction.py --device``; the paper
    reports about 70 ms for the sequential heap vs 28 ms depth-wise for its Qwen3 head).
 
 Each step is written to ``--out`` as soon as it ends and a step that fails is recorded with its error while the
@@ -59,8 +65,9 @@ from specframe.plugins import PluginHost
 
 QUICK_METHODS = ("plain decoding", "DARTree pruned B=16")
 #: The steps, in the order they run: the tiny pair's loop overhead first (it needs no checkpoint), then the shipped
-#: pair's demo methods, the split devices and the seeded sample, its loop overhead, and the tree construction.
-STEPS = ("tiny_overhead", "demo", "split", "sampled", "shipped_overhead", "trees")
+#: pair's demo methods, the split devices and the seeded sample, its loop overhead, the captured verify step (a tiny
+#: random model), and the tree construction.
+STEPS = ("tiny_overhead", "demo", "split", "sampled", "shipped_overhead", "captured", "trees")
 SAMPLED_METHOD = "DARTree pruned B=16"
 
 
@@ -239,6 +246,46 @@ def overhead_benchmark(args: argparse.Namespace, models: Sequence[str]) -> dict[
     return found
 
 
+#: The captured step's pipeline: greedy speculative decoding with the prompt-lookup drafter (chains of up to 5 nodes).
+CAPTURED_PIPELINE: dict[str, Any] = {
+    "drafter": {"type": "ngram", "num_speculative_tokens": 4}, "corrector": {"type": "identity"},
+    "tree_builder": {"type": "chain"}, "pruner": {"type": "none"}, "verifier": {"type": "greedy"}, "budget": 4,
+    "sampling": {"temperature": 0.0}, "generation": {"stop_at_eos": False}}
+
+
+def captured_verify(device: str, smoke: bool) -> dict[str, Any]:
+    """The captured verify step against the per-row forward on a tiny random Llama: continuous batching of many
+    requests of different lengths (rows leave and join, the batch shrinks at the end)."""
+    from specframe_hf.target import HFTarget
+    from specframe_hf.testing import random_ids, tiny_causal_lm
+    from torch._dynamo.utils import counters
+
+    from specframe.decode.request import Request
+
+    model = tiny_causal_lm("llama", seed=0, num_layers=4, max_position_embeddings=512).to(device)
+    cuda = device.startswith("cuda")
+    mode = "reduce-overhead" if cuda else "compile"
+    n = 16 if smoke else 64
+    prompts = [Request(random_ids(4 + i % 7, seed=100 + i), max_new_tokens=4 + (5 * i) % 23) for i in range(n)]
+    host = PluginHost(allowlist=["hf", "trees", "verifiers"])
+    timed: dict[str, float] = {}
+    outputs: dict[str, list[list[int]]] = {}
+    graphs_before = counters["stats"]["unique_graphs"]
+    captured = HFTarget.from_model(model, capture=mode, capture_backend=None if cuda else "eager")
+    for name, target in (("per_row", HFTarget.from_model(model)), ("captured", captured)):
+        pipe = Pipeline.from_dict(CAPTURED_PIPELINE, target=target, host=host)
+        start = time.perf_counter()
+        results = pipe.generate_batch(prompts, batch_size=8)
+        timed[name] = round(time.perf_counter() - start, 3)
+        outputs[name] = [r.tokens for r in results if isinstance(r, GenerationResult)]
+    buckets = sorted(captured.bucket_shapes)
+    graphs = counters["stats"]["unique_graphs"] - graphs_before
+    return {"mode": mode, "backend": "inductor" if cuda else "eager", "requests": n, "batch_size": 8,
+            "exact": outputs["captured"] == outputs["per_row"] and len(outputs["captured"]) == n,
+            "buckets": [list(b) for b in buckets], "graphs_compiled": graphs, "at_most_once_per_bucket":
+            graphs <= len(buckets), "seconds": timed, "note": "the captured run's seconds include compilation"}
+
+
 def environment(device: str) -> dict[str, Any]:
     env: dict[str, Any] = {"device": device, "torch": torch.__version__, "python": platform.python_version(),
                            "machine": platform.machine()}
@@ -278,8 +325,10 @@ def passed(summary: dict[str, Any]) -> bool:
     overhead = summary.get("loop_overhead", {})
     greedy = summary.get("greedy_exact_all", "demo" not in summary)
     sampled = summary.get("sampled", {"same_seed_same_tokens": True})
+    captured = summary.get("captured_verify", {"exact": True, "at_most_once_per_bucket": True})
     return bool(greedy) and sampled["same_seed_same_tokens"] and (split is None or split["exact"]) \
-        and all(run["status"] == 0 for run in overhead.values())
+        and all(run["status"] == 0 for run in overhead.values()) and captured["exact"] \
+        and captured["at_most_once_per_bucket"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -320,6 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if shipped is not None:
             summary["loop_overhead"] = {**summary.get("loop_overhead", {}), **shipped}
             del summary["loop_overhead_shipped"]
+    if "captured" in steps:
+        run_step(summary, "captured_verify", lambda: captured_verify(args.device, args.smoke), out)
     if "trees" in steps:
         run_step(summary, "tree_construction", lambda: tree_benchmark(args), out)
     summary["elapsed_s"] = round(time.perf_counter() - start, 1)

@@ -5,6 +5,7 @@
     rows = []
     while requests wait or rows are in flight:
         while a request waits and len(rows) < batch_size:     # join: prefill alone, first token drawn
+            if the target's KV pool has no room for it: wait   # (refused if it can never fit)
             rows.append(start(request))
         run_round(rows)                                       # specframe.decode.rounds: every row advances
         rows that ended leave (their results are final)
@@ -87,12 +88,22 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                       clock=StageClock(settings.devices, sync=settings.stage_timing or auto is not None), auto=auto)
     if auto is not None:  # the controller prices rounds on what this target's forward runs
         auto.packs = bool(getattr(session.target, "selective_batching", False))
+    plan = getattr(session.target, "plan", None)
+    if plan is not None:  # an adapter that pools its KV memory sizes it once for the largest batch
+        plan(sorted(_capacity(inputs, settings) for _, inputs in waiting)[-batch_size:])
     rows: list[Row] = []
     try:
         with torch.inference_mode():
             while waiting or rows:
                 while waiting and len(rows) < batch_size:
-                    index, inputs = waiting.popleft()
+                    index, inputs = waiting[0]
+                    room = _room(session, inputs)
+                    if room is False and rows:
+                        break  # the target's KV pool is full: the request waits until rows leave
+                    waiting.popleft()
+                    if isinstance(room, GenerationError):  # it can never fit: refused alone
+                        finish(index, RefusedRequest(index, room))
+                        continue
                     row_stream = None if stream is None else (lambda text, i=index: stream(i, text))
                     row = Row(index, inputs, tokenizer=target.tokenizer, eos=eos, stream=row_stream)
                     try:
@@ -166,10 +177,21 @@ def _resume(session: Session, row: Row) -> None:
     """Readmit a row that left the caches: prefill its committed tokens alone (no token is drawn)."""
     state = row.state
     assert state is not None
-    capacity = row.inputs.prompt_len + row.inputs.cap + session.settings.budget + 1
-    prefill = session.target.add_row(state.tokens[:, :-1], capacity=capacity)
+    prefill = session.target.add_row(state.tokens[:, :-1], capacity=_capacity(row.inputs, session.settings))
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)
+
+
+def _capacity(inputs: RequestInputs, settings: DecodeSettings) -> int:
+    """A row's whole life: prompt, up to ``cap`` new tokens, one verified tree beyond the last committed token."""
+    return inputs.prompt_len + inputs.cap + settings.budget + 1
+
+
+def _room(session: Session, inputs: RequestInputs) -> bool | GenerationError:
+    """Whether the target has KV room for the request now (True), after rows leave (False), or never (the error
+    that refuses it); targets without a pool (no ``room``) always have room."""
+    room = getattr(session.target, "room", None)
+    return True if room is None else room(_capacity(inputs, session.settings))
 
 
 def _failure(exc: Exception, where: str) -> GenerationError:
@@ -190,9 +212,7 @@ def _keep(session: Session, rows: list[int]) -> None:
 def _start(session: Session, row: Row) -> None:
     """Prefill the row's prompt alone, draw its first token, start its drafter and controller state."""
     cfg = session.settings
-    # The row's whole life: prompt, up to `cap` new tokens, one verified tree beyond the last committed token.
-    capacity = row.inputs.prompt_len + row.inputs.cap + cfg.budget + 1
-    prefill = session.target.add_row(row.inputs.ids, capacity=capacity)
+    prefill = session.target.add_row(row.inputs.ids, capacity=_capacity(row.inputs, cfg))
     noise = RoundNoise.for_rows([row.inputs.seed], [row.inputs.prompt_len - 1], session.target.device)
     u = None if cfg.sampling.greedy else noise.uniforms(TARGET, torch.zeros(1, dtype=torch.long))
     first = int(sample(prefill.logits[:, -1], cfg.sampling, u)[0])
@@ -200,7 +220,7 @@ def _start(session: Session, row: Row) -> None:
     ids = row.inputs.ids.to(session.target.device)
     state = DecodeState(tokens=torch.cat([ids, torch.tensor([[first]], device=ids.device)], dim=1),
                         prompt_len=row.inputs.prompt_len, sampling=cfg.sampling, seed=row.inputs.seed,
-                        capacity=row.inputs.prompt_len + row.inputs.cap + cfg.budget + 1)
+                        capacity=_capacity(row.inputs, cfg))
     row.start(first, state)
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)

@@ -24,8 +24,12 @@ import specframe.decode.loop as loop
 from specframe.device_sync import HostSyncCounter
 from specframe.pipeline import Pipeline
 from specframe.plugins import PluginHost
+from specframe.testing.counters import RoundCounters
 
 PLUGINS = ["diffusion", "hf", "trees", "verifiers"]
+#: Host-to-device copies the target makes per round whatever its rows: the forward's slots, lengths and block
+#: tables in one, the selective-batching index, the commit's moves.
+TARGET_COPIES_PER_ROUND = 3
 T07 = {"temperature": 0.7}
 SHAPES: dict[str, dict[str, Any]] = {
     "greedy-chain": {"budget": 7, "tree_builder": {"type": "chain"}, "verifier": {"type": "greedy"}},
@@ -111,3 +115,24 @@ def test_cache_and_token_buffers_are_not_reallocated_across_rounds(setup: Any, w
             by_request.setdefault(index, set()).add(ptr)
     assert len(by_request) == batch and all(len(v) == 1 for v in by_request.values())
     assert any(r.accepted >= 2 for res in results for r in res.rounds)  # commits moved entries, not only chains
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+@pytest.mark.parametrize("shape", ["greedy-chain", "walk-dartree", "tree-rejection"])
+def test_round_counters_at_batch_1_and_8(setup: Any, shape: str, batch: int) -> None:
+    """`specframe.testing.counters` over continuous batching (more requests than rows, so rows leave and join
+    mid-run) for the chain and tree pipeline shapes: one device-to-host read per round, no KV-pool allocation in
+    any round, one target forward per round, and the target's host-to-device copies per round bounded whatever
+    its rows (the loop's own, such as each row's token history, are counted in ``copies`` and not bounded here)."""
+    pipe = pipeline(setup, shape)
+    prompts = [torch.randint(3, 500, (8 + 3 * i,), generator=torch.Generator().manual_seed(i)).tolist()
+               for i in range(batch + 2)]
+    with RoundCounters() as counters:
+        results = pipe.generate_batch(prompts, 16, batch_size=batch)
+    rounds = counters.rounds
+    assert len(rounds) >= 4 and max(r.rows for r in rounds) == batch
+    assert [r.reads for r in rounds] == [1] * len(rounds)
+    assert counters.kv_allocations_after_admission == 0
+    assert all(len(r.shapes) == 1 and r.shapes[0][0] == r.rows for r in rounds)
+    assert max(r.target_copies for r in rounds) <= TARGET_COPIES_PER_ROUND, [r.target_copies for r in rounds]
+    assert any(r.accepted >= 1 for res in results for r in res.rounds)

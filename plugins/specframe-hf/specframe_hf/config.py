@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from specframe.config.base import ComponentConfig
 from specframe.config.bounds import MAX_DRAFT_DEPTH, StageShape
@@ -31,9 +31,36 @@ CompileOption = Annotated[bool, Field(
                        "CPUs measured it is slower than eager and costs minutes of compilation (docs/benchmarks.md, "
                        "'The round as an engine')")]
 EngineOption = Annotated[Literal["auto", "transformers"], Field(
-    "auto", description="auto: the lean engine path for Llama-family models (preallocated KV slots, one tree mask "
-                        "per round, no per-round allocation; specframe_hf.slot_rows), transformers' own forward "
+    "auto", description="auto: the lean engine path for Llama-family models (a paged KV pool reserved at "
+                        "admission, attention per row over its own blocks, no per-round allocation; "
+                        "specframe_hf.slot_rows), transformers' own forward "
                         "over a DynamicCache for the others; transformers: always transformers' forward")]
+
+
+
+def _kv_memory(value: int | str | None) -> int | str | None:
+    if value is not None:
+        memory_bytes(value)  # a ValueError names what is wrong
+    return value
+
+
+KvMemoryOption = Annotated[int | str | None, AfterValidator(_kv_memory), Field(
+    None, description="memory of the lean engine's paged KV pool (bytes, or a size such as '2GiB'), reserved once "
+                      "as vLLM's KV-cache space: a request joins the batch only when its reservation (prompt, "
+                      "max_new_tokens, one tree) fits, waits while rows in flight hold the pool, and is refused "
+                      "when it can never fit; unset: sized once for the batch's largest requests "
+                      "(specframe_hf.kv_pool)")]
+
+CaptureOption = Annotated[Literal["off", "compile", "reduce-overhead"], Field(
+    "off", description="compile: verify rounds of the lean engine at bucketed shapes (rows, nodes and KV blocks "
+                       "padded to powers of two), each bucket compiled once with torch.compile(fullgraph=True, "
+                       "dynamic=False); reduce-overhead: the same captured as CUDA graphs (accelerators). Off by "
+                       "default: on the CPUs measured the per-row forward is faster (specframe_hf.captured)")]
+
+
+def kv_memory_bytes(value: int | str | None) -> int | None:
+    """The ``kv_memory`` option in bytes (None: unset)."""
+    return None if value is None else memory_bytes(value)
 
 
 class HFTargetConfig(ComponentConfig):
@@ -55,6 +82,8 @@ class HFTargetConfig(ComponentConfig):
     logits_dtype: LogitsDtypeOption
     compile: CompileOption
     engine: EngineOption
+    kv_memory: KvMemoryOption
+    capture: CaptureOption
     device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(
         None, description="split the model across devices with accelerate (a strategy, or {module: GPU index, "
                           "cpu or disk}); layers on cpu/disk run on the first GPU of the map (docs/scale-out.md)"

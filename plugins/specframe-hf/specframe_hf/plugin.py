@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import specframe
 from specframe.interfaces import BuildContext
 from specframe.registry import ComponentSpec, TargetCapabilities
-from specframe_hf.config import HFTargetConfig, NgramConfig
+from specframe_hf.config import HFTargetConfig, NgramConfig, kv_memory_bytes
 from specframe_hf.device_map import DeviceMap
 from specframe_hf.ngram_drafter import NgramDrafter
 
@@ -23,7 +23,8 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
     placement = DeviceMap(config.device_map, config.max_memory, config.offload_folder, config.tensor_parallel)
     return HFTarget.from_pretrained(config.model, dtype=config.dtype, device=config.device, attn=config.attn,
                                     taps=config.taps, cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
-                                    placement=placement, engine=config.engine, compile=config.compile)
+                                    placement=placement, engine=config.engine, compile=config.compile,
+                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture)
 
 
 @specframe.hookimpl

@@ -1,18 +1,29 @@
-"""`SlotRows`: the decode loop's rows over preallocated KV slots, run by the lean decoder forward.
+"""`SlotRows`: the decode loop's rows over the paged KV pool, run by the lean decoder forward.
 
 The engine path of the ``hf`` adapter for the Llama family (:mod:`specframe_hf.decoder` says which models take it;
 others use :class:`specframe_hf.rows.HFRows` over transformers' own forward). Per round, for ``B`` rows of lengths
 ``lengths[b]`` and a tree of ``N`` nodes per row::
 
-    forward_tree(tree [B, N]):  node j of row b is written at slot lengths[b] + j, at position lengths[b] + depth
-                                (the slot layout of `SlotCache`); queries attend over the slots [0, W),
-                                W = max(lengths) + N, through ONE additive mask [B, 1, N, W] built from the
-                                tree's ancestor relation and shared by every layer (:func:`slot_tree_mask`)
-    commit(tree, accepted, paths): the accepted entries move within each row (a chain: none move); the host
-                                paths come from the round's one device-to-host read, so commit reads nothing
+    forward_tree(tree [B, N]):  node j of row b is written at its logical slot lengths[b] + j (a physical slot
+                                through the row's block table, specframe_hf.kv_pool), at position
+                                lengths[b] + depth; each row attends over its own lengths[b] + c_b slots, masked
+                                only in its tree block (specframe_hf.paged_attention); rows that run fewer nodes
+                                than N (selective batching) run only those
+    commit(tree, accepted, paths): the accepted entries move within each row's blocks (a chain: none move); the
+                                host paths come from the round's one device-to-host read, so commit reads nothing
 
-A row's capacity is reserved when it joins (its prompt, the loop's token cap and one tree), so rounds never
-allocate cache memory; ``cache.allocations`` counts (re)allocations. A single request is one row.
+A row's whole reservation (its prompt, the loop's token cap and one tree) is taken from the pool when it joins
+(:meth:`SlotRows.room` tells the decode loop whether it fits now, later or never), so rounds never allocate cache
+memory; a departure frees blocks and copies nothing. ``cache.allocations`` counts allocations of the pool. A single
+request is one row.
+
+Example (a pool of 16-slot blocks, two rows)::
+
+    rows.add_row(prompt_a [1, 20], capacity=60)   # 4 blocks, prefilled: length 20
+    rows.add_row(prompt_b [1, 7], capacity=40)    # 3 blocks: length 7
+    rows.forward_tree(tree [2, 4])                # T = 8 tokens, row 0 over 24 slots, row 1 over 11
+    rows.commit(tree, accepted, [[0, 2], [0]])    # lengths [22, 8]; row 0's node 2 moved to slot 21
+    rows.keep_rows([1])                           # row 0's 4 blocks are free again; nothing copied
 """
 
 from __future__ import annotations
@@ -25,55 +36,44 @@ import torch
 from specframe.errors import ContractError, GenerationError
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
-from specframe_hf.decoder import DecoderForward, SlotWrite
+from specframe_hf.captured import BucketedVerify, bucket
+from specframe_hf.decoder import DecoderForward
+from specframe_hf.kv_pool import KVPool
+from specframe_hf.paged_attention import RowRead, tree_mask
 from specframe_hf.runner import ModelRunner
-from specframe_hf.slot_cache import SlotCache
 
 #: Slots reserved beyond a prompt when the caller does not say how many tokens the row will decode.
 DEFAULT_ROOM = 256
 
 
-def slot_tree_mask(visible: torch.Tensor, lengths: torch.Tensor, width: int,
-                   dtype: torch.dtype) -> torch.Tensor:  # [B, 1, N, W] additive
-    """The round's additive mask in the slot layout: query ``i`` of row ``b`` sees the row's committed slots
-    ``[0, lengths[b])`` and the tree nodes ``j`` with ``visible[b, i, j]`` (slot ``lengths[b] + j``).
-
-    Args:
-        visible: ``[B, N, N]`` bool (the ancestor-or-self relation).
-        lengths: ``[B]`` int64 committed slots per row.
-        width: the slots attended over, ``max(lengths) + N``.
-
-    Example (one row of length 2, ``parents = [-1, 0, 0]``, m = finfo.min)::
-
-        root [0 0 | 0 m m]     a [0 0 | 0 0 m]     b [0 0 | 0 m 0]
-    """
-    b, n, _ = visible.shape
-    cols = torch.arange(width, device=visible.device)[None, :]  # [1, W]
-    rel = cols - lengths[:, None]  # [B, W] node index of each slot (prefix < 0, past the tree >= N)
-    in_tree = (rel >= 0) & (rel < n)  # [B, W]
-    tree_part = visible.gather(2, rel.clamp(0, n - 1)[:, None, :].expand(b, n, width)) & in_tree[:, None, :]
-    seen = tree_part | (rel < 0)[:, None, :]  # [B, N, W]
-    mask = torch.full((b, 1, n, width), torch.finfo(dtype).min, dtype=dtype, device=visible.device)
-    return mask.masked_fill_(seen[:, None], 0.0)
-
-
 class SlotRows:
-    """See the module docstring. ``taps`` are returned with every forward's output."""
+    """See the module docstring. ``taps`` are returned with every forward's output; ``kv_memory``: the pool's
+    budget in bytes (None: sized from the capacities the decode loop announces, :meth:`plan`); ``bucketed``:
+    verify rounds run at bucketed shapes through it (compiled once per bucket; :mod:`specframe_hf.captured`),
+    None: the per-row forward."""
 
     def __init__(self, runner: ModelRunner, taps: Sequence[int] = (), *,
-                 compiled: DecoderForward | None = None) -> None:
+                 compiled: DecoderForward | None = None, kv_memory: int | None = None,
+                 bucketed: BucketedVerify | None = None) -> None:
         self.runner = runner
         self.decoder = compiled or DecoderForward(runner.model)  # a torch.compile'd forward when the target has one
         self.vocab_size = runner.vocab_size
         self.max_length = runner.max_length
         self.device = runner.device
         self.taps = runner.taps.check(taps)
-        config = runner.model.config
-        self.cache = SlotCache(int(config.num_hidden_layers), self.decoder.num_kv_heads, self.decoder.head_dim,
-                               runner.dtype, runner.device)
+        self.kv_memory = kv_memory
+        layers, heads, dim = int(runner.model.config.num_hidden_layers), self.decoder.num_kv_heads, \
+            self.decoder.head_dim
+        self.cache = KVPool(layers, heads, dim, runner.dtype, runner.device) if kv_memory is None else \
+            KVPool.for_memory(kv_memory, layers, heads, dim, runner.dtype, runner.device)
+        if bucketed is not None and (bucketed.block_size != self.cache.block_size or bucketed.taps != self.taps):
+            raise ValueError("a bucketed forward serves rows of its own block size and taps")
+        self.bucketed = bucketed
+        if bucketed is not None and self.cache.fixed:
+            self.cache.take_scratch()  # the budget's first block: admissions then see only what rows can use
         self._pending = 0  # nodes of the tree run but not yet committed
         #: Rows that decode plainly in a round with tree rows cost one token each (:func:`packing`).
-        self.selective_batching = True
+        self.selective_batching = bucketed is None
         self.forward_tokens = 0  # tokens the last forward_tree ran through the token-wise layers
 
     def close(self) -> None:
@@ -88,30 +88,82 @@ class SlotRows:
     def batch_size(self) -> int:
         return self.cache.rows
 
+    @property
+    def kv_allocations(self) -> int:
+        """Allocations of the KV pool so far (:class:`specframe.testing.counters.RoundCounters` reads it)."""
+        return self.cache.allocations
+
+    # ---------------------------------------------------------------------------------- admission
+    def _slots(self, length: int, capacity: int | None) -> int:
+        """Slots a row of ``length`` prompt tokens reserves for ``capacity`` positions in all."""
+        slots = max(length + 1, capacity if capacity is not None else length + DEFAULT_ROOM)
+        return min(slots, self.max_length + 1) if self.max_length is not None else slots
+
+    def plan(self, capacities: Sequence[int]) -> None:
+        """The decode loop's announcement: at most rows of these capacities are in flight together. A pool without
+        a ``kv_memory`` budget is sized for them once, before the first admission."""
+        self.cache.plan([self._slots(1, c) for c in capacities], scratch=self.bucketed is not None)
+
+    def room(self, capacity: int) -> bool | GenerationError:
+        """Whether a request of ``capacity`` positions (prompt, decoded tokens, one tree) can join now (True),
+        after some rows leave (False), or never: the error that refuses it."""
+        slots = self._slots(1, capacity)
+        if self.cache.fits(slots):
+            return True
+        if self.cache.ever_fits(slots):
+            return False
+        need = slots * self.cache.bytes_per_slot
+        have = (self.cache.total_blocks - (self.cache.scratch is not None)) * self.cache.block_size
+        return GenerationError(
+            f"the request needs {slots} KV slots ({need / 2**20:.1f} MiB: its prompt, max_new_tokens and one tree) "
+            f"but target.kv_memory holds {have} slots in all",
+            hint=f"raise target.kv_memory to at least {-(-need // 2**20)} MiB (e.g. '{-(-need // 2**30)}GiB'), or "
+                 "lower max_new_tokens or shorten the prompt")
+
     # ---------------------------------------------------------------------------------- rows in / out
     def add_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> TargetOutput:
         """Prefill ``input_ids`` ``[R, P]`` (usually R = 1) alone and append the rows; ``capacity``: slots the row
         needs in all (prompt, decoded tokens and one tree; default: the prompt plus ``DEFAULT_ROOM``). Logits
-        ``[R, 1, V]`` float32 at the last position, taps ``[R, P, n_taps * H]``."""
+        ``[R, 1, V]`` float32 at the last position, taps ``[R, P, n_taps * H]``. A pool without room raises
+        `GenerationError` (the decode loop asks :meth:`room` first)."""
         length = self.runner.check_prompt_ids(input_ids)
-        rows = int(input_ids.shape[0])
+        count = int(input_ids.shape[0])
         self._pending = 0
-        slots = max(length + 1, capacity if capacity is not None else length + DEFAULT_ROOM)
-        if self.max_length is not None:
-            slots = min(slots, self.max_length + 1)
-        self.cache.reserve(self.cache.rows + rows, max(slots, self.cache.capacity))
+        slots = self._slots(length, capacity)
         first = self.cache.rows
-        views = self.cache.layer_views(slice(first, first + rows))
-        ids = input_ids.to(self.device)
-        positions = torch.arange(length, device=self.device)[None, :].expand(rows, length)
-        with torch.inference_mode():
-            logits, hidden = self.decoder.forward(ids, positions, views, SlotWrite(start=0), length, None, keep=1,
-                                                  taps=self.taps)
-        self.cache.add_rows([length] * rows)
-        return TargetOutput(logits=logits, hidden=hidden)
+        try:
+            if not self.cache.fits(slots, rows=count):
+                room = self.room(slots)
+                raise room if isinstance(room, GenerationError) else GenerationError(
+                    f"the KV pool has no room for a row of {slots} slots now",
+                    hint="admit it after other rows leave, or raise target.kv_memory")
+            if self.bucketed is not None:
+                self.cache.take_scratch()  # before the row's blocks: rounds then allocate nothing
+            rows = [self.cache.admit(slots) for _ in range(count)]
+            physical = [p for r in rows for p in self.cache.physical(r, 0, length)]
+            slot_t = torch.tensor(physical, dtype=torch.long, device=self.device)  # [R * P], the one copy
+            reads = []
+            for i, r in enumerate(rows):  # a scattered row reads its prompt back through the slots it wrote
+                start = self.cache.run(r)
+                reads.append(RowRead(first=i * length, count=length, width=length, start=start, causal=True,
+                                     index=None if start is not None else slot_t[i * length : (i + 1) * length],
+                                     mask=None))
+            ids = input_ids.to(self.device).reshape(-1)
+            positions = torch.arange(length, device=self.device).repeat(count)
+            last = torch.arange(count, device=self.device) * length + length - 1
+            kv = [self.cache.layer(i) for i in range(self.cache.layers)]
+            with torch.inference_mode():
+                logits, hidden = self.decoder.forward(ids, positions, kv, slot_t, reads, last, taps=self.taps)
+        except BaseException:
+            self.cache.keep_rows(range(first))  # a failed prefill leaves nothing behind
+            raise
+        for r in rows:
+            self.cache.lengths[r] = length
+        hidden = None if hidden is None else hidden.view(count, length, -1)
+        return TargetOutput(logits=logits.view(count, 1, -1), hidden=hidden)
 
     def keep_rows(self, rows: Sequence[int]) -> None:
-        """Keep only ``rows`` (in this order); the others leave."""
+        """Keep only ``rows`` (in this order); the others leave and their blocks are free again."""
         self._pending = 0
         self.cache.keep_rows(rows)
 
@@ -124,7 +176,7 @@ class SlotRows:
             raise GenerationError(f"the tree has {tree.batch_size} rows but the cache holds {self.cache.rows}",
                                   hint="keep one tree row per prefilled sequence")
         tree = tree.to(self.device)
-        n = tree.capacity
+        b, n = tree.batch_size, tree.capacity
         lengths = self.cache.lengths
         longest = max(lengths)
         if self.max_length is not None and longest + n - 1 >= self.max_length \
@@ -133,26 +185,99 @@ class SlotRows:
                 f"a tree of depth {tree.max_depth} on {longest} cached tokens runs past the "
                 f"{self.runner.model_type} target's context of {self.max_length}",
                 hint="trim the tree to the remaining context (the pipeline does this automatically)")
-        if longest + n > self.cache.capacity:
-            self.cache.reserve(self.cache.rows, longest + n)
-        width = longest + n
-        same = min(lengths) == longest
-        length_t = torch.tensor(lengths, dtype=torch.long, device=self.device)  # [B]
-        if same:
-            write = SlotWrite(start=longest)
-            positions = tree.depth + longest
-        else:
-            write = SlotWrite(slots=length_t[:, None] + torch.arange(n, device=self.device)[None, :])
-            positions = tree.depth + length_t[:, None]
-        mask = None if n == 1 and same else slot_tree_mask(tree.visibility(), length_t, width, self.runner.dtype)
-        views = self.cache.layer_views(slice(0, self.cache.rows))
+        for r, length in enumerate(lengths):  # rows admitted with their reservation never need more
+            try:
+                self.cache.extend(r, length + n)
+            except MemoryError as exc:
+                raise GenerationError(f"row {r} outgrew its KV reservation and the pool is full ({exc})",
+                                      hint="pass each row's capacity to add_row, or raise target.kv_memory") \
+                    from None
+        if self.bucketed is not None:
+            return self._forward_bucketed(tree)
         packed = packing(tree.row_nodes, n, self.device)
-        self.forward_tokens = tree.batch_size * n if packed is None else int(packed.shape[0])
+        counts = row_counts(tree.row_nodes, n) if packed is not None and tree.row_nodes is not None else [n] * b
+        visible = tree.visibility() if n > 1 else None  # [B, N, N] bool, ancestor-or-self
+        # One host-to-device copy per round: the new entries' physical slots [T], the lengths [B], and the
+        # gather index of each row whose blocks are not one contiguous run.
+        physical: list[int] = []
+        gathers: list[int] = []
+        starts = [self.cache.run(r) for r in range(b)]
+        for r, (length, c) in enumerate(zip(lengths, counts, strict=True)):
+            physical += self.cache.physical(r, length, c)
+            if starts[r] is None:
+                gathers += self.cache.tables[r]
+        t = len(physical)
+        host = torch.tensor(physical + lengths + gathers, dtype=torch.long, device=self.device)
+        slot_t, length_t = host[:t], host[t : t + b]  # [T], [B]
+        reads, first, offset = [], 0, t + b
+        size = self.cache.block_size
+        span = torch.arange(size, device=self.device)  # [S]
+        for r, (length, c) in enumerate(zip(lengths, counts, strict=True)):
+            mask = None if c == 1 or visible is None else \
+                tree_mask(visible[r, :c, :c], length, self.decoder.groups, self.runner.dtype)
+            index = None
+            if starts[r] is None:  # the row's slots from its block table, on the device
+                table = host[offset : offset + len(self.cache.tables[r])]
+                offset += len(table)
+                index = (table[:, None] * size + span).reshape(-1)[: length + c]
+            reads.append(RowRead(first=first, count=c, width=length + c, start=starts[r], index=index, mask=mask))
+            first += c
+        positions = tree.depth + length_t[:, None]  # [B, N]
+        if packed is None:
+            ids, flat_positions = tree.tokens.reshape(-1), positions.reshape(-1)
+        else:
+            ids, flat_positions = tree.tokens.reshape(-1)[packed], positions.reshape(-1)[packed]
+        self.forward_tokens = first
+        kv = [self.cache.layer(i) for i in range(self.cache.layers)]
         with torch.inference_mode():
-            logits, hidden = self.decoder.forward(tree.tokens, positions, views, write, width, mask, keep=n,
-                                                  taps=self.taps, packed=packed)
+            logits, hidden = self.decoder.forward(ids, flat_positions, kv, slot_t, reads, None, taps=self.taps)
+        if packed is None:
+            logits = logits.view(b, n, -1)
+            hidden = None if hidden is None else hidden.view(b, n, -1)
+        else:  # padding positions: zeros, which no verifier reads
+            logits = logits.new_zeros(b * n, logits.shape[-1]).index_copy_(0, packed, logits).view(b, n, -1)
+            if hidden is not None:
+                hidden = hidden.new_zeros(b * n, hidden.shape[-1]).index_copy_(0, packed, hidden).view(b, n, -1)
         self._pending = n
         return TargetOutput(logits=logits, hidden=hidden)
+
+    def _forward_bucketed(self, tree: DraftTree) -> TargetOutput:
+        """The round padded to its bucket and run by the captured forward (:mod:`specframe_hf.captured`)."""
+        assert self.bucketed is not None
+        b, n = tree.batch_size, tree.capacity
+        lengths = self.cache.lengths
+        rb, nb = bucket(b), bucket(n)
+        mb = bucket(max(len(t) for t in self.cache.tables))
+        size = self.cache.block_size
+        scratch = self.cache.take_scratch()
+        pad_slot = scratch * size
+        # One host-to-device copy: write slots [Rb, Nb], block tables [Rb, Mb], lengths [Rb].
+        slots: list[int] = []
+        tables: list[int] = []
+        for r in range(rb):
+            if r < b:
+                slots += self.cache.physical(r, lengths[r], n) + [pad_slot] * (nb - n)
+                tables += self.cache.tables[r] + [scratch] * (mb - len(self.cache.tables[r]))
+            else:
+                slots += [pad_slot] * nb
+                tables += [scratch] * mb
+        host = torch.tensor(slots + tables + lengths + [0] * (rb - b), dtype=torch.long, device=self.device)
+        slot_t = host[: rb * nb].view(rb, nb)
+        table_t = host[rb * nb : rb * nb + rb * mb].view(rb, mb)
+        length_t = host[rb * nb + rb * mb :]  # [Rb]
+        ids = torch.zeros(rb, nb, dtype=torch.long, device=self.device)
+        ids[:b, :n] = tree.tokens
+        positions = torch.zeros(rb, nb, dtype=torch.long, device=self.device)
+        positions[:b, :n] = tree.depth + length_t[:b, None]
+        visible = torch.eye(nb, dtype=torch.bool, device=self.device).repeat(rb, 1, 1)  # [Rb, Nb, Nb]
+        visible[:b, :n, :n] = tree.visibility()
+        kv = [self.cache.layer(i) for i in range(self.cache.layers)]
+        self.bucketed.shapes.add((rb, nb, mb))
+        self.forward_tokens = rb * nb
+        with torch.inference_mode():
+            logits, hidden = self.bucketed.step(ids, positions, kv, slot_t, table_t, length_t, visible)
+        self._pending = n
+        return TargetOutput(logits=logits[:b, :n], hidden=None if hidden is None else hidden[:b, :n])
 
     def commit(self, tree: DraftTree, accepted_nodes: torch.Tensor,
                paths: Sequence[Sequence[int]] | None = None) -> None:
@@ -180,16 +305,21 @@ PACK_WHEN_PADDING = 0.25
 
 def packing(row_nodes: Sequence[int] | None, n: int, device: torch.device) -> torch.Tensor | None:  # [T] int64
     """The flat indices of the positions that can hold nodes, when skipping the rest saves enough
-    (:meth:`specframe_hf.decoder.DecoderForward.forward_packed`); None: run the padded batch as it is.
+    (the forward then runs those tokens only); None: run the padded batch as it is.
 
     Example: ``row_nodes = (3, 1, 1)``, ``n = 3`` -> ``[0, 1, 2, 3, 6]`` (5 of 9 positions)."""
     if row_nodes is None or len(row_nodes) < 2:
         return None
-    total = sum(min(max(c, 1), n) for c in row_nodes)
-    if total > (1 - PACK_WHEN_PADDING) * len(row_nodes) * n:
+    counts = row_counts(row_nodes, n)
+    if sum(counts) > (1 - PACK_WHEN_PADDING) * len(row_nodes) * n:
         return None
-    index = [b * n + j for b, c in enumerate(row_nodes) for j in range(min(max(c, 1), n))]
+    index = [b * n + j for b, c in enumerate(counts) for j in range(c)]
     return torch.tensor(index, dtype=torch.long, device=device)
+
+
+def row_counts(row_nodes: Sequence[int], n: int) -> list[int]:
+    """Nodes each row runs when padding is skipped: its own count, at least the root, at most ``n``."""
+    return [min(max(int(c), 1), n) for c in row_nodes]
 
 
 def read_paths(accepted_nodes: torch.Tensor, rows: int, nodes: int) -> list[list[int]]:

@@ -35,11 +35,13 @@ from specframe.prompts import Messages, user_message
 from specframe.reference import NativeRun
 from specframe.tree import DraftTree
 from specframe.types import SamplingParams, TargetOutput
+from specframe_hf.captured import BucketedVerify
 from specframe_hf.compat import check_supported, check_tokenizer_fits
 from specframe_hf.decoder import DecoderForward, lean_supported
 from specframe_hf.device_map import DeviceMap
 from specframe_hf.head_precision import apply_logits_dtype
 from specframe_hf.kernel_probe import apply_cpu_linear
+from specframe_hf.kv_pool import BLOCK_SIZE
 from specframe_hf.loading import check_tokenizer_matches, load_model, load_tokenizer, model_directory
 from specframe_hf.reference import native_generate, native_generate_batch
 from specframe_hf.rows import HFRows
@@ -71,10 +73,17 @@ class HFTarget(TargetModel, SharedEmbeddings):
         engine: ``"auto"``: the lean engine path when the model takes it (:func:`specframe_hf.decoder.lean_supported`),
             ``"transformers"``: transformers' own forward always.
         compile: ``torch.compile`` the lean engine's forward (see :class:`specframe_hf.slot_rows.SlotRows`).
+        kv_memory: bytes of the lean engine's paged KV pool (:mod:`specframe_hf.kv_pool`); None: sized from the
+            capacities the decode loop announces.
+        capture: ``"off"``; ``"compile"``: verify rounds at bucketed shapes, each bucket compiled once with
+            ``torch.compile(fullgraph=True, dynamic=False)`` (:mod:`specframe_hf.captured`); ``"reduce-overhead"``:
+            the same, captured as CUDA graphs. ``capture_backend``: torch.compile's backend (default inductor;
+            tests pass a counting backend).
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                 source: str = "the in-memory model", engine: str = "auto", compile: bool = False) -> None:
+                 source: str = "the in-memory model", engine: str = "auto", compile: bool = False,
+                 kv_memory: int | None = None, capture: str = "off", capture_backend: Any = None) -> None:
         check_supported(model)
         self.model = model.eval()
         self.source = source
@@ -96,23 +105,32 @@ class HFTarget(TargetModel, SharedEmbeddings):
         #: Why the lean engine path (:mod:`specframe_hf.slot_rows`) is not used, or None when it is.
         self.lean_blocker = "engine: transformers" if engine == "transformers" else lean_supported(model)
         self.compile = compile
+        self.kv_memory = kv_memory
+        if capture not in ("off", "compile", "reduce-overhead"):
+            raise ConfigError(f"target.capture must be off, compile or reduce-overhead, got {capture!r}",
+                              hint="capture: compile (or reduce-overhead on a GPU) runs verify rounds at bucketed "
+                                   "shapes")
+        self.capture, self.capture_backend = capture, capture_backend
+        self._bucketed: dict[tuple[int, ...], BucketedVerify] = {}  # per taps, made on first use
         self._compiled: DecoderForward | None = None  # made on first use
         self.set_taps(tuple(taps))
 
     # ------------------------------------------------------------------------------------ construction
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
-                   attn: str | None = None, engine: str = "auto", compile: bool = False) -> HFTarget:
+                   attn: str | None = None, engine: str = "auto", compile: bool = False,
+                   kv_memory: int | None = None, capture: str = "off", capture_backend: Any = None) -> HFTarget:
         """Wrap an in-memory model; ``attn`` ('sdpa' / 'eager') switches its attention backend first."""
         if attn is not None:
             model.set_attn_implementation(attn)
-        return cls(model, tokenizer, taps=taps, engine=engine, compile=compile)
+        return cls(model, tokenizer, taps=taps, engine=engine, compile=compile, kv_memory=kv_memory,
+                   capture=capture, capture_backend=capture_backend)
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
                         taps: Sequence[int] = (), cpu_linear: str = "default", logits_dtype: str = "auto",
                         placement: DeviceMap | None = None, engine: str = "auto",
-                        compile: bool = False) -> HFTarget:
+                        compile: bool = False, kv_memory: int | None = None, capture: str = "off") -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
         ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`), ``'auto'``
@@ -134,7 +152,8 @@ class HFTarget(TargetModel, SharedEmbeddings):
         apply_logits_dtype(model, logits_dtype)
         if not split:
             apply_cpu_linear(model, cpu_linear, what=f"the target '{directory}'")
-        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile)
+        target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile,
+                     kv_memory=kv_memory, capture=capture)
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
@@ -160,7 +179,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     def ragged_batch(self, taps: Sequence[int] = ()) -> Rows:
         """The decode loop's rows over this model, tapping ``taps`` in their forwards until closed: the lean
-        engine path over preallocated slots (:mod:`specframe_hf.slot_rows`) for the Llama family, transformers'
+        engine path over a paged KV pool (:mod:`specframe_hf.slot_rows`) for the Llama family, transformers'
         forward over a ``DynamicCache`` (:mod:`specframe_hf.rows`) for the others; this object's own sequence is
         reset."""
         self.reset()
@@ -168,8 +187,31 @@ class HFTarget(TargetModel, SharedEmbeddings):
 
     def _new_rows(self, taps: Sequence[int]) -> Rows:
         if self.lean_blocker is None:
-            return SlotRows(self.runner, taps, compiled=self._compiled_forward())
+            return SlotRows(self.runner, taps, compiled=self._compiled_forward(), kv_memory=self.kv_memory,
+                            bucketed=self._bucketed_forward(taps))
         return HFRows(self.runner, taps)
+
+    @property
+    def bucket_shapes(self) -> set[tuple[int, int, int]]:
+        """The buckets (rows, nodes, blocks) the captured verify forward has run (``capture``; empty when off)."""
+        return {shape for forward in self._bucketed.values() for shape in forward.shapes}
+
+    def _bucketed_forward(self, taps: Sequence[int]) -> BucketedVerify | None:
+        """The bucketed verify forward (``capture``), compiled once per target and taps, shared by every rows
+        object, so a bucket compiles once however many requests run."""
+        if self.capture == "off":
+            return None
+        key = self.runner.taps.check(taps)
+        if key not in self._bucketed:
+            backend = self.capture_backend or "inductor"
+            options: dict[str, Any] = {"fullgraph": True, "dynamic": False, "backend": backend}
+            if self.capture == "reduce-overhead":
+                options["mode"] = "reduce-overhead"
+            # One graph per bucket: let dynamo keep as many as a long run's buckets need.
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+            self._bucketed[key] = BucketedVerify(DecoderForward(self.model), BLOCK_SIZE, key,
+                                                 compiler=lambda f: torch.compile(f, **options))
+        return self._bucketed[key]
 
     def _compiled_forward(self) -> DecoderForward | None:
         """The lean forward compiled once per target (``compile: true``), shared by every rows object."""

@@ -125,16 +125,15 @@ def causal_hidden(model: Any, ids: list[int] | torch.Tensor, layers: tuple[int, 
 
 def committed_kv(rows: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per layer, the committed keys and values ``[B, H_kv, L, D]`` of a target's rows whose lengths are all ``L``,
-    whichever engine holds them (`SlotRows` slots or `HFRows`' DynamicCache)."""
+    whichever engine holds them (`SlotRows`' block pool or `HFRows`' DynamicCache)."""
     from specframe_hf.slot_rows import SlotRows
 
     length = rows.lengths[0]
     if any(n != length for n in rows.lengths):
         raise ValueError(f"rows of different lengths {rows.lengths}")
     if isinstance(rows, SlotRows):
-        buf = rows.cache.buffer
-        return [(buf[i, 0, : rows.batch_size, :, :length], buf[i, 1, : rows.batch_size, :, :length])
-                for i in range(buf.shape[0])]
+        entries = torch.stack([rows.cache.read(r, length) for r in range(rows.batch_size)], dim=2)
+        return [(entries[i, 0], entries[i, 1]) for i in range(entries.shape[0])]  # [B, H_kv, L, D] each
     return [(layer.keys[:, :, :length], layer.values[:, :, :length]) for layer in rows.cache.layers]
 
 

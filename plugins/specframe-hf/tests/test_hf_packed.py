@@ -65,43 +65,44 @@ def reference_slot_mask(parents: list[list[int]], lengths: list[int], width: int
     return torch.stack(rows)[:, None]
 
 
-def test_the_round_mask_follows_the_definition_and_is_sized_to_the_round() -> None:
-    """One mask per round, built from the parent indices, [B, 1, N, max(lengths) + N] (not the cache's capacity),
-    shared by every layer; the worked example of the docstring included."""
-    from specframe_hf.slot_rows import slot_tree_mask
+def test_each_rows_mask_follows_the_definition_and_is_sized_to_the_row() -> None:
+    """One mask per row and round, built from the parent indices, ``[G * N, lengths[b] + N]``: the row's own width
+    (not the longest row's, nor the cache's capacity), its query rows repeated per group of query heads."""
+    from specframe_hf.paged_attention import tree_mask
 
     parents = [[-1, 0, 0], [-1, 0, 1]]
     trees = DraftTree.stack([DraftTree.from_lists([1, 2, 3], p) for p in parents])
     lengths = [2, 5]
-    width = max(lengths) + 3
-    got = slot_tree_mask(trees.visibility(), torch.tensor(lengths), width, torch.float32)
-    assert got.shape == (2, 1, 3, width)
-    assert torch.equal(got, reference_slot_mask(parents, lengths, width))
+    dense = reference_slot_mask(parents, lengths, max(lengths) + 3)
+    visible = trees.visibility()
+    for b, length in enumerate(lengths):
+        got = tree_mask(visible[b], length, 2, torch.float32)
+        assert got.shape == (2 * 3, length + 3)
+        own = dense[b, 0, :, : length + 3]  # the definition, cut to the row's own slots
+        assert torch.equal(got, torch.cat([own, own]))
 
 
-def test_rounds_never_allocate_a_mask_of_the_capacity(tiny_model) -> None:
-    """The lean path's masks follow the rows' lengths: a row reserved for 400 positions with 10 committed attends
+def test_rounds_never_allocate_a_mask_of_the_capacity(tiny_model, monkeypatch) -> None:
+    """The lean path's masks follow each row's length: a row reserved for 400 positions with 10 committed attends
     over 10 + N slots."""
+    import specframe_hf.slot_rows as slot_rows
+
     target = HFTarget.from_model(tiny_model("llama"))
     rows = target.ragged_batch()
     rows.add_row(torch.tensor([random_ids(6, seed=50)]), capacity=400)
     rows.add_row(torch.tensor([random_ids(10, seed=51)]), capacity=400)
     seen: list[tuple[int, ...]] = []
-    import specframe_hf.slot_rows as slot_rows
-
-    original = slot_rows.slot_tree_mask
+    original = slot_rows.tree_mask
 
     def spy(*args, **kwargs):
         out = original(*args, **kwargs)
         seen.append(tuple(out.shape))
         return out
 
-    slot_rows.slot_tree_mask = spy
-    try:
-        rows.forward_tree(DraftTree.stack([DraftTree.from_lists([1, 2, 3], [-1, 0, 1])] * 2))
-    finally:
-        slot_rows.slot_tree_mask = original
-    assert seen == [(2, 1, 3, 13)] and rows.cache.capacity >= 400
+    monkeypatch.setattr(slot_rows, "tree_mask", spy)
+    rows.forward_tree(DraftTree.stack([DraftTree.from_lists([1, 2, 3], [-1, 0, 1])] * 2))
+    groups = rows.decoder.groups
+    assert seen == [(groups * 3, 9), (groups * 3, 13)] and rows.cache.capacity >= 400
 
 
 def test_the_compiled_forward_captures_and_decodes_exactly(tiny_model) -> None:

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
-from specframe_hf.config import CompileOption, CpuLinearOption, EngineOption, LogitsDtypeOption
+from specframe_hf.config import (
+    CaptureOption,
+    CompileOption,
+    CpuLinearOption,
+    EngineOption,
+    KvMemoryOption,
+    LogitsDtypeOption,
+    kv_memory_bytes,
+)
 
 from specframe.config.base import ComponentConfig
 from specframe.interfaces import BuildContext
@@ -34,6 +42,8 @@ class SmolLM2TargetConfig(ComponentConfig):
     logits_dtype: LogitsDtypeOption
     compile: CompileOption
     engine: EngineOption
+    kv_memory: KvMemoryOption
+    capture: CaptureOption
 
 
 def resolve_target_dir(config: SmolLM2TargetConfig) -> Path:
@@ -48,4 +58,5 @@ def build_smollm2_target(config: SmolLM2TargetConfig, ctx: BuildContext) -> HFTa
     directory = resolve_target_dir(config)
     return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device=config.device, attn=config.attn,
                                     cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
-                                    engine=config.engine, compile=config.compile)
+                                    engine=config.engine, compile=config.compile,
+                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture)
