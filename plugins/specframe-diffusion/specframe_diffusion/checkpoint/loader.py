@@ -12,6 +12,7 @@ atomically, so the authors' own loaders can read the result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,7 +189,7 @@ def load_checkpoint(directory: str | Path, *, dtype: torch.dtype = torch.float32
 
 
 def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype: torch.dtype | None = None,
-                    max_shard_bytes: int | None = None) -> Path:
+                    max_shard_bytes: int | None = None, extra_files: Mapping[str, str] | None = None) -> Path:
     """Write ``checkpoint`` in its published layout (same config.json, same key spellings), atomically.
 
     Args:
@@ -196,6 +197,7 @@ def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype
         directory: destination directory (created if needed).
         dtype: cast floating tensors (and record it as ``torch_dtype``) when given.
         max_shard_bytes: write ``model-0000i-of-0000n.safetensors`` + index above this size.
+        extra_files: file name -> text written with the weights (the output marker).
     """
     cfg = checkpoint.config
     groups = checkpoint.groups()
@@ -218,4 +220,5 @@ def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype
     if dtype is not None:
         config["dtype" if "dtype" in config and "torch_dtype" not in config else "torch_dtype"] = (
             str(dtype).removeprefix("torch."))
-    return write_checkpoint_dir(directory, config, tensors, max_shard_bytes=max_shard_bytes)
+    return write_checkpoint_dir(directory, config, tensors, max_shard_bytes=max_shard_bytes,
+                                extra_files=extra_files)

@@ -30,6 +30,7 @@ from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
 from specframe.draft_vocab import DraftVocab
+from specframe.files.outputs import MARKER_FILE, marker_text
 from specframe_smollm2.training.draft_train_model import fold_tap_scale
 from specframe_smollm2.training.recipe import HeadConfig
 
@@ -113,21 +114,30 @@ def export_backbone(backbone: DFlashBackbone, tap_scale: torch.Tensor) -> DFlash
     return out
 
 
+def output_kind(kind: str) -> str:
+    """The output marker's kind of a ``kind`` recipe's export (:mod:`specframe.files.outputs`): a training run
+    replaces only the export of an earlier run of the same kind."""
+    return f"train {kind}"
+
+
 def write_export(directory: Path, config: dict[str, Any], backbone: DFlashBackbone, tap_scale: torch.Tensor,
-                 head: nn.Module | None, kind: str) -> Path:
-    """Save in the published layout (bf16), atomically; returns the directory."""
+                 head: nn.Module | None, kind: str, *, source: str) -> Path:
+    """Save in the published layout (bf16), atomically, with the output marker (``source``: the recipe's name);
+    returns the directory."""
     cfg = DraftModelConfig.from_dict(config, source=str(directory / "config.json"))
+    marker = {MARKER_FILE: marker_text(output_kind(kind), source)}
     if kind in HEAD_ONLY_KINDS and head is not None:
-        return _write_head_only(directory, cfg, head, kind)
+        return _write_head_only(directory, cfg, head, kind, marker)
     others: dict = {}
     if head is not None:
         state = {k: v.detach().float() for k, v in head.state_dict().items()}
         others[HEAD_GROUPS[kind]] = state
     ckpt = DraftCheckpoint(cfg, export_backbone(backbone, tap_scale), others)
-    return save_checkpoint(ckpt, directory, dtype=torch.bfloat16)
+    return save_checkpoint(ckpt, directory, dtype=torch.bfloat16, extra_files=marker)
 
 
-def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, kind: str) -> Path:
+def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, kind: str,
+                     marker: dict[str, str]) -> Path:
     """The head's tensors under their published keys (bf16), plus the path selector's draft vocabulary maps."""
     state = head.state_dict()
     tensors = {slot.key: state[slot.local].detach().to(torch.bfloat16) for slot in checkpoint_layout(cfg)}
@@ -139,4 +149,4 @@ def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, ki
         draft_ids[row_of[inside].cpu()] = torch.nonzero(inside).view(-1).cpu()
         tensors |= DraftVocab.from_target_ids(draft_ids, cfg.vocab_size).tensors()
     config = dict(cfg.raw, torch_dtype="bfloat16")
-    return write_checkpoint_dir(directory, config, tensors)
+    return write_checkpoint_dir(directory, config, tensors, extra_files=marker)

@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specframe_diffusion.checkpoint.safetensors_dir import check_checkpoint_destination
-
 from specframe.distributed import DistContext, from_env
 from specframe.errors import ConfigError
 from specframe.files import write_text
+from specframe.files.outputs import check_output_dir
 from specframe.tensor_files import read_json_object
 from specframe_smollm2.cache import target_dir, verify_manifest
 from specframe_smollm2.training.data_config import DataConfig
+from specframe_smollm2.training.export import output_kind
 from specframe_smollm2.training.recipe import Recipe, load_recipe
 
 DATA_STATS = "stats.json"
@@ -82,7 +82,6 @@ def check_paths(recipe: Recipe, model_dir: Path) -> None:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{field} is {path}, which is a file, not a directory", where=field,
                               hint="give a directory path (it is created when missing)")
-    check_checkpoint_destination(Path(recipe.output).expanduser())
     # init_from may be the output (continue a checkpoint in place: it is read once, before the first export).
     inputs = {"the target": model_dir, "base": recipe.base, **{k: v for k, v in fields.items() if k.startswith("data")}}
     output = Path(recipe.output).expanduser().resolve()
@@ -90,6 +89,8 @@ def check_paths(recipe: Recipe, model_dir: Path) -> None:
         if value is not None and Path(value).expanduser().resolve() == output:
             raise ConfigError(f"output {recipe.output} is also {name}: the export would overwrite it",
                               where="output", hint="give the trained checkpoint its own output directory")
+    # Another model, or another kind of run's export, is never replaced (specframe.files.outputs).
+    check_output_dir(recipe.output, kind=output_kind(recipe.kind), what="output", inputs=inputs)
 
 
 def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,

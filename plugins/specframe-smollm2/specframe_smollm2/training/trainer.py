@@ -268,7 +268,7 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
                       "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
                       "tap_scale": objective.tap_scale, "cpu_seconds": cpu}, state_path)
         write_export(Path(recipe.output), export_cfg, objective.backbone, objective.tap_scale, objective.head,
-                     recipe.kind)
+                     recipe.kind, source=recipe.name)
 
     def evaluate() -> EvalResult:
         nonlocal evaluated_at
