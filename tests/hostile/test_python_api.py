@@ -112,3 +112,23 @@ def test_a_prompt_file_path_is_text_not_a_file(pipe: Any, tmp_path: Path) -> Non
     """A `Path` is neither text nor token ids (it is not read: the API takes prompts, the CLI takes files)."""
     with pytest.raises(GenerationError, match=r"the prompt is [A-Za-z]*Path"):
         pipe.generate(tmp_path / "prompt.txt", 4)
+
+
+def test_stop_strings_from_a_generator_serve_every_request(pipe: Any) -> None:
+    """A generator for ``stop=`` was consumed by the first request; the others decoded without stop strings."""
+    full = pipe.generate("hi", 8).text
+    assert full is not None and "pd" in full
+    out = pipe.generate_batch(["hi", "hi", "hi"], 8, stop=(s for s in ["pd"]))
+    assert [r.text for r in out] == [full[:full.index("pd")]] * 3
+    assert all(r.stop_reason == "stop_string" for r in out)
+
+
+@pytest.mark.parametrize("bad", [2.7, True, "2", float("nan"), "x"])
+def test_a_batch_size_that_is_not_a_whole_number_is_refused(pipe: Any, bad: Any) -> None:
+    """``batch_size`` 2.7, True and "2" became 2, 1 and 2 without a word; NaN and "x" raised a bare ValueError."""
+    with pytest.raises(GenerationError, match="batch_size must be a whole number") as info:
+        pipe.generate_batch(["hi", "ho"], 4, batch_size=bad)
+    assert info.value.hint
+    with pytest.raises(GenerationError, match="batch_size must be a whole number"):
+        pipe.generate(["hi", "ho"], 4, batch_size=bad)
+    assert len(pipe.generate_batch(["hi", "ho"], 4, batch_size=np.int64(2))) == 2
