@@ -60,6 +60,10 @@ LILICORR_FIELDS: dict[str, type] = {
     "lilicorr_candidate_topk": int, "lilicorr_factor_dim": int, "lilicorr_vector_eps": float,
     "lilicorr_logit_scale": float,
 }
+#: Largest sensible value of the float ``lilicorr_*`` fields: the logit scale multiplies cosine factors in [-1, 1]
+#: (shipped: 10; 1e3 already makes every factor a hard choice, 1e308 overflows to inf and NaN), the vector epsilon
+#: guards a norm (shipped: 1e-6), the MLP ratio widens a layer (shipped: 2).
+LILICORR_MAX = {"lilicorr_logit_scale": 1e3, "lilicorr_vector_eps": 1e-1, "lilicorr_mlp_ratio": 64.0}
 #: The anchors a LiLiCorr head can be trained with (specframe serves ``root_embedding``; see the head).
 LILICORR_ANCHORS = ("root_embedding", "target_row")
 
@@ -298,6 +302,10 @@ def _optional_heads(reader: _FieldReader, dflash: dict[str, Any], hidden: int, *
                 or raw <= 0:
             raise CheckpointError(f"{reader.source}: dflash_config.{name} must be a positive "
                                   f"{'integer' if kind is int else 'number'}, found {raw!r}")
+        if name in LILICORR_MAX and not raw <= LILICORR_MAX[name]:  # also refuses inf and NaN
+            raise CheckpointError(f"{reader.source}: dflash_config.{name} is {raw!r}, above the largest sensible "
+                                  f"value {LILICORR_MAX[name]:g}", hint="the head's logits would overflow or saturate; "
+                                                                       "use the value the head was trained with")
         values[name.removeprefix("lilicorr_")] = kind(raw)
     anchor = dflash.get("lilicorr_anchor", "root_embedding")
     if anchor not in LILICORR_ANCHORS:

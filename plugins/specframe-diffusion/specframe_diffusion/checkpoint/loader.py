@@ -34,6 +34,7 @@ from specframe_diffusion.checkpoint.safetensors_dir import (
     SafetensorsDir,
     write_checkpoint_dir,
 )
+from specframe_diffusion.checkpoint.weight_checks import check_weights
 from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.models.backbone import DFlashBackbone
 
@@ -59,12 +60,14 @@ class CheckpointFiles:
 
     def group_state(self, group: Group, *, dtype: torch.dtype | None = None,
                     device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-        """Tensors of one group under their local names (e.g. ``prefix_gru.weight_ih_l0``)."""
+        """Tensors of one group under their local names (e.g. ``prefix_gru.weight_ih_l0``), checked to be floating
+        point and finite (:func:`~specframe_diffusion.checkpoint.weight_checks.check_weights`)."""
         names = {local: key for (g, local), key in self.stored_key.items() if g == group}
         if not names:
             raise CheckpointError(f"checkpoint {self.directory} ({self.config.family}) has no {group} weights",
                                   hint=_group_hint(group))
         loaded = self.weights.load(list(names.values()), dtype=dtype, device=device)
+        check_weights(loaded, source=f"checkpoint {self.directory}", group=group)
         return {local: loaded[key] for local, key in names.items()}
 
     def draft_vocab(self) -> DraftVocab | None:
