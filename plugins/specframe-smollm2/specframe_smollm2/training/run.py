@@ -93,6 +93,30 @@ def check_paths(recipe: Recipe, model_dir: Path) -> None:
     check_output_dir(recipe.output, kind=output_kind(recipe.kind), what="output", inputs=inputs)
 
 
+def check_data_topk(recipe: Recipe) -> None:
+    """The top-k log-probabilities the data holds (each section's ``meta.json``, or what the recipe will generate)
+    must be the ``topk`` the recipe declares, and the loss's ``soft_topk`` within the largest of them (a section
+    with fewer is padded, as the stage-4 drafter recipe mixes top-32 and top-8 data on purpose). Complete data is not
+    regenerated, so data written with top-4 was silently trained on by a recipe declaring top-32 (the soft labels
+    past the 4th are padding)."""
+    from specframe_smollm2.training.generate_data import META
+
+    sections = [("data", recipe.data), *((f"data.include[{i}]", d) for i, d in enumerate(recipe.data.include))]
+    for field, d in sections:
+        meta_path = Path(d.dir) / META
+        stored = read_json_object(meta_path, what="data settings").get("topk") if meta_path.is_file() else d.topk
+        if isinstance(stored, int) and not isinstance(stored, bool) and stored != d.topk:
+            raise ConfigError(f"{d.dir} holds the target's top-{stored} log-probabilities ({meta_path}), but the "
+                              f"recipe declares {field}.topk {d.topk}", where=f"{field}.topk",
+                              hint=f"set {field}.topk: {stored} (and loss.soft_topk at most {stored}), or give "
+                                   f"another data.dir to generate top-{d.topk} data")
+    most = max(d.topk for _, d in sections)  # sections with fewer are padded (they weigh nothing past their k)
+    if recipe.loss.soft_topk > most:
+        raise ConfigError(f"loss.soft_topk {recipe.loss.soft_topk} is more than the {most} log-probabilities per "
+                          "position the data holds", where="loss.soft_topk",
+                          hint=f"use loss.soft_topk: {most} or less (or data with a larger topk)")
+
+
 def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,
                log: Callable[[str], None] = print, data_only: bool = False) -> dict[str, Any]:
     """Validate ``path``, generate its data if missing, then train (unless ``data_only``); returns the summary."""
@@ -101,6 +125,7 @@ def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: boo
     recipe = load_recipe(path, overrides)
     model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
     check_paths(recipe, model_dir)
+    check_data_topk(recipe)
     verify_manifest(model_dir, checksums=False)
     dist = from_env(backend="gloo")  # torchrun: data generation and training shared out by rank (CPU, gloo)
     ensure_data(recipe, model_dir, progress=progress and dist.is_main, log=log, dist=dist)
