@@ -32,6 +32,7 @@ from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.setup import build_auto_budget, save_learned
+from specframe.decode.acceptance_alarm import AcceptanceAlarm
 from specframe.decode.exclusive import exclusive, target_lock
 from specframe.decode.loop import FinishFn, StreamFn, check_batch_support, decode
 from specframe.decode.request import (
@@ -81,6 +82,8 @@ class Pipeline:
                               hint="remove generation.stop, or load the target from a directory with a tokenizer")
         self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
         self._served = 0  # requests seeded by the pipeline so far (the index of the next one's derived seed)
+        #: Warns once when no draft is accepted for a window of drafted rounds (τ ≈ 1 with drafts).
+        self.acceptance_alarm = AcceptanceAlarm(config.name or "pipeline")
         self.settings = DecodeSettings(sampling=self.sampling, budget=config.max_budget,
                                        stage_timing=config.metrics.stage_timing,
                                        check_trees=config.metrics.check_trees,
@@ -292,10 +295,10 @@ class Pipeline:
         try:
             if auto is None:
                 return decode(self.target, self.stages, self.settings, requests, batch_size, auto=None,
-                              stream=stream, on_finish=on_finish)
+                              stream=stream, on_finish=on_finish, alarm=self.acceptance_alarm)
             with measuring() as window:  # what the controller learns is cached only from a quiet machine
                 outcomes = decode(self.target, self.stages, self.settings, requests, batch_size, auto=auto,
-                                  stream=stream, on_finish=on_finish)
+                                  stream=stream, on_finish=on_finish, alarm=self.acceptance_alarm)
         except ContractError as exc:
             self._attribute(exc)
             raise
