@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from specframe_diffusion.checkpoint import open_checkpoint
+from specframe_diffusion.checkpoint.head_base import BASE_KEY, HeadBaseWarning, check_head_base, weights_sha256
 
 from specframe.errors import CheckpointError
 
@@ -42,6 +44,8 @@ def corrupt(directory: Path, change: str) -> str:
         t.view(-1)[3] = float("nan")
     elif change == "inf":
         t.view(-1)[:2] = torch.tensor([float("inf"), float("-inf")])
+    elif change == "other":
+        t = t * 1.01  # another, healthy model
     else:
         t = t.to(torch.int16)
     tensors[key] = t
@@ -69,3 +73,32 @@ def test_an_absurd_lattice_logit_scale_is_refused(tmp_path: Path, value: float) 
     (directory / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"lilicorr_logit_scale|Infinity is not a JSON number"):
         open_checkpoint(directory)
+
+
+def test_a_head_on_its_drafter_with_reversed_taps_is_refused(tmp_path: Path) -> None:
+    """The drafter's `target_layer_ids` listed in reverse (same layers) ran the path selector at τ 1.00; the
+    head-only export's config records the order its base drafter tapped, and the loader compares."""
+    head = copy_of("path-selector", tmp_path)
+    drafter = copy_of("drafter", tmp_path)
+    check_head_base(open_checkpoint(head).config, head, str(drafter), component="corrector 'path_selector'")
+    config = json.loads((drafter / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"].reverse()
+    (drafter / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"tapping target layers \[1, 7, 14, 20, 27\] in this order") as info:
+        check_head_base(open_checkpoint(head).config, head, str(drafter), component="corrector 'path_selector'")
+    assert "[27, 20, 14, 7, 1]" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["path-selector", "lattice-head"])
+def test_a_shipped_head_knows_its_drafter_and_warns_on_another(tmp_path: Path, name: str) -> None:
+    """A head-only export recorded nothing about its drafter, so a head ran on the wrong drafter silently."""
+    head = copy_of(name, tmp_path)
+    drafter = copy_of("drafter", tmp_path)
+    cfg = open_checkpoint(head).config
+    assert cfg.raw[BASE_KEY]["weights_sha256"] == weights_sha256(drafter)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HeadBaseWarning)
+        check_head_base(cfg, head, str(drafter), component="corrector")  # the shipped pair: silent
+    corrupt(drafter, "other")
+    with pytest.warns(HeadBaseWarning, match="has other weights"):
+        check_head_base(cfg, head, str(drafter), component="corrector")
