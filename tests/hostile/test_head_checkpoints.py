@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from specframe_diffusion.checkpoint import open_checkpoint
 from specframe_diffusion.checkpoint.head_base import BASE_KEY, HeadBaseWarning, check_head_base, weights_sha256
+from specframe_diffusion.draft_config import TRAINED_TAPS_KEY
 
 from specframe.errors import CheckpointError
 
@@ -83,10 +84,24 @@ def test_a_head_on_its_drafter_with_reversed_taps_is_refused(tmp_path: Path) -> 
     check_head_base(open_checkpoint(head).config, head, str(drafter), component="corrector 'path_selector'")
     config = json.loads((drafter / "config.json").read_text())
     config["dflash_config"]["target_layer_ids"].reverse()
+    del config[TRAINED_TAPS_KEY]  # a drafter exported before it recorded its own order: the head still knows
     (drafter / "config.json").write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"tapping target layers \[1, 7, 14, 20, 27\] in this order") as info:
         check_head_base(open_checkpoint(head).config, head, str(drafter), component="corrector 'path_selector'")
     assert "[27, 20, 14, 7, 1]" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["drafter", "path-selector", "markov-head"])
+def test_a_checkpoint_whose_taps_were_reordered_is_refused(tmp_path: Path, name: str) -> None:
+    """A drafter whose `target_layer_ids` are listed in reverse (same layers) ran at τ 1.00: its fc layer reads
+    the tap blocks in the trained order. The training export records that order; the loader compares."""
+    directory = copy_of(name, tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"].reverse()
+    (directory / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r"trained tapping \[1, 7, 14, 20, 27\] in that order") as info:
+        open_checkpoint(directory)
+    assert "restore target_layer_ids" in info.value.hint
 
 
 @pytest.mark.parametrize("name", ["path-selector", "lattice-head"])

@@ -64,6 +64,10 @@ LILICORR_FIELDS: dict[str, type] = {
 #: (shipped: 10; 1e3 already makes every factor a hard choice, 1e308 overflows to inf and NaN), the vector epsilon
 #: guards a norm (shipped: 1e-6), the MLP ratio widens a layer (shipped: 2).
 LILICORR_MAX = {"lilicorr_logit_scale": 1e3, "lilicorr_vector_eps": 1e-1, "lilicorr_mlp_ratio": 64.0}
+#: Top-level ``config.json`` key where specframe's training export records the taps, in the order the drafter was
+#: trained with: a config whose ``target_layer_ids`` were reordered afterwards (same layers) would silently feed
+#: the ``fc`` layer its blocks in the wrong order (every draft rejected).
+TRAINED_TAPS_KEY = "specframe_trained_taps"
 #: The anchors a LiLiCorr head can be trained with (specframe serves ``root_embedding``; see the head).
 LILICORR_ANCHORS = ("root_embedding", "target_row")
 
@@ -203,6 +207,12 @@ class DraftModelConfig:
                 raise CheckpointError(f"{source}: target_layer_ids must be a non-empty list of integers, "
                                       f"found {taps_raw!r}")
             taps = tuple(taps_raw)
+        trained = data.get(TRAINED_TAPS_KEY)
+        if isinstance(trained, list) and trained != list(taps):
+            raise CheckpointError(
+                f"{source}: target_layer_ids lists {list(taps)}, but the drafter was trained tapping {trained} in "
+                f"that order ({TRAINED_TAPS_KEY}); its fc layer reads the taps in the trained order",
+                hint=f"restore target_layer_ids to {trained}")
 
         if block_size < 2:
             raise CheckpointError(f"{source}: block_size is {block_size}; a block drafter needs at least 2")

@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from specframe_diffusion.checkpoint import DraftModelConfig, open_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import SafetensorsDir, write_checkpoint_dir
+from specframe_diffusion.draft_config import TRAINED_TAPS_KEY
 
 from specframe.draft_vocab import D2T, DraftVocab, load_draft_vocab
 from specframe.errors import CheckpointError
@@ -142,6 +143,8 @@ def vllm_config(cfg: DraftModelConfig, architecture: str, layer_ids: list[int], 
     raw["layer_types"] = ["full_attention"] * cfg.num_hidden_layers
     if draft_vocab_size is not None:
         raw["draft_vocab_size"] = draft_vocab_size
+    if TRAINED_TAPS_KEY in raw:  # fc's blocks are permuted with the taps: the trained order is now this one
+        raw[TRAINED_TAPS_KEY] = layer_ids
     raw[EXPORT_KEY] = {"source": source, "shift_label": cfg.shift_label,
                        "num_speculative_tokens": speculative_tokens(cfg.block_size)}
     return raw

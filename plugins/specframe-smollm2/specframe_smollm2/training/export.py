@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from specframe_diffusion.checkpoint import DraftCheckpoint, DraftModelConfig, checkpoint_layout, save_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import write_checkpoint_dir
+from specframe_diffusion.draft_config import TRAINED_TAPS_KEY
 from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
@@ -61,6 +62,7 @@ def drafter_config(target_cfg: Any, *, num_layers: int, block_size: int, mask_to
         "block_size": block_size,
         "num_target_layers": target_cfg.num_hidden_layers,
         "dflash_config": {"mask_token_id": mask_token_id, "target_layer_ids": list(taps), "shift_label": True},
+        TRAINED_TAPS_KEY: list(taps),  # the loader refuses a config whose taps were reordered later
     }
 
 
