@@ -152,3 +152,26 @@ def test_shipped_checkpoints_carry_the_marker_of_their_recipe_kind() -> None:
             assert marker["kind"] == f"train {kinds[directory.name]}", directory
             found += 1
     assert found >= 5
+
+
+def test_training_output_through_a_link_to_its_target_is_refused(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """`output:` a symbolic link to the target model (or a directory holding it) is the target: refused."""
+    target = tmp_path / "models" / "smollm2"
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}")
+    (target / "model.safetensors").write_bytes(b"the target")
+    before = digest(target)
+    link = tmp_path / "export"
+    link.symlink_to(target)
+    for output, says in ((link, "is also the target"), (tmp_path / "models", "contains the target")):
+        recipe = tmp_path / "r.yaml"
+        recipe.write_text(RECIPE.format(kind="drafter", output=output, work=tmp_path / "work", target=target,
+                                        data=tmp_path / "no-data"))
+        try:
+            code, escaped = run_cli(["train", str(recipe)], host=PluginHost()), None
+        except BaseException as exc:
+            code, escaped = None, exc
+        captured = capsys.readouterr()
+        assert_clean(Outcome(code, captured.out, captured.err, escaped), code=2, says=(says,))
+    assert digest(target) == before
