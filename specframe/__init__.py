@@ -3,6 +3,11 @@
 A decode round is a pipeline of stages around a target model:
 Drafter -> Corrector -> TreeBuilder -> Pruner -> Verifier. Every concrete stage is a plugin.
 """
+# ruff: noqa: E402  (the start-up interrupt handler goes in before the slow imports)
+
+from specframe.startup import quiet_interrupts_while_starting
+
+quiet_interrupts_while_starting()  # Ctrl-C while the command line starts: one line, not a traceback
 
 from specframe.config.base import ComponentConfig
 from specframe.errors import SpecframeError

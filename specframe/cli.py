@@ -26,6 +26,7 @@ from specframe.cli_run import run
 from specframe.config.bounds import SizeWarning
 from specframe.errors import ContractError, SpecframeError
 from specframe.plugins import PluginHost
+from specframe.startup import INTERRUPTED, started
 
 #: The core's commands, in help order.
 CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validate, run, bench, report, datasets,
@@ -48,11 +49,15 @@ def make_cli(host: PluginHost) -> click.Group:
 
 def run_cli(args: list[str] | None = None, host: PluginHost | None = None) -> int:
     """Run the CLI and return its exit status; SpecframeError becomes a one-screen message and status 2."""
-    host = host or PluginHost(skip_broken=True)  # a broken plugin is a warning; `plugins` lists it
-    with warnings.catch_warnings():
-        warnings.simplefilter("always", SizeWarning)
-        warnings.showwarning = _show_warning
-        return _run(args, host)
+    try:
+        host = host or PluginHost(skip_broken=True)  # a broken plugin is a warning; `plugins` lists it
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", SizeWarning)
+            warnings.showwarning = _show_warning
+            return _run(args, host)
+    except KeyboardInterrupt:  # outside a command (click turns one inside into Abort)
+        err_console.print("interrupted")
+        return INTERRUPTED
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
@@ -67,7 +72,7 @@ def _run(args: list[str] | None, host: PluginHost) -> int:
         return 2
     except click.exceptions.Abort:
         err_console.print("aborted")
-        return 130
+        return INTERRUPTED
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
@@ -81,7 +86,9 @@ def _run(args: list[str] | None, host: PluginHost) -> int:
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point (an interrupt while the package was imported ended the process already:
+    :mod:`specframe.startup`)."""
+    started()
     sys.exit(run_cli())
 
 

@@ -213,6 +213,8 @@ def report(results: tuple[Path, ...], out_dir: Path | None, formats: str, speedu
                  max_depth=max_depth)
     for line in set_aside_lines(rep.summary):
         err_console.print(f"set aside: {line}", highlight=False, markup=False)
+    for line in rep.summary.implausible:
+        err_console.print(f"warning: {line}", highlight=False, markup=False)
     if as_json:
         rows = [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
                 for row in summary_rows(rep.summary)]

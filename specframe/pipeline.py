@@ -22,7 +22,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import torch
 
@@ -32,16 +32,19 @@ from specframe.config.pipeline import STAGE_FIELDS, PipelineConfigBase
 from specframe.config.validate import check_variables, load_pipeline_config, validate_pipeline
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.setup import build_auto_budget, save_learned
-from specframe.decode.exclusive import exclusive
+from specframe.decode.acceptance_alarm import AcceptanceAlarm
+from specframe.decode.exclusive import exclusive, target_lock
 from specframe.decode.loop import FinishFn, StreamFn, check_batch_support, decode
 from specframe.decode.request import (
     Prompt,
     RefusedRequest,
     Request,
     RequestInputs,
+    check_batch_size_value,
     check_prompt,
     check_prompt_ids,
     check_stops,
+    materialise_stops,
     prompt_list,
 )
 from specframe.decode.session import DecodeSettings, Stages
@@ -79,6 +82,8 @@ class Pipeline:
                               hint="remove generation.stop, or load the target from a directory with a tokenizer")
         self.auto_budget: AutoBudget | None = None  # built on the first request with `budget: auto`
         self._served = 0  # requests seeded by the pipeline so far (the index of the next one's derived seed)
+        #: Warns once when no draft is accepted for a window of drafted rounds (τ ≈ 1 with drafts).
+        self.acceptance_alarm = AcceptanceAlarm(config.name or "pipeline")
         self.settings = DecodeSettings(sampling=self.sampling, budget=config.max_budget,
                                        stage_timing=config.metrics.stage_timing,
                                        check_trees=config.metrics.check_trees,
@@ -210,7 +215,7 @@ class Pipeline:
                                        batch_size=batch_size)
         with exclusive(self.target, "generate()"):
             inputs = self._request_inputs(Request(prompt, max_new_tokens, seed, stop), chat=chat)
-            row_stream = None if stream is None else (lambda _index, text: stream(text))
+            row_stream = None if stream is None else _in_callback(self.target, lambda _index, text: stream(text))
             outcome = self._decode([inputs], 1, row_stream)[0]
         if isinstance(outcome, RefusedRequest):
             raise outcome.error
@@ -231,6 +236,8 @@ class Pipeline:
         hand results out then).
         """
         items = prompt_list(prompts)
+        stop = materialise_stops(stop)  # type: ignore[assignment]  # a generator serves every request, not the first
+        size = None if batch_size is None else check_batch_size_value(batch_size)
         with exclusive(self.target, "generate_batch()"):
             checked: list[RequestInputs | GenerationError] = []
             for item in items:
@@ -241,8 +248,8 @@ class Pipeline:
                     checked.append(self._request_inputs(merged, chat=chat))
                 except GenerationError as exc:
                     checked.append(exc)
-            size = max(len(items), 1) if batch_size is None else int(batch_size)
-            return self._decode(checked, size, stream, on_finish)
+            return self._decode(checked, max(len(items), 1) if size is None else size,
+                                _in_callback(self.target, stream), _in_callback(self.target, on_finish))
 
     def request_inputs(self, request: Request, *, chat: bool | None) -> RequestInputs:
         """One request's checked inputs (the pipeline's ``generation`` defaults where the request leaves None)."""
@@ -288,10 +295,10 @@ class Pipeline:
         try:
             if auto is None:
                 return decode(self.target, self.stages, self.settings, requests, batch_size, auto=None,
-                              stream=stream, on_finish=on_finish)
+                              stream=stream, on_finish=on_finish, alarm=self.acceptance_alarm)
             with measuring() as window:  # what the controller learns is cached only from a quiet machine
                 outcomes = decode(self.target, self.stages, self.settings, requests, batch_size, auto=auto,
-                                  stream=stream, on_finish=on_finish)
+                                  stream=stream, on_finish=on_finish, alarm=self.acceptance_alarm)
         except ContractError as exc:
             self._attribute(exc)
             raise
@@ -347,6 +354,23 @@ class Pipeline:
             if device is not None:
                 found.append(torch.device(device))
         return tuple(dict.fromkeys(found))
+
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def _in_callback(target: Any, fn: _Fn | None) -> _Fn | None:
+    """``fn`` run inside the target lock's callback mark (:mod:`specframe.decode.exclusive`): a waiter on a holder
+    stuck in a user callback gives up with a message instead of waiting forever."""
+    if fn is None:
+        return None
+    lock = target_lock(target)
+
+    def marked(*args: Any) -> Any:
+        with lock.callback():
+            return fn(*args)
+
+    return marked  # type: ignore[return-value]
 
 
 def _is_batch(prompt: list[Any]) -> bool:

@@ -28,6 +28,7 @@ import torch
 
 from specframe.cost.auto_budget import AutoBudget
 from specframe.cost.text_kind import prompt_signature
+from specframe.decode.acceptance_alarm import AcceptanceAlarm
 from specframe.decode.request import RefusedRequest, RequestInputs
 from specframe.decode.rounds import run_round
 from specframe.decode.row import Row
@@ -59,8 +60,10 @@ def check_batch_support(stages: Stages, drafter_name: str, batch_size: int) -> N
 
 def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
            requests: Sequence[RequestInputs | GenerationError], batch_size: int, *, auto: AutoBudget | None,
-           stream: StreamFn | None = None, on_finish: FinishFn | None = None) -> list[Outcome]:
-    """Decode ``requests`` (checked inputs, or the error that refused each) with up to ``batch_size`` rows in flight.
+           stream: StreamFn | None = None, on_finish: FinishFn | None = None,
+           alarm: AcceptanceAlarm | None = None) -> list[Outcome]:
+    """Decode ``requests`` (checked inputs, or the error that refused each) with up to ``batch_size`` rows in flight;
+    ``alarm`` watches the drafted rounds for drafts that are never accepted (:mod:`specframe.decode.acceptance_alarm`).
 
     Returns one outcome per request, in order; ``on_finish(index, outcome)`` is called as each is known.
     """
@@ -85,7 +88,8 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                       drafter=stages.drafter.rows() if settings.drafts else None,
                       # `budget: auto` learns its costs from exactly timed rounds, so it samples one in
                       # `StageClock.every` on an accelerator even when stage timing is off for the records.
-                      clock=StageClock(settings.devices, sync=settings.stage_timing or auto is not None), auto=auto)
+                      clock=StageClock(settings.devices, sync=settings.stage_timing or auto is not None), auto=auto,
+                      alarm=alarm)
     if auto is not None:  # the controller prices rounds on what this target's forward runs
         auto.packs = bool(getattr(session.target, "selective_batching", False))
     plan = getattr(session.target, "plan", None)

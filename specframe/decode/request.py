@@ -20,7 +20,7 @@ Every value a caller hands the Python API enters through one check here:
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,26 @@ def check_stops(stops: str | Sequence[str]) -> tuple[str, ...]:
         raise GenerationError(f"stop strings must be non-empty strings, got {_shown(list(out))}",
                               hint="an empty stop string matches at once and would end every output empty")
     return out
+
+
+def check_batch_size_value(batch_size: object) -> int:
+    """``batch_size`` as an int: a whole number (``int`` or an integer array scalar), never a bool, float or string
+    (``2.7``, ``True`` and ``"2"`` would otherwise become 2, 1 and 2 without a word). The range (at least 1, and
+    the drafter's batch support) is checked by the decode loop."""
+    if not isinstance(batch_size, bool):
+        try:
+            return operator.index(batch_size)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise GenerationError(f"batch_size must be a whole number of rows, got {_shown(batch_size)} "
+                          f"({type(batch_size).__name__})", hint="for example batch_size=4 (leave it out for all "
+                                                                  "requests at once)")
+
+
+def materialise_stops(stops: object) -> object:
+    """Stop strings given as a one-shot iterator (a generator) as a tuple, so every request of a call sees them;
+    anything else unchanged (:func:`check_stops` judges it per request)."""
+    return tuple(stops) if isinstance(stops, Iterator) else stops
 
 
 #: What a prompt may be, for error messages.

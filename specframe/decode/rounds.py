@@ -98,15 +98,18 @@ def run_round(session: Session, rows: list[Row]) -> None:
     t6 = clock()
     stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3, "verify": t5 - t4,
                 "commit": t6 - t5}
+    accepted = outcome.accepted  # [B] host ints
     for i, row in enumerate(rows):
-        record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=outcome.accepted[i],
+        record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=accepted[i],
                              committed=0, stage_ns=dict(stage_ns) if cfg.stage_timing and timed else {},
                              drafted=i in drafting, budget=kept[i])
         row.take(outcome.emitted[i], record)
+        if session.alarm is not None:  # host counts this round has read already
+            session.alarm.observe(outcome.nodes[i], accepted[i])
     if session.auto is not None:
         _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
                  stage_ns if timed else None,
-                 committed=sum(outcome.accepted) + len(rows), judged=not (probing and len(rows) == 1))
+                 committed=sum(accepted) + len(rows), judged=not (probing and len(rows) == 1))
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,

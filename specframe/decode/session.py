@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from specframe.cost.auto_budget import AutoBudget
+from specframe.decode.acceptance_alarm import AcceptanceAlarm
 from specframe.device_sync import StageClock
 from specframe.interfaces import Corrector, Drafter, DrafterRows, Pruner, TargetRows, TreeBuilder, Verifier
 from specframe.types import SamplingParams
@@ -50,4 +51,5 @@ class Session:
     drafter: DrafterRows | None  # None when the pipeline never drafts
     clock: StageClock
     auto: AutoBudget | None
+    alarm: AcceptanceAlarm | None = None  # the pipeline's "no draft accepted" alarm (None: not watched)
     rounds: int = 0  # rounds run so far (stage timing on an accelerator samples one round in `TIMING_EVERY`)

@@ -103,13 +103,15 @@ class Report:
                 "file). Treat these speeds as lower bounds and rerun on a quiet machine.", ""]
 
     def _set_aside_section(self) -> list[str]:
-        """Records left out of the speedups because their partners ran under other conditions."""
+        """Records left out of the speedups because their partners ran under other conditions; and records whose
+        times are implausible (kept, flagged)."""
+        flagged = [f"- warning: {line}" for line in self.summary.implausible]
         lines = set_aside_lines(self.summary)
         if not lines:
-            return []
+            return ["## Implausible records", "", *flagged, ""] if flagged else []
         return ["## Set aside", "", "Records left out of speedups: their prompt's partner ran under other sampling "
                 "settings or on another machine, so the times do not compare.", "",
-                *[f"- {line}" for line in lines], ""]
+                *[f"- {line}" for line in lines], "", *flagged, *([""] if flagged else [])]
 
     def write(self, out_dir: Path, *, formats: tuple[str, ...] = ("md", "csv"), plots: bool = True) -> list[Path]:
         """Write the chosen formats (and sweep plots) into ``out_dir``; return the paths written."""

@@ -118,6 +118,7 @@ class Summary:
     reference_names: list[str] = field(default_factory=list)
     reference_kernels: list[str] = field(default_factory=list)  # how generate() ran (the records' notes)
     set_aside: list[SetAside] = field(default_factory=list)
+    implausible: list[str] = field(default_factory=list)  # per method: records whose times no run produces
 
     def cell(self, method: str, dataset: str) -> CellStats | None:
         return self.cells.get((method, dataset))
@@ -288,7 +289,33 @@ def summarize(records: Sequence[Record], options: SummaryOptions | None = None) 
     kernels = list(dict.fromkeys(str(r.get("reference_kernels") or "") for rs in references.values() for r in rs))
     return Summary(methods=ordered, datasets=datasets, cells=cells, baseline_names=baseline_names,
                    reference_names=reference_names, reference_kernels=kernels,
-                   set_aside=_set_aside(records, baseline_names, reference_names, partners, references))
+                   set_aside=_set_aside(records, baseline_names, reference_names, partners, references),
+                   implausible=implausible_lines(records))
+
+
+#: Slowest plausible decode: 1e-3 tokens per second is one token every 17 minutes, slower than any model this
+#: framework runs on any machine it supports (a CPU-offloaded 70B model still makes ~0.1 token/s).
+MIN_TOKENS_PER_S = 1e-3
+#: Longest plausible round (one draft + one verify forward): an hour.
+MAX_ROUND_NS = 3600 * 10**9
+
+
+def implausible_lines(records: Sequence[Record]) -> list[str]:
+    """One line per method whose records hold times no run produces (:data:`MIN_TOKENS_PER_S`,
+    :data:`MAX_ROUND_NS`): the schema bounds each time (``MAX_TURN_NS``) but not its ratio to the work done, and
+    a baseline with ``total_ns`` 1e15 printed an 8e8x speedup with intervals. They stay in the tables, flagged."""
+    counts: dict[str, list[int]] = {}
+    for r in records:
+        seconds = _seconds(r)
+        rounds = max(len(r["choices"][0].get("accept_lengths") or ()), 1)
+        slow = _tokens(r) / seconds < MIN_TOKENS_PER_S if seconds > 0 else False
+        if slow or r["total_ns"] / rounds > MAX_ROUND_NS:
+            entry = counts.setdefault(r["method"], [0, 0])
+            entry[0] += 1
+            entry[1] = max(entry[1], r["total_ns"])
+    return [f"{method}: {n} record(s) with implausible times (up to total_ns {longest:.3g}: below "
+            f"{MIN_TOKENS_PER_S:g} tokens/s or above {MAX_ROUND_NS / 3.6e12:g} h per round); their speedups mean "
+            "nothing: check the result file" for method, (n, longest) in counts.items()]
 
 
 def _set_aside(records: Sequence[Record], baseline_names: list[str], reference_names: list[str],

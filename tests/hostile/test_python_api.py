@@ -7,6 +7,7 @@ element alone while the others decode. A ``str`` for ``stop`` is one stop string
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,49 @@ def test_a_prompt_file_path_is_text_not_a_file(pipe: Any, tmp_path: Path) -> Non
     """A `Path` is neither text nor token ids (it is not read: the API takes prompts, the CLI takes files)."""
     with pytest.raises(GenerationError, match=r"the prompt is [A-Za-z]*Path"):
         pipe.generate(tmp_path / "prompt.txt", 4)
+
+
+def test_stop_strings_from_a_generator_serve_every_request(pipe: Any) -> None:
+    """A generator for ``stop=`` was consumed by the first request; the others decoded without stop strings."""
+    full = pipe.generate("hi", 8).text
+    assert full is not None and "pd" in full
+    out = pipe.generate_batch(["hi", "hi", "hi"], 8, stop=(s for s in ["pd"]))
+    assert [r.text for r in out] == [full[:full.index("pd")]] * 3
+    assert all(r.stop_reason == "stop_string" for r in out)
+
+
+@pytest.mark.parametrize("bad", [2.7, True, "2", float("nan"), "x"])
+def test_a_batch_size_that_is_not_a_whole_number_is_refused(pipe: Any, bad: Any) -> None:
+    """``batch_size`` 2.7, True and "2" became 2, 1 and 2 without a word; NaN and "x" raised a bare ValueError."""
+    with pytest.raises(GenerationError, match="batch_size must be a whole number") as info:
+        pipe.generate_batch(["hi", "ho"], 4, batch_size=bad)
+    assert info.value.hint
+    with pytest.raises(GenerationError, match="batch_size must be a whole number"):
+        pipe.generate(["hi", "ho"], 4, batch_size=bad)
+    assert len(pipe.generate_batch(["hi", "ho"], 4, batch_size=np.int64(2))) == 2
+
+
+def test_a_drafter_whose_drafts_are_never_accepted_raises_the_alarm_once(tmp_path: Path) -> None:
+    """A drafter that runs but is always rejected (NaN weights, a head on the wrong drafter, taps in another order)
+    gave exact outputs at τ 1.00 without a word. The pipeline now warns once when WINDOW drafted rounds in a row
+    accept nothing; a healthy drafter never triggers it."""
+    from specframe.decode.acceptance_alarm import WINDOW, DraftAcceptanceWarning
+    from specframe.testing.toy import ToyDrafter
+
+    healthy = toy_pipe(tmp_path)
+    prompts = ["what is two and two", "hi", "name three colours", "ho"]
+    rounds = -(-WINDOW // len(prompts)) + 8  # enough drafted rows for the window and some
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DraftAcceptanceWarning)
+        good = healthy.generate_batch(prompts, rounds)
+    broken = toy_pipe(tmp_path)
+    wrong = ToyDrafter(broken.target, depth=4, num_candidates=1, distance=0.0)
+    wrong.table = -broken.target.table  # its argmax is the target's argmin: every draft is rejected
+    broken.stages.drafter = wrong
+    with pytest.warns(DraftAcceptanceWarning, match=r"accepted none of the last \d+ drafts") as seen:
+        out = broken.generate_batch(prompts, rounds)
+    assert [r.tokens for r in out] == [r.tokens for r in good]  # still exact: only the speed is lost
+    assert len([w for w in seen if w.category is DraftAcceptanceWarning]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DraftAcceptanceWarning)
+        broken.generate_batch(prompts, rounds)  # once per pipeline

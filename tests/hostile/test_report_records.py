@@ -112,3 +112,18 @@ def test_bench_records_carry_the_machine_and_the_sampling_settings() -> None:
                        "here")
     assert out["sampling"] == {"temperature": 0.7, "top_k": 20, "top_p": 0.9} and out["machine"]["cpu"]
     assert out["machine"]["cores"] >= 1 and record_problem(out) is None
+
+
+def test_implausible_times_are_flagged_in_the_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`report` took a baseline's `total_ns` of 1e15 (inside the schema's bound) and printed an 8e8x speedup with
+    intervals and no warning. Records slower than 1e-3 tokens/s or an hour per round are flagged (kept)."""
+    records = fixture_records()
+    for r in records:
+        if r["method"] == "ar":
+            r["total_ns"] = 10**15
+    path = write(tmp_path / "r.jsonl", records)
+    outcome = command(capsys, "report", str(path), "--bootstrap", "100")
+    assert_clean(outcome, code=0, says=("warning: ar: 3 record(s) with implausible times", "## Implausible records"))
+    quiet = command(capsys, "report", str(write(tmp_path / "ok.jsonl", fixture_records())), "--bootstrap", "100")
+    assert_clean(quiet, code=0)
+    assert "implausible" not in quiet.text

@@ -45,3 +45,16 @@ def test_the_smallest_allowed_temperature_is_a_working_law() -> None:
     u = torch.rand(64, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     draws = sample(logits.expand(64, 4), SamplingParams(temperature=MIN_TEMPERATURE), u)
     assert draws.tolist() == [0] * 64
+
+
+def test_shipped_example_pipelines_fix_no_seed() -> None:
+    """Every shipped SmolLM2 pipeline extended `examples/smollm2/plain.yaml`, which set `seed: 0`: the first request
+    of every process got the same derived seed, so an example run twice at T > 0 gave the same sample. Examples
+    now leave `seed:` unset (fresh entropy per request: docs/concepts/sampling.md); a user fixes one on purpose."""
+    from specframe.config.loader import load_file
+
+    root = Path(__file__).resolve().parents[2] / "examples"
+    files = sorted(root.rglob("*.yaml"))
+    assert len(files) > 10
+    fixed = [str(f.relative_to(root)) for f in files if load_file(f)[0].get("seed") is not None]
+    assert fixed == []

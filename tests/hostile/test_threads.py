@@ -85,3 +85,43 @@ def test_a_call_waits_for_the_running_one(tmp_path: Path) -> None:
 
     in_threads([hold, decode])
     assert order == ["first ends", "second ends"]
+
+
+def test_a_callback_that_joins_a_nested_call_on_another_thread_ends_with_a_message(tmp_path: Path) -> None:
+    """A ``stream`` callback that hands ``generate`` on the same pipeline to another thread and joins it waited
+    forever (the other thread waits for the lock the callback's caller holds). The nested call now gives up with
+    a GenerationError once the holder has stayed in that one callback for the lock's patience; both end."""
+    pipe = toy_pipe(tmp_path)
+    nested: list[Any] = []
+
+    def nested_call() -> None:
+        try:
+            nested.append(pipe.generate("ho", 4))
+        except GenerationError as exc:
+            nested.append(exc)
+
+    def stream(_text: str) -> None:
+        if not nested:
+            worker = threading.Thread(target=nested_call, daemon=True)
+            worker.start()
+            worker.join(DEADLINE_S)  # bounded, so a regression fails the test instead of hanging it
+            assert not worker.is_alive(), "the nested call is still waiting"
+
+    outer = in_threads([lambda: pipe.generate("hi", 6, stream=stream)])[0]
+    assert not isinstance(outer, BaseException), outer
+    assert len(nested) == 1 and isinstance(nested[0], GenerationError), nested
+    assert "callback has not returned" in nested[0].message and nested[0].hint
+
+
+def test_a_call_waits_behind_quick_callbacks(tmp_path: Path) -> None:
+    """Waiting behind a decode whose stream callback returns promptly is an ordinary wait, never refused."""
+    pipe = toy_pipe(tmp_path)
+    started = threading.Event()
+
+    def slow_stream(_text: str) -> None:
+        started.set()
+        threading.Event().wait(0.05)
+
+    got = in_threads([lambda: pipe.generate("what is two and two", 40, stream=slow_stream),
+                      lambda: (started.wait(DEADLINE_S), pipe.generate("hi", 4))[1]])
+    assert not [g for g in got if isinstance(g, BaseException)], got

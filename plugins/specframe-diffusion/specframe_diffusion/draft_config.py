@@ -64,6 +64,14 @@ LILICORR_FIELDS: dict[str, type] = {
 #: (what a checkpoint without ``lilicorr_anchor`` holds: a published export), or ``root_embedding``, specframe's
 #: root-token embedding (its exports name it); both are served (:mod:`specframe_trees.correctors.lattice`).
 LILICORR_ANCHORS = ("target_row", "root_embedding")
+#: Largest sensible value of the float ``lilicorr_*`` fields: the logit scale multiplies cosine factors in [-1, 1]
+#: (shipped: 10; 1e3 already makes every factor a hard choice, 1e308 overflows to inf and NaN), the vector epsilon
+#: guards a norm (shipped: 1e-6), the MLP ratio widens a layer (shipped: 2).
+LILICORR_MAX = {"lilicorr_logit_scale": 1e3, "lilicorr_vector_eps": 1e-1, "lilicorr_mlp_ratio": 64.0}
+#: Top-level ``config.json`` key where specframe's training export records the taps, in the order the drafter was
+#: trained with: a config whose ``target_layer_ids`` were reordered afterwards (same layers) would silently feed
+#: the ``fc`` layer its blocks in the wrong order (every draft rejected).
+TRAINED_TAPS_KEY = "specframe_trained_taps"
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,12 @@ class DraftModelConfig:
                 raise CheckpointError(f"{source}: target_layer_ids must be a non-empty list of integers, "
                                       f"found {taps_raw!r}")
             taps = tuple(taps_raw)
+        trained = data.get(TRAINED_TAPS_KEY)
+        if isinstance(trained, list) and trained != list(taps):
+            raise CheckpointError(
+                f"{source}: target_layer_ids lists {list(taps)}, but the drafter was trained tapping {trained} in "
+                f"that order ({TRAINED_TAPS_KEY}); its fc layer reads the taps in the trained order",
+                hint=f"restore target_layer_ids to {trained}")
 
         if block_size < 2:
             raise CheckpointError(f"{source}: block_size is {block_size}; a block drafter needs at least 2")
@@ -300,6 +314,10 @@ def _optional_heads(reader: _FieldReader, dflash: dict[str, Any], hidden: int, *
                 or raw <= 0:
             raise CheckpointError(f"{reader.source}: dflash_config.{name} must be a positive "
                                   f"{'integer' if kind is int else 'number'}, found {raw!r}")
+        if name in LILICORR_MAX and not raw <= LILICORR_MAX[name]:  # also refuses inf and NaN
+            raise CheckpointError(f"{reader.source}: dflash_config.{name} is {raw!r}, above the largest sensible "
+                                  f"value {LILICORR_MAX[name]:g}", hint="the head's logits would overflow or saturate; "
+                                                                       "use the value the head was trained with")
         values[name.removeprefix("lilicorr_")] = kind(raw)
     anchor = dflash.get("lilicorr_anchor", "target_row")  # a published export names none: LiLiCorr's own
     if anchor not in LILICORR_ANCHORS:

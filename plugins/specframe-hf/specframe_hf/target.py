@@ -104,6 +104,10 @@ class HFTarget(TargetModel, SharedEmbeddings):
         self._rows: Rows | None = None
         #: Why the lean engine path (:mod:`specframe_hf.slot_rows`) is not used, or None when it is.
         self.lean_blocker = "engine: transformers" if engine == "transformers" else lean_supported(model)
+        if compile and self.lean_blocker is not None:  # it was silently ignored: eager speed, no word
+            raise ConfigError(f"target.compile: true compiles the lean engine's forward, which {source} does not "
+                              f"use ({self.lean_blocker})", hint="drop compile, or use engine: auto on a model the "
+                                                                 "lean engine runs (the Llama family)")
         self.compile = compile
         self.kv_memory = kv_memory
         if capture not in ("off", "compile", "reduce-overhead"):
@@ -145,6 +149,12 @@ class HFTarget(TargetModel, SharedEmbeddings):
             raise ConfigError("target.cpu_linear: onednn cannot be combined with target.device_map",
                               hint="use cpu_linear: default (or auto) with a device_map")
         torch_device = torch.device("cpu") if split else resolve_device(device, field="target.device")
+        if compile and torch_device.type == "cpu" and cpu_linear != "default":
+            # inductor cannot lower the oneDNN-prepacked linear (mkldnn._linear_pointwise): the first forward fails
+            raise ConfigError(f"target.compile: true cannot run with cpu_linear: {cpu_linear} on the CPU (inductor "
+                              "cannot compile oneDNN-prepacked linear layers)",
+                              hint="set target.cpu_linear: default with compile: true (on the CPUs measured, "
+                                   "compile is slower than eager: docs/benchmarks.md)")
         model = load_model(directory, dtype=resolve_dtype(dtype, field="target.dtype"), device=torch_device, attn=attn,
                            placement=placement)
         tokenizer = load_tokenizer(directory)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 from specframe_diffusion.checkpoint import open_checkpoint
+from specframe_diffusion.checkpoint.head_base import BASE_KEY, weights_sha256
 from specframe_smollm2.testing import tiny_recipe
 from specframe_smollm2.training.candidate_objectives import _target_gap
 from specframe_smollm2.training.dataset import load_sequences, make_batch
 from specframe_smollm2.training.trainer import build_objective, train
 
 from specframe.draft_vocab import DraftVocab, save_draft_vocab
+from specframe.errors import CheckpointError
 
 HEADS = {
     "path_selector": dict(selector_rank=8, top_k=4),
@@ -60,6 +62,13 @@ def test_each_kind_exports_a_head_the_corrector_serves_on_the_base_drafter(tmp_p
             plain.append(int(tiny_target(ids).logits[0, -1].argmax()))
             ids = torch.cat([ids, torch.tensor([[plain[-1]]])], dim=1)
     assert pipe.generate(prompt, max_new_tokens=10).tokens == plain
+    # The export records its base drafter; a path selector over another draft vocabulary of the same size is refused.
+    assert files.config.raw[BASE_KEY]["weights_sha256"] == weights_sha256(base)
+    if kind == "path_selector":
+        odd = save_draft_vocab(DraftVocab.from_target_ids(range(1, 96, 2), 96), tmp_path / "odd.safetensors")
+        with pytest.raises(CheckpointError, match="same size, other tokens"):
+            Pipeline.from_dict({**config, "drafter": {**config["drafter"], "draft_vocab": str(odd)}},
+                               target=HFTarget.from_model(tiny_target), host=PluginHost())
 
 
 def test_only_the_head_trains_and_the_loss_falls(tmp_path, tiny_target, tiny_data) -> None:

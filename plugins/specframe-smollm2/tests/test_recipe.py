@@ -188,5 +188,5 @@ def test_output_into_a_directory_of_other_files_is_refused(tmp_path, capsys) -> 
     text = (f"kind: drafter\nname: t\noutput: '{out}'\nwork_dir: '{tmp_path / 'work'}'\n"
             f"target: '{tmp_path / 'no-target'}'\ndata: {{dir: '{tmp_path / 'no-data'}'}}\n")
     assert run_cli(["train", str(_write(tmp_path, text))], host=PluginHost()) == 2
-    assert "not a checkpoint to overwrite" in capsys.readouterr().err.replace("\n", " ")
+    assert "that no earlier `train drafter` wrote" in capsys.readouterr().err.replace("\n", " ")
     assert (out / "notes.safetensors").read_text() == "keep me"

@@ -114,7 +114,8 @@ def test_export_and_state_get_ordinary_permissions(tmp_path, tiny_target, tiny_d
     out = Path(recipe.output)
     assert out.stat().st_mode & 0o777 == 0o755
     assert {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()} == {"config.json": 0o644,
-                                                                         "model.safetensors": 0o644}
+                                                                         "model.safetensors": 0o644,
+                                                                         ".specframe-output.json": 0o644}
     work = Path(recipe.work_dir)
     assert (work / "state.pt").stat().st_mode & 0o777 == 0o644
     assert not [p.name for p in work.iterdir() if p.name.endswith(".tmp")]

@@ -35,13 +35,17 @@ from typing import Any
 import torch
 from specframe_diffusion.checkpoint import DraftModelConfig, open_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import SafetensorsDir, write_checkpoint_dir
+from specframe_diffusion.draft_config import TRAINED_TAPS_KEY
 
 from specframe.draft_vocab import D2T, DraftVocab, load_draft_vocab
 from specframe.errors import CheckpointError
+from specframe.files.outputs import MARKER_FILE, check_output_dir, marker_text
 from specframe_vllm.layout import EXPORT_KEY, NATIVE_ARCHITECTURE, SHIFT_ARCHITECTURE, speculative_tokens
 
 #: Keys of a target's LM head, preferred first (tied models such as SmolLM2 store only the embedding).
 TARGET_HEAD_KEYS = ("lm_head.weight", "model.embed_tokens.weight")
+#: The output marker's kind: an export directory is replaced only by another export (specframe.files.outputs).
+EXPORT_KIND = "vllm-export"
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,12 @@ def export_for_vllm(drafter: str | Path, output: str | Path, *, draft_vocab: str
                     target: str | Path | None = None) -> ExportResult:
     """Write ``drafter`` (a specframe / z-lab DFlash checkpoint directory) to ``output`` for vLLM; see the module
     docstring. ``draft_vocab`` (a d2t/t2d file; default: the checkpoint's own mapping, if any) needs ``target``
-    (the target model directory), whose LM-head rows the reduced head is cut from."""
+    (the target model directory), whose LM-head rows the reduced head is cut from.
+
+    ``output`` is checked first (:func:`~specframe.files.outputs.check_output_dir`): it is replaced only when it
+    is new, empty or an earlier export, never the drafter, the target or another model."""
+    check_output_dir(output, kind=EXPORT_KIND, what="export directory",
+                     inputs={"the drafter": drafter, "the target": target, "the draft vocabulary": draft_vocab})
     files = open_checkpoint(drafter)
     cfg = files.config
     source = f"checkpoint {files.directory}"
@@ -91,7 +100,8 @@ def export_for_vllm(drafter: str | Path, output: str | Path, *, draft_vocab: str
     architecture = SHIFT_ARCHITECTURE if cfg.shift_label else NATIVE_ARCHITECTURE
     config = vllm_config(cfg, architecture, [cfg.target_layer_ids[i] for i in order],
                          None if vocab is None else vocab.size, source=str(files.directory))
-    out = write_checkpoint_dir(output, config, tensors)
+    out = write_checkpoint_dir(output, config, tensors,
+                               extra_files={MARKER_FILE: marker_text(EXPORT_KIND, files.directory.resolve())})
     return ExportResult(out, architecture, speculative_tokens(cfg.block_size), None if vocab is None else vocab.size)
 
 
@@ -133,6 +143,8 @@ def vllm_config(cfg: DraftModelConfig, architecture: str, layer_ids: list[int], 
     raw["layer_types"] = ["full_attention"] * cfg.num_hidden_layers
     if draft_vocab_size is not None:
         raw["draft_vocab_size"] = draft_vocab_size
+    if TRAINED_TAPS_KEY in raw:  # fc's blocks are permuted with the taps: the trained order is now this one
+        raw[TRAINED_TAPS_KEY] = layer_ids
     raw[EXPORT_KEY] = {"source": source, "shift_label": cfg.shift_label,
                        "num_speculative_tokens": speculative_tokens(cfg.block_size)}
     return raw

@@ -12,6 +12,7 @@ atomically, so the authors' own loaders can read the result.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from specframe_diffusion.checkpoint.safetensors_dir import (
     SafetensorsDir,
     write_checkpoint_dir,
 )
+from specframe_diffusion.checkpoint.weight_checks import check_weights
 from specframe_diffusion.draft_config import DraftModelConfig
 from specframe_diffusion.models.backbone import DFlashBackbone
 
@@ -58,12 +60,14 @@ class CheckpointFiles:
 
     def group_state(self, group: Group, *, dtype: torch.dtype | None = None,
                     device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
-        """Tensors of one group under their local names (e.g. ``prefix_gru.weight_ih_l0``)."""
+        """Tensors of one group under their local names (e.g. ``prefix_gru.weight_ih_l0``), checked to be floating
+        point and finite (:func:`~specframe_diffusion.checkpoint.weight_checks.check_weights`)."""
         names = {local: key for (g, local), key in self.stored_key.items() if g == group}
         if not names:
             raise CheckpointError(f"checkpoint {self.directory} ({self.config.family}) has no {group} weights",
                                   hint=_group_hint(group))
         loaded = self.weights.load(list(names.values()), dtype=dtype, device=device)
+        check_weights(loaded, source=f"checkpoint {self.directory}", group=group)
         return {local: loaded[key] for local, key in names.items()}
 
     def draft_vocab(self) -> DraftVocab | None:
@@ -188,7 +192,7 @@ def load_checkpoint(directory: str | Path, *, dtype: torch.dtype = torch.float32
 
 
 def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype: torch.dtype | None = None,
-                    max_shard_bytes: int | None = None) -> Path:
+                    max_shard_bytes: int | None = None, extra_files: Mapping[str, str] | None = None) -> Path:
     """Write ``checkpoint`` in its published layout (same config.json, same key spellings), atomically.
 
     Args:
@@ -196,6 +200,7 @@ def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype
         directory: destination directory (created if needed).
         dtype: cast floating tensors (and record it as ``torch_dtype``) when given.
         max_shard_bytes: write ``model-0000i-of-0000n.safetensors`` + index above this size.
+        extra_files: file name -> text written with the weights (the output marker).
     """
     cfg = checkpoint.config
     groups = checkpoint.groups()
@@ -218,4 +223,5 @@ def save_checkpoint(checkpoint: DraftCheckpoint, directory: str | Path, *, dtype
     if dtype is not None:
         config["dtype" if "dtype" in config and "torch_dtype" not in config else "torch_dtype"] = (
             str(dtype).removeprefix("torch."))
-    return write_checkpoint_dir(directory, config, tensors, max_shard_bytes=max_shard_bytes)
+    return write_checkpoint_dir(directory, config, tensors, max_shard_bytes=max_shard_bytes,
+                                extra_files=extra_files)

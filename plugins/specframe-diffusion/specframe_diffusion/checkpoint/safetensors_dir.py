@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -94,8 +95,9 @@ def _shard(tensors: dict[str, torch.Tensor], max_shard_bytes: int | None) -> lis
 
 
 def _write_files(directory: Path, config: dict, tensors: dict[str, torch.Tensor],
-                 max_shard_bytes: int | None) -> set[str]:
-    """Write config and weights into ``directory``, each file via a temporary name + os.replace."""
+                 max_shard_bytes: int | None, extra_files: Mapping[str, str]) -> set[str]:
+    """Write ``extra_files`` (first: the output marker), then the weights and config into ``directory``, each file
+    via a temporary name + os.replace."""
     ready = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     shards = _shard(ready, max_shard_bytes)
     written: set[str] = set()
@@ -112,6 +114,8 @@ def _write_files(directory: Path, config: dict, tensors: dict[str, torch.Tensor]
                 os.unlink(tmp)
         written.add(name)
 
+    for name, text in extra_files.items():
+        replace_into(name, lambda p, t=text: Path(p).write_text(t, encoding="utf-8"))
     if len(shards) == 1:
         replace_into(SINGLE_FILE, lambda p: save_file(shards[0], p, metadata={"format": "pt"}))
     else:
@@ -142,7 +146,7 @@ def check_checkpoint_destination(directory: Path) -> None:
 
 
 def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str, torch.Tensor], *,
-                         max_shard_bytes: int | None = None) -> Path:
+                         max_shard_bytes: int | None = None, extra_files: Mapping[str, str] | None = None) -> Path:
     """Write ``config.json`` and the weights into ``directory`` atomically; returns the directory.
 
     Args:
@@ -150,21 +154,24 @@ def write_checkpoint_dir(directory: str | Path, config: dict, tensors: dict[str,
         config: the ``config.json`` dict.
         tensors: published key -> tensor.
         max_shard_bytes: split into ``model-0000i-of-0000n.safetensors`` + index above this size.
+        extra_files: file name -> text written with the weights (the output marker of
+            :mod:`specframe.files.outputs`; inside the same directory rename when the directory is new).
     """
     directory = Path(directory)
+    extra_files = extra_files or {}
     check_checkpoint_destination(directory)
     if not directory.exists():
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp_dir = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", suffix=".tmp", dir=directory.parent))
         try:
-            _write_files(tmp_dir, config, tensors, max_shard_bytes)
+            _write_files(tmp_dir, config, tensors, max_shard_bytes, extra_files)
             os.chmod(tmp_dir, umask_mode(0o777))  # mkdtemp makes 0700
             os.replace(tmp_dir, directory)
         finally:
             if tmp_dir.exists():
                 shutil.rmtree(tmp_dir)
         return directory
-    written = _write_files(directory, config, tensors, max_shard_bytes)
+    written = _write_files(directory, config, tensors, max_shard_bytes, extra_files)
     for stale in [*directory.glob("*.safetensors"), directory / INDEX_FILE]:
         if stale.exists() and stale.name not in written:
             stale.unlink()

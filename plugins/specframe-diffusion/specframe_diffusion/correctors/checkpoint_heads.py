@@ -27,8 +27,10 @@ from specframe_trees.correctors import GRUCorrector, MarkovCorrector, Normalize
 from specframe_trees.heads import DominoGRUHead, GRUHeadSizes, MarkovHead, MarkovHeadSizes
 
 from specframe.config.base import ComponentConfig
+from specframe.draft_vocab import DraftVocab, load_draft_vocab
 from specframe.errors import CheckpointError, ConfigError
 from specframe.interfaces import BuildContext
+from specframe_diffusion.checkpoint.head_base import check_head_base
 from specframe_diffusion.checkpoint.key_layout import Group
 from specframe_diffusion.checkpoint.loader import CheckpointFiles, open_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import CONFIG_FILE
@@ -92,7 +94,20 @@ def open_head_checkpoint(config: CheckpointHeadConfig, ctx: BuildContext, family
                 f"drafter drafts {drafter_slots}",
                 hint="use the head and the backbone of the same checkpoint",
             )
+    # A head-only export: the drafter must be the one it was trained on (taps in order; weights by hash).
+    check_head_base(files.config, files.directory, drafter_ckpt if config.checkpoint else None,
+                    component=f"corrector '{config.type}'")
     return files
+
+
+def pipeline_draft_vocab(ctx: BuildContext) -> DraftVocab | None:
+    """The draft vocabulary the pipeline's drafter drafts from (its ``draft_vocab`` file, ``full``, or its
+    checkpoint's own mapping); None for the full vocabulary or a drafter without a checkpoint."""
+    drafter_cfg = getattr(ctx.pipeline, "drafter", None)
+    setting, checkpoint = getattr(drafter_cfg, "draft_vocab", None), getattr(drafter_cfg, "checkpoint", None)
+    if setting == "full" or (setting is None and not checkpoint):
+        return None
+    return load_draft_vocab(setting) if setting is not None else open_checkpoint(checkpoint).draft_vocab()
 
 
 def build_ar_corrector(config: ARCorrectorConfig, ctx: BuildContext) -> GRUCorrector:

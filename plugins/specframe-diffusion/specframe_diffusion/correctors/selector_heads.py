@@ -33,7 +33,12 @@ from specframe_trees.heads import LatticeHead, LatticeHeadSizes, PathSelectorHea
 from specframe.config.bounds import MAX_CANDIDATES
 from specframe.errors import CheckpointError
 from specframe.interfaces import BuildContext
-from specframe_diffusion.correctors.checkpoint_heads import CheckpointHeadConfig, open_head_checkpoint
+from specframe_diffusion.checkpoint.head_base import check_same_vocabulary
+from specframe_diffusion.correctors.checkpoint_heads import (
+    CheckpointHeadConfig,
+    open_head_checkpoint,
+    pipeline_draft_vocab,
+)
 from specframe_diffusion.drafters.factory import resolve_dtype_device
 from specframe_diffusion.target_access import check_fits_target, target_parts
 
@@ -62,6 +67,7 @@ def build_path_selector_corrector(config: PathSelectorCorrectorConfig, ctx: Buil
     check_fits_target(cfg, parts, source=str(files.directory))
     dtype, device = resolve_dtype_device(config.dtype, config.device, parts)
     vocab = files.draft_vocab()  # the codebooks' draft vocabulary, when the selector was trained over one
+    check_same_vocabulary(vocab, pipeline_draft_vocab(ctx), component=f"corrector '{config.type}'")
     sizes = PathSelectorSizes(vocab_size=cfg.vocab_size, rank=cfg.selector_rank or 0, hidden_size=cfg.hidden_size,
                               top_k=cfg.selector_top_k or 0, codebook_rows=None if vocab is None else vocab.size + 1)
     head = PathSelectorHead(sizes, device="meta")

@@ -26,10 +26,12 @@ from typing import Any
 import torch
 from specframe_diffusion.checkpoint import DraftCheckpoint, DraftModelConfig, checkpoint_layout, save_checkpoint
 from specframe_diffusion.checkpoint.safetensors_dir import write_checkpoint_dir
+from specframe_diffusion.draft_config import TRAINED_TAPS_KEY
 from specframe_diffusion.models.backbone import DFlashBackbone
 from torch import nn
 
 from specframe.draft_vocab import DraftVocab
+from specframe.files.outputs import MARKER_FILE, marker_text
 from specframe_smollm2.training.draft_train_model import fold_tap_scale
 from specframe_smollm2.training.recipe import HeadConfig
 
@@ -60,6 +62,7 @@ def drafter_config(target_cfg: Any, *, num_layers: int, block_size: int, mask_to
         "block_size": block_size,
         "num_target_layers": target_cfg.num_hidden_layers,
         "dflash_config": {"mask_token_id": mask_token_id, "target_layer_ids": list(taps), "shift_label": True},
+        TRAINED_TAPS_KEY: list(taps),  # the loader refuses a config whose taps were reordered later
     }
 
 
@@ -113,21 +116,30 @@ def export_backbone(backbone: DFlashBackbone, tap_scale: torch.Tensor) -> DFlash
     return out
 
 
+def output_kind(kind: str) -> str:
+    """The output marker's kind of a ``kind`` recipe's export (:mod:`specframe.files.outputs`): a training run
+    replaces only the export of an earlier run of the same kind."""
+    return f"train {kind}"
+
+
 def write_export(directory: Path, config: dict[str, Any], backbone: DFlashBackbone, tap_scale: torch.Tensor,
-                 head: nn.Module | None, kind: str) -> Path:
-    """Save in the published layout (bf16), atomically; returns the directory."""
+                 head: nn.Module | None, kind: str, *, source: str) -> Path:
+    """Save in the published layout (bf16), atomically, with the output marker (``source``: the recipe's name);
+    returns the directory."""
     cfg = DraftModelConfig.from_dict(config, source=str(directory / "config.json"))
+    marker = {MARKER_FILE: marker_text(output_kind(kind), source)}
     if kind in HEAD_ONLY_KINDS and head is not None:
-        return _write_head_only(directory, cfg, head, kind)
+        return _write_head_only(directory, cfg, head, kind, marker)
     others: dict = {}
     if head is not None:
         state = {k: v.detach().float() for k, v in head.state_dict().items()}
         others[HEAD_GROUPS[kind]] = state
     ckpt = DraftCheckpoint(cfg, export_backbone(backbone, tap_scale), others)
-    return save_checkpoint(ckpt, directory, dtype=torch.bfloat16)
+    return save_checkpoint(ckpt, directory, dtype=torch.bfloat16, extra_files=marker)
 
 
-def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, kind: str) -> Path:
+def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, kind: str,
+                     marker: dict[str, str]) -> Path:
     """The head's tensors under their published keys (bf16), plus the path selector's draft vocabulary maps."""
     state = head.state_dict()
     tensors = {slot.key: state[slot.local].detach().to(torch.bfloat16) for slot in checkpoint_layout(cfg)}
@@ -139,4 +151,4 @@ def _write_head_only(directory: Path, cfg: DraftModelConfig, head: nn.Module, ki
         draft_ids[row_of[inside].cpu()] = torch.nonzero(inside).view(-1).cpu()
         tensors |= DraftVocab.from_target_ids(draft_ids, cfg.vocab_size).tensors()
     config = dict(cfg.raw, torch_dtype="bfloat16")
-    return write_checkpoint_dir(directory, config, tensors)
+    return write_checkpoint_dir(directory, config, tensors, extra_files=marker)

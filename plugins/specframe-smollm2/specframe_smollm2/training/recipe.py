@@ -66,7 +66,7 @@ class LatticeConfig(_Strict):
     num_heads: int = Field(4, ge=1, description="attention heads (divide hidden_size)")
     mlp_ratio: float = Field(2.0, gt=0, le=8, description="MLP width / hidden_size")
     factor_dim: int = Field(64, ge=2, description="width of the out / in factor vectors")
-    logit_scale: float = Field(10.0, gt=0, description="factors are logit_scale x cosine (fixed)")
+    logit_scale: float = Field(10.0, gt=0, le=1e3, description="factors are logit_scale x cosine (fixed)")
     vector_eps: float = Field(1e-6, gt=0, lt=0.5, description="epsilon of the factor vectors' L2 normalisation")
     anchor: Literal["root_embedding", "target_row"] = Field(
         "root_embedding", description="root_embedding: the root token's target embedding (what specframe serves); "

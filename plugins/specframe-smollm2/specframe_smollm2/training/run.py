@@ -8,14 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specframe_diffusion.checkpoint.safetensors_dir import check_checkpoint_destination
-
 from specframe.distributed import DistContext, from_env
 from specframe.errors import ConfigError
 from specframe.files import write_text
+from specframe.files.outputs import check_output_dir
 from specframe.tensor_files import read_json_object
 from specframe_smollm2.cache import target_dir, verify_manifest
 from specframe_smollm2.training.data_config import DataConfig
+from specframe_smollm2.training.export import output_kind
 from specframe_smollm2.training.recipe import Recipe, load_recipe
 
 DATA_STATS = "stats.json"
@@ -82,7 +82,6 @@ def check_paths(recipe: Recipe, model_dir: Path) -> None:
         if path.exists() and not path.is_dir():
             raise ConfigError(f"{field} is {path}, which is a file, not a directory", where=field,
                               hint="give a directory path (it is created when missing)")
-    check_checkpoint_destination(Path(recipe.output).expanduser())
     # init_from may be the output (continue a checkpoint in place: it is read once, before the first export).
     inputs = {"the target": model_dir, "base": recipe.base, **{k: v for k, v in fields.items() if k.startswith("data")}}
     output = Path(recipe.output).expanduser().resolve()
@@ -90,6 +89,32 @@ def check_paths(recipe: Recipe, model_dir: Path) -> None:
         if value is not None and Path(value).expanduser().resolve() == output:
             raise ConfigError(f"output {recipe.output} is also {name}: the export would overwrite it",
                               where="output", hint="give the trained checkpoint its own output directory")
+    # Another model, or another kind of run's export, is never replaced (specframe.files.outputs).
+    check_output_dir(recipe.output, kind=output_kind(recipe.kind), what="output", inputs=inputs)
+
+
+def check_data_topk(recipe: Recipe) -> None:
+    """The top-k log-probabilities the data holds (each section's ``meta.json``, or what the recipe will generate)
+    must be the ``topk`` the recipe declares, and the loss's ``soft_topk`` within the largest of them (a section
+    with fewer is padded, as the stage-4 drafter recipe mixes top-32 and top-8 data on purpose). Complete data is not
+    regenerated, so data written with top-4 was silently trained on by a recipe declaring top-32 (the soft labels
+    past the 4th are padding)."""
+    from specframe_smollm2.training.generate_data import META
+
+    sections = [("data", recipe.data), *((f"data.include[{i}]", d) for i, d in enumerate(recipe.data.include))]
+    for field, d in sections:
+        meta_path = Path(d.dir) / META
+        stored = read_json_object(meta_path, what="data settings").get("topk") if meta_path.is_file() else d.topk
+        if isinstance(stored, int) and not isinstance(stored, bool) and stored != d.topk:
+            raise ConfigError(f"{d.dir} holds the target's top-{stored} log-probabilities ({meta_path}), but the "
+                              f"recipe declares {field}.topk {d.topk}", where=f"{field}.topk",
+                              hint=f"set {field}.topk: {stored} (and loss.soft_topk at most {stored}), or give "
+                                   f"another data.dir to generate top-{d.topk} data")
+    most = max(d.topk for _, d in sections)  # sections with fewer are padded (they weigh nothing past their k)
+    if recipe.loss.soft_topk > most:
+        raise ConfigError(f"loss.soft_topk {recipe.loss.soft_topk} is more than the {most} log-probabilities per "
+                          "position the data holds", where="loss.soft_topk",
+                          hint=f"use loss.soft_topk: {most} or less (or data with a larger topk)")
 
 
 def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: bool = True,
@@ -100,6 +125,7 @@ def run_recipe(path: str | Path, overrides: dict | None = None, *, progress: boo
     recipe = load_recipe(path, overrides)
     model_dir = Path(recipe.target).expanduser() if recipe.target else target_dir()
     check_paths(recipe, model_dir)
+    check_data_topk(recipe)
     verify_manifest(model_dir, checksums=False)
     dist = from_env(backend="gloo")  # torchrun: data generation and training shared out by rank (CPU, gloo)
     ensure_data(recipe, model_dir, progress=progress and dist.is_main, log=log, dist=dist)

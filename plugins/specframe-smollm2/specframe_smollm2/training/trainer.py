@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from specframe_diffusion.checkpoint.head_base import BASE_KEY, base_record
 
 from specframe.distributed import DistContext, from_env
 from specframe.draft_vocab import load_draft_vocab
@@ -84,6 +85,7 @@ def build_objective(recipe: Recipe, target: Any, train_seqs: list, gen: torch.Ge
         rows = None if h.draft_vocab is None else load_draft_vocab(h.draft_vocab).target_ids
         selector_vocab = rows if recipe.kind == "path_selector" else None
         config = head_config(base_cfg, recipe.kind, h, None if selector_vocab is None else selector_vocab.numel())
+        config[BASE_KEY] = base_record(recipe.base)  # the loader checks the pipeline's drafter against it
         head = new_candidate_head(recipe, base_cfg, gen, selector_vocab)
         if recipe.init_from and warm_start:
             warm_start_head(head, open_checkpoint(recipe.init_from), recipe.kind)
@@ -268,7 +270,7 @@ def _train(recipe: Recipe, work: Path, *, target_dir: Path, log: Callable[[str],
                       "optimizer": opt.state_dict(), "batch_gen": batch_gen.get_state(),
                       "tap_scale": objective.tap_scale, "cpu_seconds": cpu}, state_path)
         write_export(Path(recipe.output), export_cfg, objective.backbone, objective.tap_scale, objective.head,
-                     recipe.kind)
+                     recipe.kind, source=recipe.name)
 
     def evaluate() -> EvalResult:
         nonlocal evaluated_at
