@@ -1,8 +1,8 @@
 """`Row`: one request in flight in the decode loop, with its tokens, text, records and controller state.
 
 A row appends the tokens a round committed up to the request's cap and its first end-of-sequence token, feeds
-them to its incremental text (which finds stop strings and streams), trims the last round's credit when a stop
-string cut tokens, and says why it ended.
+them to its text (decoded as it grows only to find stop strings or to stream, otherwise once at the end), trims
+the last round's credit when a stop string cut tokens, and says why it ended.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from specframe.cost.auto_budget import RowBudget
 from specframe.decode.request import RequestInputs
-from specframe.decode.text import IncrementalText
+from specframe.decode.text import request_text
 from specframe.interfaces import DecodeState
 from specframe.metrics.records import GenerationResult, RoundRecord
 
@@ -26,7 +26,7 @@ class Row:
         self.inputs = inputs
         self.eos = eos
         self.new: list[int] = []
-        self.text = IncrementalText(tokenizer, inputs.stops, stream)
+        self.text = request_text(tokenizer, inputs.stops, stream)  # decoded per round only if it must be
         self.rounds: list[RoundRecord] = []
         self.state: DecodeState | None = None
         self.budget: RowBudget | None = None  # `budget: auto` state of this request

@@ -1,0 +1,67 @@
+"""Host work of the decode loop that must not grow with the tokens a request emits.
+
+* A request without stop strings or a stream calls its tokenizer once, at the end (``decode`` of the new tokens);
+  one with stop strings still finds a stop string that spans two rounds, and one that streams still streams the
+  text that the result ends with.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specframe.pipeline import Pipeline, Request
+from specframe.testing.toy import ToyTarget
+
+from .test_decode_loop import BASE, _CharTokenizer, _stop_case, make_host, plain_greedy
+
+
+class _CountingTokenizer(_CharTokenizer):
+    """The letter tokenizer, counting its ``decode`` calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        self.calls += 1
+        return super().decode(ids, skip_special_tokens)
+
+
+def _pipe(tokenizer: _CharTokenizer, distance: float = 0.0) -> tuple[Pipeline, ToyTarget]:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    target.tokenizer = tokenizer  # type: ignore[attr-defined]
+    return Pipeline.from_dict(BASE, target=target, host=make_host(target, distance)), target
+
+
+@pytest.mark.parametrize("new_tokens", [8, 64])
+def test_a_request_without_stops_or_stream_decodes_its_text_once(new_tokens: int) -> None:
+    tok = _CountingTokenizer()
+    pipe, target = _pipe(tok, distance=0.8)  # some drafts rejected: rounds commit 1 to 5 tokens
+    result = pipe.generate([1], new_tokens)
+    assert result.text == _CharTokenizer().decode(plain_greedy(target, [1], new_tokens))
+    assert result.num_rounds > 1 and tok.calls == 1  # not per token, not per round
+
+
+def test_a_batch_without_stops_or_stream_decodes_each_text_once() -> None:
+    tok = _CountingTokenizer()
+    pipe, target = _pipe(tok, distance=0.8)
+    prompts = [[1], [2, 3], [4, 5, 6]]
+    results = pipe.generate_batch(prompts, 30, batch_size=2)  # the third joins when a row leaves
+    for prompt, result in zip(prompts, results, strict=True):
+        assert result.text == _CharTokenizer().decode(plain_greedy(target, prompt, 30))  # type: ignore[union-attr]
+    assert tok.calls == len(prompts)
+
+
+def test_stop_strings_are_still_found_across_rounds_and_streams_still_stream() -> None:
+    tok = _CountingTokenizer()
+    pipe, target = _pipe(tok)  # every draft accepted: rounds commit 5 tokens
+    free = plain_greedy(target, [1], 40)
+    text = _CharTokenizer().decode(free)
+    stop, end = _stop_case(text, "across")  # the stop string's letters come from two rounds
+    results = pipe.generate_batch([Request([1], stop=[stop]), Request([1])], 40)
+    stopped, plain = results
+    assert stopped.stop_reason == "stop_string" and stopped.text == text[:end - 1]  # type: ignore[union-attr]
+    assert stopped.tokens == free[:end + 1]  # type: ignore[union-attr]
+    assert plain.text == text  # type: ignore[union-attr]
+    pieces: list[str] = []
+    streamed = pipe.generate([1], 40, stream=pieces.append)
+    assert streamed.text == text and "".join(pieces) == text and len(pieces) > 1  # text shown as it grew
