@@ -11,7 +11,7 @@
     result   = verifier.verify(full, out.logits)               # a plain round: the target's own draw
     outcome  = every row's path, counts and tokens in ONE device-to-host transfer (checked on the host)
     target.commit(full, result.accepted_nodes, outcome.paths)  # per-row commit from the host paths: no read
-    states append their tokens in place; drafter.commit(all rows)
+    states append their tokens in place (one host-to-device copy); drafter.commit(all rows)
     rows take their tokens, check stop strings and record the round
 
 Host reads: the outcome is the round's one read for every verifier (none in build, prune or verify for the
@@ -89,10 +89,7 @@ def run_round(session: Session, rows: list[Row]) -> None:
     t5 = clock()
     outcome = RoundOutcome.read(full, result)
     session.target.commit(full, result.accepted_nodes, outcome.paths)
-    for row, emitted in zip(rows, outcome.emitted, strict=True):  # the drafter sees every committed token
-        state = row.state
-        assert state is not None
-        state.append(emitted)
+    DecodeState.append_rows(states, outcome.emitted)  # type: ignore[arg-type]  # one copy; the drafter sees them
     if session.drafter is not None:
         session.drafter.commit(states, full, result, out)  # type: ignore[arg-type]
     t6 = clock()

@@ -3,14 +3,22 @@
 * A request without stop strings or a stream calls its tokenizer once, at the end (``decode`` of the new tokens);
   one with stop strings still finds a stop string that spans two rounds, and one that streams still streams the
   text that the result ends with.
+* A round's emitted tokens reach every row's token history in one host-to-device copy, not one per row.
 """
 
 from __future__ import annotations
 
-import pytest
+from collections import Counter
+from typing import Any
 
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from specframe.interfaces import DecodeState
 from specframe.pipeline import Pipeline, Request
 from specframe.testing.toy import ToyTarget
+from specframe.types import SamplingParams
 
 from .test_decode_loop import BASE, _CharTokenizer, _stop_case, make_host, plain_greedy
 
@@ -65,3 +73,30 @@ def test_stop_strings_are_still_found_across_rounds_and_streams_still_stream() -
     pieces: list[str] = []
     streamed = pipe.generate([1], 40, stream=pieces.append)
     assert streamed.text == text and "".join(pieces) == text and len(pieces) > 1  # text shown as it grew
+
+
+class _FromHost(TorchFunctionMode):
+    """Counts tensors made from Python data and ``.to`` moves (a host-to-device copy each on an accelerator)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        name = getattr(func, "__name__", str(func))
+        if name in ("tensor", "as_tensor", "to"):
+            self.calls[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("rows", [1, 8])
+def test_a_rounds_tokens_reach_every_rows_history_in_one_copy(rows: int) -> None:
+    states = [DecodeState(torch.tensor([[b, b + 1]]), 2, SamplingParams(temperature=0.0), capacity=4)
+              for b in range(rows)]
+    emitted = [[10 * b + i for i in range(b % 4 + 1)] for b in range(rows)]  # 1 to 4 tokens; some rows grow
+    with _FromHost() as moves:
+        DecodeState.append_rows(states, emitted)
+    assert moves.calls["tensor"] + moves.calls["as_tensor"] == 1 and moves.calls["to"] <= 1, moves.calls
+    for b, state in enumerate(states):
+        assert state.tokens.tolist() == [[b, b + 1, *emitted[b]]]
