@@ -34,7 +34,6 @@ from specframe.decode.row import Row
 from specframe.decode.session import Session
 from specframe.errors import ContractError
 from specframe.interfaces import DecodeState, RoundContext
-from specframe.metrics.records import RoundRecord
 from specframe.sampling import sample
 from specframe.sampling.noise import TARGET, RoundNoise
 from specframe.tree import DraftTree, check_tree
@@ -95,11 +94,13 @@ def run_round(session: Session, rows: list[Row]) -> None:
     t6 = clock()
     stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3, "verify": t5 - t4,
                 "commit": t6 - t5}
-    for i, row in enumerate(rows):
-        record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=outcome.accepted[i],
-                             committed=0, stage_ns=dict(stage_ns) if cfg.stage_timing and timed else {},
-                             drafted=i in drafting, budget=kept[i])
-        row.take(outcome.emitted[i], record)
+    stages = dict(stage_ns) if cfg.stage_timing and timed else None  # one dict per round, shared by the rows
+    drafted = [False] * len(rows)
+    for i in drafting:
+        drafted[i] = True
+    for i, row in enumerate(rows):  # a few integers per row (RoundLog), no object per row
+        row.take_round(outcome.emitted[i], outcome.nodes[i], outcome.depths[i], outcome.accepted[i], drafted[i],
+                       kept[i], stages)
     if session.auto is not None:
         _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
                  stage_ns if timed else None,
@@ -198,11 +199,7 @@ class RoundOutcome:
         self.depths = depths  # [B] deepest valid node
         self.paths = paths  # [B] accepted node indices, root first (what the target commits)
         self.emitted = emitted  # [B] accepted path tokens, then the bonus
-
-    @property
-    def accepted(self) -> list[int]:
-        """Draft tokens accepted per row (the bonus excluded)."""
-        return [len(p) - 1 for p in self.paths]
+        self.accepted = [len(p) - 1 for p in paths]  # [B] draft tokens accepted (the bonus excluded)
 
     @classmethod
     def read(cls, tree: DraftTree, result: VerifyResult) -> RoundOutcome:

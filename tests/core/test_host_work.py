@@ -3,12 +3,16 @@
 * A request without stop strings or a stream calls its tokenizer once, at the end (``decode`` of the new tokens);
   one with stop strings still finds a stop string that spans two rounds, and one that streams still streams the
   text that the result ends with.
+* A request's rounds are kept as a few integers per round (`RoundLog`), read back as the same `RoundRecord`s
+  every consumer reads (``result.rounds``, ``as_dict``'s ``rounds_detail``, τ), with the round's stage times.
 * A round's emitted tokens reach every row's token history in one host-to-device copy, not one per row.
 """
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from specframe.interfaces import DecodeState
+from specframe.metrics.records import STAGES, GenerationResult, RoundLog, RoundRecord
 from specframe.pipeline import Pipeline, Request
 from specframe.testing.toy import ToyTarget
 from specframe.types import SamplingParams
@@ -100,3 +105,39 @@ def test_a_rounds_tokens_reach_every_rows_history_in_one_copy(rows: int) -> None
     assert moves.calls["tensor"] + moves.calls["as_tensor"] == 1 and moves.calls["to"] <= 1, moves.calls
     for b, state in enumerate(states):
         assert state.tokens.tolist() == [[b, b + 1, *emitted[b]]]
+
+
+RECORDS = [RoundRecord(nodes=4, depth=3, accepted=2, committed=3, stage_ns={"draft": 5, "target": 9}),
+           RoundRecord(nodes=0, depth=0, accepted=0, committed=1, drafted=False, budget=0),
+           RoundRecord(nodes=7, depth=2, accepted=1, committed=1, budget=7)]
+
+
+def test_a_round_log_reads_back_the_records_it_was_given() -> None:
+    log = RoundLog(RECORDS)
+    assert len(log) == 3 and list(log) == RECORDS and log == RECORDS and log[-1] == RECORDS[2]
+    assert log[1:] == RECORDS[1:] and log[::-1] == RECORDS[::-1]
+    assert log.column("committed") == [3, 1, 1] and log.column("budget") == [-1, 0, 7]
+    assert pickle.loads(pickle.dumps(log)) == RECORDS
+    with pytest.raises(IndexError):
+        log[3]
+    kwargs = {"tokens": [1, 2, 3, 4, 5, 6], "text": None, "prompt_len": 2, "prefill_ns": 1, "total_ns": 9,
+              "stop_reason": "length"}
+    ours, plain = GenerationResult(rounds=log, **kwargs), GenerationResult(rounds=RECORDS, **kwargs)
+    assert ours.as_dict() == plain.as_dict() and ours.tau == plain.tau == 5 / 3
+    assert ours.as_dict()["rounds_detail"] == [asdict(r) for r in RECORDS]
+
+
+def test_the_loops_records_carry_every_field_and_the_rounds_stage_times() -> None:
+    target = ToyTarget.random(vocab_size=7, seed=3)
+    pipe = Pipeline.from_dict({**BASE, "metrics": {"stage_timing": True}}, target=target,
+                              host=make_host(target, 0.8))
+    results = pipe.generate_batch([[1], [2, 3]], 12, batch_size=2)
+    for result in results:
+        assert isinstance(result, GenerationResult) and result.num_rounds > 1
+        assert sum(r.committed for r in result.rounds) == len(result.tokens) - 1
+        assert all(set(r.stage_ns) == set(STAGES) and r.drafted and r.budget is None for r in result.rounds)
+        assert all(0 <= r.accepted <= min(r.nodes, r.committed) and r.depth <= 4 for r in result.rounds)
+    first, second = (r.rounds[0] for r in results)  # type: ignore[union-attr]
+    assert first.stage_ns == second.stage_ns  # one round, one set of stage times
+    first.stage_ns["draft"] = -1  # a record read back is the reader's own
+    assert results[1].rounds[0].stage_ns["draft"] != -1  # type: ignore[union-attr]
