@@ -160,11 +160,14 @@ def merge_rows(tree: DraftTree, drafting: list[int], roots: torch.Tensor, rows: 
 
     tokens = fill(tree.tokens, 0, 0)
     tokens[:, 0] = roots.to(dev)  # the drafted rows' roots are their own roots too
-    child_q = None if tree.child_q is None else fill(tree.child_q, 0.0, 0.0)
+    # The draft laws at their own size [R, N, K] -> [rows, N, K]: the other rows get zero-probability laws.
+    child_ids = None if tree.child_ids is None else fill(tree.child_ids, 0, 0)
+    child_probs = None if tree.child_probs is None else fill(tree.child_probs, 0.0, 0.0)
     drafted = dict(zip(drafting, tree.row_nodes or (n,) * len(drafting), strict=True))
     return DraftTree(tokens=tokens, parent=fill(tree.parent, -1, -1), depth=fill(tree.depth, 0, 0),
                      logq=fill(tree.logq, 0.0, float("-inf")), score=fill(tree.score, 0.0, float("-inf")),
-                     valid=fill(tree.valid, True, False), child_q=child_q, depth_bound=tree.depth_bound,
+                     valid=fill(tree.valid, True, False), child_ids=child_ids, child_probs=child_probs,
+                     child_vocab=tree.child_vocab, depth_bound=tree.depth_bound,
                      width_bound=tree.width_bound, row_nodes=tuple(drafted.get(b, 1) for b in range(rows)))
 
 

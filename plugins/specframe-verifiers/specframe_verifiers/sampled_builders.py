@@ -3,10 +3,12 @@
 At depth ``d`` every frontier node asks the corrector for the log-probs of the depth's K candidates as its
 children. Scattered into a ``[V]`` vector (``-inf`` off the candidates) and processed by
 :mod:`specframe.sampling` with the round's sampling settings, they give the draft law ``q`` of that node's
-children. ``q`` is stored in ``DraftTree.child_q[b, node]`` and the children are drawn from exactly that tensor,
-``branching[d - 1]`` of them without replacement (Gumbel-top-k on noise of stream ``DRAFT`` keyed by the request
-seed, the position of the children and the parent node, so siblings of different parents are drawn
-independently), in child-index order.
+children. The children are ``branching[d - 1]`` draws without replacement from exactly that law (Gumbel-top-k on
+noise of stream ``DRAFT`` keyed by the request seed, the position of the children and the parent node, so
+siblings of different parents are drawn independently), in child-index order. The law is recorded at its own
+size, as the K candidates and their probabilities (``DraftTree.child_ids`` / ``child_probs`` ``[B, N, K]``, q
+being zero off the candidates; a candidate listed twice keeps its probability at its first place), so nothing
+of the vocabulary's size outlives the level that computed it.
 Fewer children are drawn where ``q`` has a smaller support (for example one at temperature 0).
 
 Layout: breadth first, children of one parent contiguous and in draw order. When the tree exceeds the round's
@@ -112,7 +114,8 @@ class SampledTreeBuilder(TreeBuilder):
         parents = [torch.full((b, 1), -1, dtype=torch.long, device=dev)]  # per level [B, M]
         logq = [torch.zeros(b, 1, device=dev)]  # per level [B, M]
         alive = [torch.ones(b, 1, dtype=torch.bool, device=dev)]  # per level [B, M]
-        laws: list[torch.Tensor] = []  # per level [B, M, V], law of that level's children
+        laws: list[torch.Tensor] = []  # per level [B, M, K], q at that level's children's candidates
+        law_ids: list[torch.Tensor] = []  # per level [B, M, K], the candidates
         state = corrector.init_state(proposal)  # [B, 1, S]
         offset = 0  # node index of the current level's first node
         for d, n in enumerate(branching, start=1):
@@ -123,13 +126,15 @@ class SampledTreeBuilder(TreeBuilder):
             full = torch.full((b, m, v), float("-inf"), dtype=cand_lp.dtype, device=dev)
             full = full.scatter_reduce(2, cand, cand_lp, reduce="amax")
             # Step 2: q = the processed law; the children are drawn from exactly this tensor.
-            q = processed_logprobs(full, ctx.sampling).exp()  # [B, M, V]
-            laws.append(q)
+            q = processed_logprobs(full, ctx.sampling).exp()  # [B, M, V] (this level's scratch, not stored)
+            first = ~repeated(cand)  # [B, M, K] a token's first place among the candidates
+            laws.append(q.gather(2, cand) * first)  # [B, M, K]: q is zero off the candidates
+            law_ids.append(cand)
             node = offset + torch.arange(m, device=dev)[None, :].expand(b, m)  # [B, M] frontier node indices
             # Gumbel-top-n among the K candidates only (q is zero elsewhere): the draws a vocabulary-wide
             # Gumbel-top-n with the same token-keyed noise makes, at K hashes per node instead of V.
             gumbel = ctx.noise.gumbel(DRAFT, torch.full_like(node, d - 1), node, cand)  # [B, M, K]
-            cand_logq = q.gather(2, cand).log().masked_fill(repeated(cand), float("-inf"))  # [B, M, K]
+            cand_logq = laws[-1].log()  # [B, M, K] (-inf at repeats: a token is drawn at most once)
             drawn, ok = sample_without_replacement(cand_logq, n, gumbel)  # [B, M, n] candidate positions
             picks = cand.gather(2, drawn)  # [B, M, n] token ids
             # Step 3: append the level, children of one parent contiguous, in draw order.
@@ -141,13 +146,16 @@ class SampledTreeBuilder(TreeBuilder):
             alive.append((alive[-1][:, :, None] & ok & has_law).reshape(b, m * n))
             state = corrector.advance(proposal, d, state.repeat_interleave(n, dim=1), tokens[-1])
             offset += m
-        m_last = tokens[-1].shape[1]
-        laws.append(torch.zeros(b, m_last, v, dtype=laws[-1].dtype if laws else torch.float32, device=dev))
-        return self._assemble(tokens, parents, logq, alive, laws, ctx.budget, max(branching, default=0))
+        m_last, k = tokens[-1].shape[1], proposal.num_candidates
+        laws.append(torch.zeros(b, m_last, k, dtype=laws[-1].dtype if laws else torch.float32, device=dev))
+        law_ids.append(torch.zeros(b, m_last, k, dtype=torch.long, device=dev))  # leaves draw nothing
+        return self._assemble(tokens, parents, logq, alive, (law_ids, laws, v), ctx.budget,
+                              max(branching, default=0))
 
     @staticmethod
     def _assemble(tokens: list[torch.Tensor], parents: list[torch.Tensor], logq: list[torch.Tensor],
-                  alive: list[torch.Tensor], laws: list[torch.Tensor], budget: int, width: int) -> DraftTree:
+                  alive: list[torch.Tensor], laws: tuple[list[torch.Tensor], list[torch.Tensor], int], budget: int,
+                  width: int) -> DraftTree:
         """Concatenate the levels and keep the live nodes, the first ``budget`` of them in breadth-first order."""
         tok = torch.cat(tokens, dim=1)  # [B, N]
         par = torch.cat(parents, dim=1)  # [B, N]
@@ -158,7 +166,8 @@ class SampledTreeBuilder(TreeBuilder):
         for i in range(1, tok.shape[1]):  # parents precede children
             score[:, i] = score.gather(1, par[:, i : i + 1].clamp(min=0))[:, 0] + lq[:, i]
         raw = DraftTree(tokens=tok, parent=par, depth=depth, logq=lq, score=score,
-                        valid=torch.ones_like(live), child_q=torch.cat(laws, dim=1), depth_bound=len(tokens) - 1,
+                        valid=torch.ones_like(live), child_ids=torch.cat(laws[0], dim=1),
+                        child_probs=torch.cat(laws[1], dim=1), child_vocab=laws[2], depth_bound=len(tokens) - 1,
                         width_bound=width)
         order = torch.cumsum(live.long(), dim=1) - 1  # [B, N] breadth-first index among live nodes
         # At most budget + 1 nodes per row are kept: the capacity is known without reading the device.
