@@ -76,15 +76,31 @@ class DecodeState:
         """The address of the token buffer (tests check that appending does not reallocate it)."""
         return int(self._buffer.data_ptr())
 
-    def append(self, new: Sequence[int]) -> None:
-        """Append ``new`` token ids (one row) in place; the buffer grows by half only when the capacity is exceeded."""
+    def append(self, new: Sequence[int] | torch.Tensor) -> None:
+        """Append ``new`` token ids (one row; a list, or a ``[n]`` tensor already on the buffer's device) in place;
+        the buffer grows by half only when the capacity is exceeded."""
         end = self._length + len(new)
         if end > self._buffer.shape[1]:
             grown = self._buffer.new_zeros(self._buffer.shape[0], max(end, self._buffer.shape[1] * 3 // 2))
             grown[:, : self._length] = self._buffer[:, : self._length]
             self._buffer = grown
-        self._buffer[:, self._length : end] = torch.tensor(new, dtype=self._buffer.dtype).to(self._buffer.device)
+        if not isinstance(new, torch.Tensor):
+            new = torch.tensor(new, dtype=self._buffer.dtype).to(self._buffer.device)
+        self._buffer[:, self._length : end] = new
         self._length = end
+
+    @staticmethod
+    def append_rows(states: Sequence[DecodeState], new: Sequence[Sequence[int]]) -> None:
+        """Append ``new[i]`` to ``states[i]`` for every row with one host-to-device copy for all of them (the
+        rows' tokens packed into one tensor, then each row's slice written into its buffer on the device)."""
+        if not states:
+            return
+        device = states[0]._buffer.device
+        flat = torch.tensor([t for row in new for t in row], dtype=torch.long).to(device)  # [sum n_i]: one copy
+        start = 0
+        for state, row in zip(states, new, strict=True):
+            state.append(flat[start : start + len(row)])  # device to device (a view on one device)
+            start += len(row)
 
     def __repr__(self) -> str:
         return (f"DecodeState(tokens={self.tokens!r}, prompt_len={self.prompt_len}, sampling={self.sampling!r}, "

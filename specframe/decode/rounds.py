@@ -11,7 +11,7 @@
     result   = verifier.verify(full, out.logits)               # a plain round: the target's own draw
     outcome  = every row's path, counts and tokens in ONE device-to-host transfer (checked on the host)
     target.commit(full, result.accepted_nodes, outcome.paths)  # per-row commit from the host paths: no read
-    states append their tokens in place; drafter.commit(all rows)
+    states append their tokens in place (one host-to-device copy); drafter.commit(all rows)
     rows take their tokens, check stop strings and record the round
 
 Host reads: the outcome is the round's one read for every verifier (none in build, prune or verify for the
@@ -34,7 +34,6 @@ from specframe.decode.row import Row
 from specframe.decode.session import Session
 from specframe.errors import ContractError
 from specframe.interfaces import DecodeState, RoundContext
-from specframe.metrics.records import RoundRecord
 from specframe.sampling import sample
 from specframe.sampling.noise import TARGET, RoundNoise
 from specframe.tree import DraftTree, check_tree
@@ -89,27 +88,25 @@ def run_round(session: Session, rows: list[Row]) -> None:
     t5 = clock()
     outcome = RoundOutcome.read(full, result)
     session.target.commit(full, result.accepted_nodes, outcome.paths)
-    for row, emitted in zip(rows, outcome.emitted, strict=True):  # the drafter sees every committed token
-        state = row.state
-        assert state is not None
-        state.append(emitted)
+    DecodeState.append_rows(states, outcome.emitted)  # type: ignore[arg-type]  # one copy; the drafter sees them
     if session.drafter is not None:
         session.drafter.commit(states, full, result, out)  # type: ignore[arg-type]
     t6 = clock()
     stage_ns = {"draft": t1 - t0, "build": t2 - t1, "prune": t3 - t2, "target": t4 - t3, "verify": t5 - t4,
                 "commit": t6 - t5}
-    accepted = outcome.accepted  # [B] host ints
-    for i, row in enumerate(rows):
-        record = RoundRecord(nodes=outcome.nodes[i], depth=outcome.depths[i], accepted=accepted[i],
-                             committed=0, stage_ns=dict(stage_ns) if cfg.stage_timing and timed else {},
-                             drafted=i in drafting, budget=kept[i])
-        row.take(outcome.emitted[i], record)
+    stages = dict(stage_ns) if cfg.stage_timing and timed else None  # one dict per round, shared by the rows
+    drafted = [False] * len(rows)
+    for i in drafting:
+        drafted[i] = True
+    for i, row in enumerate(rows):  # a few integers per row (RoundLog), no object per row
+        row.take_round(outcome.emitted[i], outcome.nodes[i], outcome.depths[i], outcome.accepted[i], drafted[i],
+                       kept[i], stages)
         if session.alarm is not None:  # host counts this round has read already
-            session.alarm.observe(outcome.nodes[i], accepted[i])
+            session.alarm.observe(outcome.nodes[i], outcome.accepted[i])
     if session.auto is not None:
         _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
                  stage_ns if timed else None,
-                 committed=sum(accepted) + len(rows), judged=not (probing and len(rows) == 1))
+                 committed=sum(outcome.accepted) + len(rows), judged=not (probing and len(rows) == 1))
 
 
 def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
@@ -165,11 +162,14 @@ def merge_rows(tree: DraftTree, drafting: list[int], roots: torch.Tensor, rows: 
 
     tokens = fill(tree.tokens, 0, 0)
     tokens[:, 0] = roots.to(dev)  # the drafted rows' roots are their own roots too
-    child_q = None if tree.child_q is None else fill(tree.child_q, 0.0, 0.0)
+    # The draft laws at their own size [R, N, K] -> [rows, N, K]: the other rows get zero-probability laws.
+    child_ids = None if tree.child_ids is None else fill(tree.child_ids, 0, 0)
+    child_probs = None if tree.child_probs is None else fill(tree.child_probs, 0.0, 0.0)
     drafted = dict(zip(drafting, tree.row_nodes or (n,) * len(drafting), strict=True))
     return DraftTree(tokens=tokens, parent=fill(tree.parent, -1, -1), depth=fill(tree.depth, 0, 0),
                      logq=fill(tree.logq, 0.0, float("-inf")), score=fill(tree.score, 0.0, float("-inf")),
-                     valid=fill(tree.valid, True, False), child_q=child_q, depth_bound=tree.depth_bound,
+                     valid=fill(tree.valid, True, False), child_ids=child_ids, child_probs=child_probs,
+                     child_vocab=tree.child_vocab, depth_bound=tree.depth_bound,
                      width_bound=tree.width_bound, row_nodes=tuple(drafted.get(b, 1) for b in range(rows)))
 
 
@@ -204,11 +204,7 @@ class RoundOutcome:
         self.depths = depths  # [B] deepest valid node
         self.paths = paths  # [B] accepted node indices, root first (what the target commits)
         self.emitted = emitted  # [B] accepted path tokens, then the bonus
-
-    @property
-    def accepted(self) -> list[int]:
-        """Draft tokens accepted per row (the bonus excluded)."""
-        return [len(p) - 1 for p in self.paths]
+        self.accepted = [len(p) - 1 for p in paths]  # [B] draft tokens accepted (the bonus excluded)
 
     @classmethod
     def read(cls, tree: DraftTree, result: VerifyResult) -> RoundOutcome:

@@ -1,8 +1,8 @@
 """`Row`: one request in flight in the decode loop, with its tokens, text, records and controller state.
 
 A row appends the tokens a round committed up to the request's cap and its first end-of-sequence token, feeds
-them to its incremental text (which finds stop strings and streams), trims the last round's credit when a stop
-string cut tokens, and says why it ended.
+them to its text (decoded as it grows only to find stop strings or to stream, otherwise once at the end), trims
+the last round's credit when a stop string cut tokens, and says why it ended.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from specframe.cost.auto_budget import RowBudget
 from specframe.decode.request import RequestInputs
-from specframe.decode.text import IncrementalText
+from specframe.decode.text import request_text
 from specframe.interfaces import DecodeState
-from specframe.metrics.records import GenerationResult, RoundRecord
+from specframe.metrics.records import GenerationResult, RoundLog
 
 
 class Row:
@@ -26,8 +26,8 @@ class Row:
         self.inputs = inputs
         self.eos = eos
         self.new: list[int] = []
-        self.text = IncrementalText(tokenizer, inputs.stops, stream)
-        self.rounds: list[RoundRecord] = []
+        self.text = request_text(tokenizer, inputs.stops, stream)  # decoded per round only if it must be
+        self.rounds = RoundLog()  # a few integers per round, not an object
         self.state: DecodeState | None = None
         self.budget: RowBudget | None = None  # `budget: auto` state of this request
         self.t_start = time.perf_counter_ns()
@@ -54,29 +54,33 @@ class Row:
         self.state = state
         self.take([first])
 
-    def take(self, tokens: list[int], record: RoundRecord | None = None) -> list[int]:
-        """Append ``tokens`` up to the cap and EOS, check for stop strings, record the round; return those kept.
+    def take(self, tokens: list[int]) -> list[int]:
+        """Append ``tokens`` up to the cap and EOS and check for stop strings; return those taken (a stop string
+        may then remove some of them again, see :meth:`take_round`).
 
         The row's `DecodeState` is the loop's: it holds every token the target committed."""
+        return self._take(tokens)[0]
+
+    def take_round(self, tokens: list[int], nodes: int, depth: int, accepted: int, drafted: bool,
+                   budget: int | None, stage_ns: dict[str, int] | None) -> None:
+        """Take a round's ``tokens`` (:meth:`take`) and record the round: ``committed`` is what the request kept
+        (after EOS, length and stop-string trimming), ``accepted`` at most that. ``stage_ns`` is the round's
+        shared dict of stage times (None when not timed)."""
+        taken, removed = self._take(tokens)
+        committed = len(taken) - (removed or 0)  # tokens, counts and speed never include what the user does not get
+        self.rounds.append(nodes, depth, min(accepted, committed), committed, drafted, budget, stage_ns)
+
+    def _take(self, tokens: list[int]) -> tuple[list[int], int | None]:
         room = self.inputs.cap - len(self.new)
-        taken: list[int] = []
-        for t in tokens[: max(room, 0)]:
-            taken.append(t)
-            if t in self.eos:
-                break
+        taken = tokens[: max(room, 0)]
+        if self.eos and not self.eos.isdisjoint(taken):  # keep up to the first end-of-sequence token
+            taken = taken[: next(i for i, t in enumerate(taken) if t in self.eos) + 1]
         self.new += taken
         removed = self.text.add(taken)
-        if record is not None:  # a length or EOS cut keeps the accepted drafts that made it
-            record.committed = len(taken)
-            record.accepted = min(record.accepted, record.committed)
-            self.rounds.append(record)
-        if removed:  # a stop string: tokens, counts and speed never include what the user does not get
+        if removed:  # a stop string: the tokens after the one that completed it are not the user's
             del self.new[len(self.new) - removed:]
-            if record is not None:
-                kept = record.committed - removed
-                record.committed, record.accepted = kept, min(record.accepted, kept)
         self.reason = "stop_string" if removed is not None else self._stop_reason()
-        return taken
+        return taken, removed
 
     def _stop_reason(self) -> str | None:
         if self.new and self.new[-1] in self.eos:

@@ -1,4 +1,11 @@
-"""`IncrementalText`: one request's tokens turned into text as they arrive, stop strings found, text streamed.
+"""A request's text: `IncrementalText` (decoded as tokens arrive, stop strings found, text streamed) or
+`FinalText` (decoded once at the end), chosen by :func:`request_text`.
+
+Only a request with stop strings or a stream needs its text while it decodes. Every other request keeps its
+tokens and decodes them once when it ends (:class:`FinalText`): no tokenizer call per round, and the same text
+``IncrementalText`` ends with (its final text is the kept tokens decoded once in full, see below).
+
+`IncrementalText`:
 
 The work per added token is bounded (linear in the output, not quadratic): only a short window of recent tokens
 is decoded, the technique of vLLM's and text-generation-inference's incremental detokenizers. The window is a
@@ -38,7 +45,7 @@ Safeguards for unusual token runs:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 #: What a decoder writes for bytes that are not (yet) a whole UTF-8 character.
 REPLACEMENT = "\ufffd"
@@ -47,6 +54,72 @@ MAX_PENDING = 16
 #: Newest tokens `_settle_older` leaves pending (an unfinished character's missing bytes are usually among them;
 #: the split is checked, not assumed).
 SETTLE_LAG = 8
+
+
+class RequestText(Protocol):
+    """What the decode loop asks of a request's text (see the module docstring)."""
+
+    @property
+    def text(self) -> str | None: ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+    def add(self, tokens: Sequence[int]) -> int | None: ...
+
+    def finish(self) -> str | None: ...
+
+
+def request_text(tokenizer: Any, stops: Iterable[str] = (), stream: Callable[[str], None] | None = None
+                 ) -> RequestText:
+    """The text of one request: decoded as it grows only when it has stop strings or a stream."""
+    stops = tuple(stops)
+    if stops or stream is not None:
+        return IncrementalText(tokenizer, stops, stream)
+    return FinalText(tokenizer)
+
+
+class FinalText:
+    """The text of a request without stop strings or a stream: its tokens, decoded once by :meth:`finish`.
+
+    ``add`` only keeps the tokens (no tokenizer call), so a request's tokenizer work is one ``decode`` call
+    whatever its length; the text is ``tokenizer.decode(tokens, skip_special_tokens=True)``, what
+    `IncrementalText` ends with for the same tokens.
+    """
+
+    stopped = False  # no stop strings: nothing ends the text early
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        #: The tokens added so far.
+        self.tokens: list[int] = []
+        self._final: str | None = None
+
+    @property
+    def text(self) -> str | None:
+        """The final text once :meth:`finish` ran (decoding the tokens so far before that); None without a
+        tokenizer."""
+        if self.tokenizer is None:
+            return None
+        return self._final if self._final is not None else self._decode()
+
+    def add(self, tokens: Sequence[int]) -> None:
+        """Keep ``tokens`` (in order); there is no stop string, so nothing is ever cut (always None)."""
+        if self._final is not None:
+            raise RuntimeError("the text is final (finish() ran); add no more tokens")
+        if self.tokenizer is not None:
+            self.tokens.extend(tokens)
+
+    def finish(self) -> str | None:
+        """The final text: every token decoded once."""
+        if self.tokenizer is None:
+            return None
+        if self._final is None:
+            self._final = self._decode()
+        return self._final
+
+    def _decode(self) -> str:
+        return str(self.tokenizer.decode(self.tokens, skip_special_tokens=True))
 
 
 class IncrementalText:

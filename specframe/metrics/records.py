@@ -9,12 +9,18 @@ Definitions (docs/metrics.md):
   the prefill and its token.
 
 Example: rounds committing 3, 1 and 4 tokens after a prefill token give 9 new tokens and τ = 8/3 ≈ 2.67.
+
+The decode loop does not build a `RoundRecord` per row per round: each request keeps a `RoundLog`, its rounds
+as columns (six integers a round in one array, and a reference to the round's stage times, one dict shared by
+every row of the round). Reading the log (``result.rounds``) gives `RoundRecord` objects, built when read.
 """
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
 STAGES = ("draft", "build", "prune", "target", "verify", "commit")
 
@@ -36,6 +42,67 @@ class RoundRecord:
         return sum(self.stage_ns.values())
 
 
+class RoundLog(Sequence[RoundRecord]):
+    """One request's rounds, appended in O(1) per round and read as `RoundRecord` objects.
+
+    Storage: ``_ints`` holds :data:`FIELDS` integers per round (``drafted`` as 0/1, ``budget`` -1 for None);
+    ``_stages`` the round's stage times, a dict the round's rows share (read-only here; None when not timed).
+    Item ``i`` is ``RoundRecord(*_ints[6 i : 6 i + 6], stage_ns=dict(_stages[i]) or {})``, e.g. after
+    ``log.append(4, 3, 2, 3, True, None, None)``: ``log[0] == RoundRecord(4, 3, 2, 3, {}, True, None)``.
+    """
+
+    #: The integer columns, in storage order.
+    FIELDS = ("nodes", "depth", "accepted", "committed", "drafted", "budget")
+
+    def __init__(self, records: Sequence[RoundRecord] = ()) -> None:
+        self._ints = array("q")  # [rounds * 6]
+        self._stages: list[dict[str, int] | None] = []
+        for r in records:
+            self.append(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget, r.stage_ns or None)
+
+    def append(self, nodes: int, depth: int, accepted: int, committed: int, drafted: bool, budget: int | None,
+               stage_ns: dict[str, int] | None) -> None:
+        """Record a round; ``stage_ns`` is kept by reference (the caller does not change it afterwards)."""
+        self._ints.extend((nodes, depth, accepted, committed, drafted, -1 if budget is None else budget))
+        self._stages.append(stage_ns)
+
+    def __len__(self) -> int:
+        return len(self._stages)
+
+    @overload
+    def __getitem__(self, index: int) -> RoundRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RoundRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> RoundRecord | list[RoundRecord]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = range(len(self))[index]  # negative indices, and an IndexError past the end
+        nodes, depth, accepted, committed, drafted, budget = self._ints[6 * i : 6 * i + 6]
+        stage = self._stages[i]
+        return RoundRecord(nodes=nodes, depth=depth, accepted=accepted, committed=committed,
+                           stage_ns=dict(stage) if stage else {}, drafted=bool(drafted),
+                           budget=None if budget < 0 else budget)
+
+    def __iter__(self) -> Iterator[RoundRecord]:
+        return (self[i] for i in range(len(self)))
+
+    def column(self, name: str) -> list[int]:
+        """One integer column over the rounds (see :data:`FIELDS`), without building records."""
+        return self._ints[self.FIELDS.index(name)::6].tolist()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"RoundLog({list(self)!r})"
+
+
 @dataclass
 class GenerationResult:
     """One request's output and measurements."""
@@ -43,7 +110,7 @@ class GenerationResult:
     tokens: list[int]  # new tokens, the prefill token first
     text: str | None  # decoded new tokens (None without a tokenizer)
     prompt_len: int
-    rounds: list[RoundRecord]
+    rounds: Sequence[RoundRecord]  # a RoundLog from the decode loop; any sequence of records otherwise
     prefill_ns: int  # prefill forward + first sample
     total_ns: int  # whole request, prefill included
     stop_reason: str  # "length", "eos", "stop_string" or "context"
@@ -59,7 +126,7 @@ class GenerationResult:
         """Mean tokens committed per verification round (bonus included, prefill token excluded)."""
         if not self.rounds:
             return 0.0
-        return sum(r.committed for r in self.rounds) / len(self.rounds)
+        return sum(self.accept_lengths()) / len(self.rounds)
 
     @property
     def tokens_per_s(self) -> float:
@@ -83,6 +150,8 @@ class GenerationResult:
 
     def accept_lengths(self) -> list[int]:
         """Per-round committed tokens (Spec-Bench's ``accept_lengths``)."""
+        if isinstance(self.rounds, RoundLog):
+            return self.rounds.column("committed")
         return [r.committed for r in self.rounds]
 
     def summary(self) -> dict[str, Any]:

@@ -22,6 +22,18 @@ Worked example (one row)::
 
 Derived views (ancestor mask, positions, left-child/right-sibling arrays, root-to-leaf paths) are computed
 from ``parent`` and ``depth``; they are never stored, so they cannot disagree with the tree.
+
+Draft laws at their own size: a sampled tree records the law each node's children were drawn from as
+*candidate laws* ``child_ids`` / ``child_probs`` ``[B, N, K]``: the K candidate token ids and their
+probabilities, q being zero off them. Nothing of the vocabulary's size is stored, so selecting rows, cutting
+subtrees and merging a round's rows copy ``K`` values per node, not ``V``. ``child_q`` is the dense view
+``[B, N, V]`` (built when read; for tests and checks), and a dense law handed to the constructor as ``child_q=``
+is kept as a candidate law whose candidates are the whole vocabulary. Example (V = 4, K = 2)::
+
+    child_ids   = [[[2, 0]]]            child_probs = [[[0.7, 0.3]]]
+    child_q     = [[[0.3, 0, 0.7, 0]]]  (zeros, then each candidate's probability added at its id)
+
+A candidate listed twice carries its probability once (the other copies 0).
 """
 
 from __future__ import annotations
@@ -31,9 +43,13 @@ from dataclasses import dataclass, field, replace
 import torch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class DraftTree:
-    """A batch of draft trees. See the module docstring for the layout and an example."""
+    """A batch of draft trees. See the module docstring for the layout and an example.
+
+    The constructor takes the fields below, and ``child_q=``, a dense law ``[B, N, V]`` that replaces
+    ``child_ids`` / ``child_probs`` (its candidates are the whole vocabulary).
+    """
 
     tokens: torch.Tensor  # [B, N] int64, token id of each node (node 0 = root)
     parent: torch.Tensor  # [B, N] int64, parent index, -1 for the root and padding
@@ -41,7 +57,12 @@ class DraftTree:
     logq: torch.Tensor  # [B, N] float32, the node's own draft log-prob given its parent (0 at the root)
     score: torch.Tensor  # [B, N] float32, path score the builder ranked the node by (0 at the root)
     valid: torch.Tensor  # [B, N] bool, contiguous prefix of True per row
-    child_q: torch.Tensor | None = None  # [B, N, V] float32, law the node's children were sampled from
+    #: The law each node's children were sampled from (sampled trees; None for deterministic ones), as candidate
+    #: token ids and their probabilities; q is zero off the candidates (see the module docstring).
+    child_ids: torch.Tensor | None = None  # [B, N, K] int64
+    child_probs: torch.Tensor | None = None  # [B, N, K] float32 (float64 from a float64 corrector)
+    #: V, the length of the dense view :attr:`child_q` (None without laws).
+    child_vocab: int | None = field(default=None, compare=False)
     #: Host-side upper bounds on the deepest node and on the children of any node, when the builder knows them
     #: (None: unknown). Verifiers size their loops by them instead of reading the tree back to the host.
     depth_bound: int | None = field(default=None, compare=False)
@@ -52,6 +73,22 @@ class DraftTree:
     row_nodes: tuple[int, ...] | None = field(default=None, compare=False)
     #: :meth:`visibility`, computed on first use (a tree is immutable; `replace` never copies it).
     _visibility: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __init__(self, tokens: torch.Tensor, parent: torch.Tensor, depth: torch.Tensor, logq: torch.Tensor,
+                 score: torch.Tensor, valid: torch.Tensor, child_ids: torch.Tensor | None = None,
+                 child_probs: torch.Tensor | None = None, child_vocab: int | None = None,
+                 depth_bound: int | None = None, width_bound: int | None = None,
+                 row_nodes: tuple[int, ...] | None = None, *, child_q: torch.Tensor | None = None) -> None:
+        if child_q is not None:  # a dense law [B, N, V]: every token is a candidate (a view, nothing copied)
+            b, n, v = child_q.shape
+            child_ids = torch.arange(v, device=child_q.device).expand(b, n, v)
+            child_probs, child_vocab = child_q, v
+        if (child_ids is None) != (child_probs is None) or (child_ids is not None and child_vocab is None):
+            raise ValueError("a draft law needs child_ids, child_probs and child_vocab together (or child_q)")
+        values = (tokens, parent, depth, logq, score, valid, child_ids, child_probs, child_vocab, depth_bound,
+                  width_bound, row_nodes)
+        for name, value in zip(_FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
 
     # ----------------------------------------------------------------------------------- construction
     @classmethod
@@ -116,16 +153,21 @@ class DraftTree:
         """Concatenate one-row trees along the batch axis, padding to the largest capacity."""
         n = max(r.capacity for r in rows)
 
-        def pad(t: torch.Tensor, value: float | int | bool) -> torch.Tensor:
+        def pad(t: torch.Tensor, value: float | int | bool, k: int | None = None) -> torch.Tensor:
+            if k is not None and k > t.shape[2]:  # candidate laws of different K: pad with zero-probability ids
+                t = torch.cat([t, t.new_full((*t.shape[:2], k - t.shape[2]), value)], dim=2)
             extra = n - t.shape[1]
             if extra == 0:
                 return t
             filler = torch.full((t.shape[0], extra, *t.shape[2:]), value, dtype=t.dtype, device=t.device)
             return torch.cat([t, filler], dim=1)
 
-        child_q = None
-        if all(r.child_q is not None for r in rows):
-            child_q = torch.cat([pad(r.child_q, 0.0) for r in rows])  # type: ignore[arg-type]
+        ids = probs = vocab = None
+        if all(r.child_ids is not None for r in rows):
+            k = max(r.child_ids.shape[2] for r in rows)  # type: ignore[union-attr]
+            ids = torch.cat([pad(r.child_ids, 0, k) for r in rows])  # type: ignore[arg-type]
+            probs = torch.cat([pad(r.child_probs, 0.0, k) for r in rows])  # type: ignore[arg-type]
+            vocab = max(r.child_vocab for r in rows)  # type: ignore[type-var]
         return cls(
             tokens=torch.cat([pad(r.tokens, 0) for r in rows]),
             parent=torch.cat([pad(r.parent, -1) for r in rows]),
@@ -133,12 +175,24 @@ class DraftTree:
             logq=torch.cat([pad(r.logq, float("-inf")) for r in rows]),
             score=torch.cat([pad(r.score, float("-inf")) for r in rows]),
             valid=torch.cat([pad(r.valid, False) for r in rows]),
-            child_q=child_q,
+            child_ids=ids,
+            child_probs=probs,
+            child_vocab=vocab,
             depth_bound=_max_bound([r.depth_bound for r in rows]),
             width_bound=_max_bound([r.width_bound for r in rows]),
         )
 
     # ------------------------------------------------------------------------------------ basic facts
+    @property
+    def child_q(self) -> torch.Tensor | None:  # [B, N, V]
+        """The dense view of the draft laws (None without them), built on each read: for tests and checks,
+        never for the decode loop's per-round work."""
+        if self.child_ids is None or self.child_probs is None or self.child_vocab is None:
+            return None
+        b, n, _ = self.child_ids.shape
+        dense = self.child_probs.new_zeros(b, n, self.child_vocab)
+        return dense.scatter_add_(2, self.child_ids, self.child_probs)
+
     @property
     def batch_size(self) -> int:
         return int(self.tokens.shape[0])
@@ -179,7 +233,8 @@ class DraftTree:
             logq=self.logq.to(device),
             score=self.score.to(device),
             valid=self.valid.to(device),
-            child_q=None if self.child_q is None else self.child_q.to(device),
+            child_ids=None if self.child_ids is None else self.child_ids.to(device),
+            child_probs=None if self.child_probs is None else self.child_probs.to(device),
         )
 
     def row(self, b: int) -> DraftTree:
@@ -192,7 +247,9 @@ class DraftTree:
             logq=self.logq[b : b + 1, :n],
             score=self.score[b : b + 1, :n],
             valid=self.valid[b : b + 1, :n],
-            child_q=None if self.child_q is None else self.child_q[b : b + 1, :n],
+            child_ids=None if self.child_ids is None else self.child_ids[b : b + 1, :n],
+            child_probs=None if self.child_probs is None else self.child_probs[b : b + 1, :n],
+            child_vocab=self.child_vocab,
         )
 
     # ----------------------------------------------------------------------------------- derived views
@@ -251,7 +308,8 @@ class DraftTree:
             logq=self.logq.index_select(0, idx),
             score=self.score.index_select(0, idx),
             valid=self.valid.index_select(0, idx),
-            child_q=None if self.child_q is None else self.child_q.index_select(0, idx),
+            child_ids=None if self.child_ids is None else self.child_ids.index_select(0, idx),
+            child_probs=None if self.child_probs is None else self.child_probs.index_select(0, idx),
         )
 
     def first_child_next_sibling(self) -> tuple[torch.Tensor, torch.Tensor]:  # ([B, N], [B, N]) int64
@@ -355,10 +413,17 @@ class DraftTree:
             logq=torch.where(valid, take(self.logq), torch.full_like(take(self.logq), float("-inf"))),
             score=torch.where(valid, take(self.score), torch.full_like(take(self.score), float("-inf"))),
             valid=valid,
-            child_q=None if self.child_q is None else take(self.child_q),
+            child_ids=None if self.child_ids is None else take(self.child_ids),  # [B, M, K]: K per node, not V
+            child_probs=None if self.child_probs is None else take(self.child_probs),
+            child_vocab=self.child_vocab,
             depth_bound=self.depth_bound,
             width_bound=self.width_bound,
         )
+
+
+#: The constructor's fields, in order.
+_FIELDS = ("tokens", "parent", "depth", "logq", "score", "valid", "child_ids", "child_probs", "child_vocab",
+           "depth_bound", "width_bound", "row_nodes")
 
 
 def _max_bound(bounds: list[int | None]) -> int | None:

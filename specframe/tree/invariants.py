@@ -33,8 +33,12 @@ def check_tree(tree: DraftTree, *, budget: int | None = None, monotone_scores: b
             errors.append(f"{name} has dtype {fields[name].dtype}, expected torch.int64")
     if tree.valid.dtype != torch.bool:
         errors.append(f"valid has dtype {tree.valid.dtype}, expected torch.bool")
-    if tree.child_q is not None and tree.child_q.shape[:2] != shape:
-        errors.append(f"child_q has shape {tuple(tree.child_q.shape)}, expected {tuple(shape)} + [V]")
+    if tree.child_ids is not None and tree.child_probs is not None:  # the draft laws, [B, N, K] each
+        if tree.child_ids.shape[:2] != shape or tree.child_probs.shape != tree.child_ids.shape:
+            errors.append(f"child_ids / child_probs have shapes {tuple(tree.child_ids.shape)} / "
+                          f"{tuple(tree.child_probs.shape)}, expected {tuple(shape)} + [K] both")
+        elif tree.child_ids.dtype != torch.long:
+            errors.append(f"child_ids has dtype {tree.child_ids.dtype}, expected torch.int64")
     if errors or tree.tokens.dim() != 2 or shape[1] == 0:
         return errors or ["tree must be 2-D [B, N] with N >= 1"]
 

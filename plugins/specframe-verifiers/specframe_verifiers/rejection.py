@@ -13,16 +13,23 @@ from specframe.errors import GenerationError
 from specframe.tree import DraftTree
 
 
-def require_child_q(tree: DraftTree, verifier: str) -> torch.Tensor:  # [B, N, V]
-    """The draft laws stored by a sampled tree builder, or a :class:`GenerationError` naming the fix."""
-    if tree.child_q is None:
+def require_child_law(tree: DraftTree, verifier: str) -> tuple[torch.Tensor, torch.Tensor]:  # [B, N, K] twice
+    """The draft laws stored by a sampled tree builder, as candidate ids and their probabilities, or a
+    :class:`GenerationError` naming the fix."""
+    if tree.child_ids is None or tree.child_probs is None:
         raise GenerationError(
             f"verifier '{verifier}' needs the draft law of each node's children (DraftTree.child_q), "
             "but the tree has none",
             hint="use a sampled tree builder (sampled_chain, sampled_tree), or verifier 'walk' for "
             "deterministic trees",
         )
-    return tree.child_q
+    return tree.child_ids, tree.child_probs
+
+
+def dense_law(like: torch.Tensor, ids: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:  # [B, V]
+    """One node's draft law over the vocabulary, on the fly from its candidate law (``ids``, ``probs`` ``[B, K]``):
+    zeros shaped and typed as ``like`` (the target's law there), each candidate's probability added at its id."""
+    return torch.zeros_like(like).scatter_add_(1, ids, probs.to(like.dtype))
 
 
 def accepts(u: torch.Tensor, p_tok: torch.Tensor, q_tok: torch.Tensor) -> torch.Tensor:  # [B] bool

@@ -1,12 +1,15 @@
 """Sampled tree builders: `sampled_chain` and `sampled_tree`, whose children are draws from a recorded draft law.
 
 At depth ``d`` every frontier node asks the corrector for the log-probs of the depth's K candidates as its
-children. Scattered into a ``[V]`` vector (``-inf`` off the candidates) and processed by
-:mod:`specframe.sampling` with the round's sampling settings, they give the draft law ``q`` of that node's
-children. ``q`` is stored in ``DraftTree.child_q[b, node]`` and the children are drawn from exactly that tensor,
-``branching[d - 1]`` of them without replacement (Gumbel-top-k on noise of stream ``DRAFT`` keyed by the request
-seed, the position of the children and the parent node, so siblings of different parents are drawn
-independently), in child-index order.
+children (a token listed twice counts once, with its larger log-prob). Processed by :mod:`specframe.sampling`
+with the round's sampling settings over the candidates, they give the draft law ``q`` of that node's children,
+zero off the candidates: the law of processing a ``[V]`` vector that is ``-inf`` off the candidates
+(temperature, top-k and top-p only see finite entries), with exact ties broken by candidate order instead of
+token id. The children are ``branching[d - 1]`` draws without replacement from exactly that law (Gumbel-top-k on
+noise of stream ``DRAFT`` keyed by the request seed, the position of the children and the parent node, so
+siblings of different parents are drawn independently), in child-index order. The law is recorded at its own
+size (``DraftTree.child_ids`` / ``child_probs`` ``[B, N, K]``), so the builder does no work of the vocabulary's
+size.
 Fewer children are drawn where ``q`` has a smaller support (for example one at temperature 0).
 
 Layout: breadth first, children of one parent contiguous and in draw order. When the tree exceeds the round's
@@ -112,42 +115,46 @@ class SampledTreeBuilder(TreeBuilder):
         parents = [torch.full((b, 1), -1, dtype=torch.long, device=dev)]  # per level [B, M]
         logq = [torch.zeros(b, 1, device=dev)]  # per level [B, M]
         alive = [torch.ones(b, 1, dtype=torch.bool, device=dev)]  # per level [B, M]
-        laws: list[torch.Tensor] = []  # per level [B, M, V], law of that level's children
+        laws: list[torch.Tensor] = []  # per level [B, M, K], q at that level's children's candidates
+        law_ids: list[torch.Tensor] = []  # per level [B, M, K], the candidates
         state = corrector.init_state(proposal)  # [B, 1, S]
         offset = 0  # node index of the current level's first node
         for d, n in enumerate(branching, start=1):
             m = tokens[-1].shape[1]
-            # Step 1: the corrected candidate log-probs of every frontier node, scattered into [V].
+            # Step 1: the corrected log-probs of every frontier node's K candidates, a repeated token once.
             cand_lp = corrector.child_logprobs(proposal, d, tokens[-1], state)  # [B, M, K]
             cand = proposal.tokens[:, d - 1][:, None, :].expand(-1, m, -1)  # [B, M, K]
-            full = torch.full((b, m, v), float("-inf"), dtype=cand_lp.dtype, device=dev)
-            full = full.scatter_reduce(2, cand, cand_lp, reduce="amax")
-            # Step 2: q = the processed law; the children are drawn from exactly this tensor.
-            q = processed_logprobs(full, ctx.sampling).exp()  # [B, M, V]
+            lp = once(cand, cand_lp)  # [B, M, K]
+            # Step 2: q = the processed law over the candidates (zero off them; none at a dead depth). The
+            # children are drawn from exactly this law, and it is recorded at its own size.
+            has_law = torch.isfinite(lp).any(dim=-1, keepdim=True)  # [B, M, 1]
+            q = torch.where(has_law, processed_logprobs(lp, ctx.sampling).exp(), 0.0)  # [B, M, K]
             laws.append(q)
+            law_ids.append(cand)
             node = offset + torch.arange(m, device=dev)[None, :].expand(b, m)  # [B, M] frontier node indices
-            # Gumbel-top-n among the K candidates only (q is zero elsewhere): the draws a vocabulary-wide
+            # Gumbel-top-n among the K candidates (q is zero elsewhere): the draws a vocabulary-wide
             # Gumbel-top-n with the same token-keyed noise makes, at K hashes per node instead of V.
             gumbel = ctx.noise.gumbel(DRAFT, torch.full_like(node, d - 1), node, cand)  # [B, M, K]
-            cand_logq = q.gather(2, cand).log().masked_fill(repeated(cand), float("-inf"))  # [B, M, K]
-            drawn, ok = sample_without_replacement(cand_logq, n, gumbel)  # [B, M, n] candidate positions
+            drawn, ok = sample_without_replacement(q.log(), n, gumbel)  # [B, M, n] candidate positions
             picks = cand.gather(2, drawn)  # [B, M, n] token ids
             # Step 3: append the level, children of one parent contiguous, in draw order.
             tokens.append(picks.reshape(b, m * n))
             parents.append((offset + torch.arange(m, device=dev)).repeat_interleave(n)[None, :].expand(b, -1))
-            logq.append(q.gather(2, picks).log().reshape(b, m * n).float())
+            logq.append(q.gather(2, drawn).log().reshape(b, m * n).float())
             # A frontier node none of whose candidates is live (a dead depth) has no children, at any temperature.
-            has_law = torch.isfinite(full).any(dim=-1, keepdim=True)  # [B, M, 1]
             alive.append((alive[-1][:, :, None] & ok & has_law).reshape(b, m * n))
             state = corrector.advance(proposal, d, state.repeat_interleave(n, dim=1), tokens[-1])
             offset += m
-        m_last = tokens[-1].shape[1]
-        laws.append(torch.zeros(b, m_last, v, dtype=laws[-1].dtype if laws else torch.float32, device=dev))
-        return self._assemble(tokens, parents, logq, alive, laws, ctx.budget, max(branching, default=0))
+        m_last, k = tokens[-1].shape[1], proposal.num_candidates
+        laws.append(torch.zeros(b, m_last, k, dtype=laws[-1].dtype if laws else torch.float32, device=dev))
+        law_ids.append(torch.zeros(b, m_last, k, dtype=torch.long, device=dev))  # leaves draw nothing
+        return self._assemble(tokens, parents, logq, alive, (law_ids, laws, v), ctx.budget,
+                              max(branching, default=0))
 
     @staticmethod
     def _assemble(tokens: list[torch.Tensor], parents: list[torch.Tensor], logq: list[torch.Tensor],
-                  alive: list[torch.Tensor], laws: list[torch.Tensor], budget: int, width: int) -> DraftTree:
+                  alive: list[torch.Tensor], laws: tuple[list[torch.Tensor], list[torch.Tensor], int], budget: int,
+                  width: int) -> DraftTree:
         """Concatenate the levels and keep the live nodes, the first ``budget`` of them in breadth-first order."""
         tok = torch.cat(tokens, dim=1)  # [B, N]
         par = torch.cat(parents, dim=1)  # [B, N]
@@ -158,11 +165,21 @@ class SampledTreeBuilder(TreeBuilder):
         for i in range(1, tok.shape[1]):  # parents precede children
             score[:, i] = score.gather(1, par[:, i : i + 1].clamp(min=0))[:, 0] + lq[:, i]
         raw = DraftTree(tokens=tok, parent=par, depth=depth, logq=lq, score=score,
-                        valid=torch.ones_like(live), child_q=torch.cat(laws, dim=1), depth_bound=len(tokens) - 1,
+                        valid=torch.ones_like(live), child_ids=torch.cat(laws[0], dim=1),
+                        child_probs=torch.cat(laws[1], dim=1), child_vocab=laws[2], depth_bound=len(tokens) - 1,
                         width_bound=width)
         order = torch.cumsum(live.long(), dim=1) - 1  # [B, N] breadth-first index among live nodes
         # At most budget + 1 nodes per row are kept: the capacity is known without reading the device.
         return raw.subtree(live & (order <= budget), capacity=min(int(tok.shape[1]), budget + 1))
+
+
+def once(cand: torch.Tensor, lp: torch.Tensor) -> torch.Tensor:  # [..., K]
+    """``lp`` with each token counted once: at its first place among the candidates, with the largest log-prob
+    it is listed with, and ``-inf`` at its later places. Example: tokens ``[5, 2, 5]``, log-probs ``[-2, -1, -0.5]``
+    give ``[-0.5, -1, -inf]``."""
+    same = cand[..., :, None] == cand[..., None, :]  # [..., K, K]
+    best = torch.where(same, lp[..., None, :], torch.full_like(lp[..., None, :], float("-inf"))).amax(dim=-1)
+    return best.masked_fill(repeated(cand), float("-inf"))
 
 
 def repeated(cand: torch.Tensor) -> torch.Tensor:  # [..., K] bool

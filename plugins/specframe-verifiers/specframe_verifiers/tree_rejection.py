@@ -12,6 +12,10 @@ Setting: the children ``c_1..c_n`` of every node ``v`` were drawn *without repla
     if every child was rejected: emit a residual token ~ p_{n+1}       (stream RESIDUAL, keyed v)
     at a leaf (no children): emit a bonus token ~ p                      (stream TARGET)
 
+The laws arrive at their own size (``tree.child_ids`` / ``child_probs`` ``[B, N, K]``, q zero off the K
+candidates); at each step the node's ``q`` is laid over the vocabulary on the fly (``[B, V]``, next to ``p``,
+which is vocabulary-sized anyway), so the residual ``max(p - q, 0)`` never needs a stored ``[B, N, V]`` law.
+
 Every uniform is keyed by the request seed, the stream, the absolute position of the token decided at ``v``
 and the keys named (:mod:`specframe.sampling.noise`), so the draws at different nodes, tries and streams are
 independent, and a seed reproduces a round whose tree has the same shape.
@@ -51,7 +55,7 @@ from specframe.sampling.noise import ACCEPT, RESIDUAL, TARGET
 from specframe.tree import DraftTree
 from specframe.types import VerifyResult
 from specframe_verifiers.paths import AcceptedPath, child_at_rank, gather_rows
-from specframe_verifiers.rejection import accepts, common_dtype, require_child_q, residual_law
+from specframe_verifiers.rejection import accepts, common_dtype, dense_law, require_child_law, residual_law
 
 
 class TreeRejectionVerifier(Verifier):
@@ -74,7 +78,7 @@ class TreeRejectionVerifier(Verifier):
         return torch.where(mass > 0, q / mass.clamp(min=torch.finfo(q.dtype).tiny), q)
 
     def verify(self, tree: DraftTree, logits: torch.Tensor, ctx: RoundContext) -> VerifyResult:
-        q_all = require_child_q(tree, self.name)  # [B, N, V]
+        ids_all, q_all = require_child_law(tree, self.name)  # [B, N, K] candidates, their draft probabilities
         p_all = probs(logits, ctx.sampling)  # [B, N, V]
         dtype = common_dtype(p_all, q_all)
         p_all, q_all = p_all.to(dtype), q_all.to(dtype)
@@ -88,7 +92,8 @@ class TreeRejectionVerifier(Verifier):
         for _ in range(depth_limit + 1):
             node = path.current  # [B]
             depth = gather_rows(tree.depth, node)  # [B]
-            p, q = gather_rows(p_all, node), gather_rows(q_all, node)  # [B, V] p_j, q_j
+            p = gather_rows(p_all, node)  # [B, V] p_j
+            q = dense_law(p, gather_rows(ids_all, node), gather_rows(q_all, node))  # [B, V] q_j, from [B, K]
             chosen = torch.full((b,), -1, dtype=torch.long, device=dev)  # [B] accepted child
             rejected_any = torch.zeros(b, dtype=torch.bool, device=dev)  # [B] p is a residual
             # Step 1: try the children in sampling order until one is accepted.

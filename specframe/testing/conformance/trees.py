@@ -71,11 +71,12 @@ def check_built_tree(who: str, tree: DraftTree, p: DraftProposal, caps: TreeBuil
 
 
 def _check_sampled(who: str, tree: DraftTree, vocab_size: int) -> None:
-    if tree.child_q is None or tuple(tree.child_q.shape) != (*tree.tokens.shape, vocab_size):
+    dense = tree.child_q  # [B, N, V], the dense view of the recorded candidate laws
+    if dense is None or tuple(dense.shape) != (*tree.tokens.shape, vocab_size):
         raise fail(who, f"declares draft_regime='sampled' but child_q is "
-                        f"{None if tree.child_q is None else tuple(tree.child_q.shape)}, expected "
+                        f"{None if dense is None else tuple(dense.shape)}, expected "
                         f"{(*tree.tokens.shape, vocab_size)} (the law each node's children were drawn from)")
-    q = tree.child_q.cpu().double()
+    q = dense.cpu().double()
     parent = tree.parent.cpu().clamp(min=0)
     q_parent = torch.gather(q, 1, parent[..., None].expand_as(q))  # [B, N, V]
     q_token = q_parent.gather(2, tree.tokens.cpu()[..., None])[..., 0]  # [B, N]

@@ -14,6 +14,10 @@ candidates get ``-inf``; a frontier token that is not one of the previous slot's
 lattice node and gets no children (all ``-inf``). A proposal cut to fewer depths (a builder's ``max_depth``) is
 scored as the shorter lattice.
 
+Host reads: none per round. Scoring runs on the device; the token ids are checked against the embedding table on
+the first proposal only (they come from the drafter's fixed vocabulary), so a round keeps its one read, the
+outcome (:mod:`specframe.decode.rounds`).
+
 Walks: the ``chain`` builder's argmax walk is LiLiCorr's greedy walk (left to right); at temperature > 0 the
 ``sampled_chain`` builder draws each depth from the softmax of these scores and records it, for
 ``chain_rejection`` (the public serving code uses the engine's rejection sampler the same way). Depth-wise tree
@@ -74,6 +78,7 @@ class LatticeCorrector(Corrector):
         self.anchor = anchor
         self.state_size = 0
         self._round = ProposalCache(self._score)
+        self._vocab_checked = False  # the first proposal's token ids were checked against the embedding table
 
     def _score(self, proposal: DraftProposal) -> LatticeScores:
         sizes = self.head.sizes
@@ -87,11 +92,7 @@ class LatticeCorrector(Corrector):
             raise GenerationError(f"corrector '{self.name}' needs proposal.features of width "
                                   f"{sizes.model_hidden_size} (the drafter's hidden states), got {have}",
                                   hint="use a block drafter that emits features, trained with this head")
-        vocab = self.embed_weight.shape[0]
-        top = max(int(proposal.root.max()), int(proposal.tokens.max()) if proposal.tokens.numel() else 0)
-        if top >= vocab:
-            raise GenerationError(f"corrector '{self.name}' embeds tokens of a vocabulary of {vocab}, the proposal "
-                                  f"holds token id {top}", hint="the head must belong to the drafter's target")
+        self._check_vocab(proposal)
         k = min(self.top_k, proposal.num_candidates)
         cands = proposal.tokens[:, :, :k]  # [B, L, k]
         with torch.inference_mode():
@@ -111,6 +112,18 @@ class LatticeCorrector(Corrector):
                                   f"got {have}", hint="use a block drafter (dflash, domino, dspark), which emits "
                                                       "it, or a head trained with lilicorr_anchor: root_embedding")
         return row
+
+    def _check_vocab(self, proposal: DraftProposal) -> None:
+        """Fail clearly when a token id does not fit the embedding table. Ids come from the drafter's fixed
+        vocabulary, so the first proposal is checked (one read per corrector) and later rounds read nothing."""
+        if self._vocab_checked:
+            return
+        vocab = self.embed_weight.shape[0]
+        top = max(int(proposal.root.max()), int(proposal.tokens.max()) if proposal.tokens.numel() else 0)
+        if top >= vocab:
+            raise GenerationError(f"corrector '{self.name}' embeds tokens of a vocabulary of {vocab}, the proposal "
+                                  f"holds token id {top}", hint="the head must belong to the drafter's target")
+        self._vocab_checked = True
 
     def child_logprobs(
         self,
