@@ -13,8 +13,10 @@ Four configurations on the same prompts, machine, precision (float32, greedy) an
 * *threads*: ``--threads N`` compute threads on the same CPUs (``--cpus``, default the last N this process may
   use): specframe runs with ``torch.set_num_threads(N)`` and its process bound to those CPUs; vLLM's worker gets
   ``VLLM_CPU_OMP_THREADS_BIND=<those CPUs>`` (vLLM sets ``OMP_NUM_THREADS`` to their count and binds one thread to
-  each). vLLM's front-end and scheduler processes stay unbound, as vLLM runs them; the CPU seconds each side
-  used per wall second are in the table (``CPU/s``) so any extra core vLLM's design takes is visible.
+  each). vLLM's front-end and scheduler processes run where vLLM puts them (it reserves a core for its scheduler
+  by design), unless ``--vllm-all-on-cpus`` binds them to the same CPUs too (the strictest equal-CPU reading);
+  the CPU seconds each side used per wall second are in the table (``CPU/s``), so any extra core vLLM's design
+  takes is visible.
 * *batching*: **continuous on both sides**, because that is how each serves many requests: a batch size ``b``
   means at most ``b`` requests in flight, the next waiting one admitted as soon as one finishes. specframe:
   ``Pipeline.generate_batch(prompts, batch_size=b)`` (the one decode loop's join / round / leave,
@@ -113,6 +115,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_argument("--cpus", type=counts(minimum=0), default=None,
                     help="the CPUs both sides compute on, comma-separated (default: the last --threads CPUs "
                          "this process may use)")
+    ap.add_argument("--vllm-all-on-cpus", action="store_true",
+                    help="bind vLLM's front-end and scheduler processes to --cpus too (default: only its worker)")
     ap.add_max_load()
     ap.add_smoke("3 prompts, 8 tokens, batch 2, one pass")
     ap.add_output("runs/vllm-peer", flag="--out-dir", kind="dir", help="where peer.json and peer.md go")
@@ -334,14 +338,23 @@ def vllm_env(cpus: list[int]) -> dict[str, str]:
             "VLLM_CPU_KVCACHE_SPACE": "2", "PYTHONPATH": path}
 
 
-def run_vllm(out_dir: Path, inputs: dict[str, Any], vllm_python: Path, cpus: list[int]) -> dict[str, Any]:
-    """Run ``specframe_vllm.bench_vllm`` in the vLLM environment; its JSON."""
+def run_vllm(out_dir: Path, inputs: dict[str, Any], vllm_python: Path, cpus: list[int], *,
+             everything_on_cpus: bool = False) -> dict[str, Any]:
+    """Run ``specframe_vllm.bench_vllm`` in the vLLM environment, its worker bound to ``cpus`` (and with
+    ``everything_on_cpus`` every vLLM process: they inherit the launcher's CPUs); its JSON."""
     from specframe.errors import GenerationError
     from specframe.files import write_text
 
     write_text(out_dir / "vllm-inputs.json", json.dumps(inputs) + "\n", what="the vLLM side's inputs")
-    status = subprocess.run([str(vllm_python), "-m", "specframe_vllm.bench_vllm", str(out_dir / "vllm-inputs.json"),
-                             "--out", str(out_dir / "vllm.json")], env=vllm_env(cpus)).returncode
+    before = os.sched_getaffinity(0)
+    if everything_on_cpus:
+        os.sched_setaffinity(0, cpus)
+    try:
+        status = subprocess.run([str(vllm_python), "-m", "specframe_vllm.bench_vllm",
+                                 str(out_dir / "vllm-inputs.json"), "--out", str(out_dir / "vllm.json")],
+                                env=vllm_env(cpus)).returncode
+    finally:
+        os.sched_setaffinity(0, before)
     if status != 0:
         raise GenerationError(f"the vLLM side ({vllm_python} -m specframe_vllm.bench_vllm) exited with status "
                               f"{status}", hint="its messages are above; `make vllm-setup` rebuilds the vLLM "
@@ -382,30 +395,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     items = items[:SMOKE_PROMPTS] if args.smoke else items
     original_cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, args.cpus)  # specframe computes on the CPUs vLLM's worker is bound to
-    torch.set_num_threads(args.threads)
-    with in_repository():
-        plain = Pipeline.from_yaml(PLAIN[1])
-        pipes = {PLAIN[0]: plain}
-        for name in args.pipelines:
-            path, overrides = SPECULATIVE[name]
-            pipes[name] = Pipeline.from_yaml(path, overrides=overrides, target=plain.target)
-    prompts = [plain.encode(item.text) for _, item in items]  # [1, P] each, chat template applied
-    cells = [time_specframe(name, pipe, prompts, b, args.max_new_tokens, args.repeats)
-             for name, pipe in pipes.items() for b in args.batch_sizes]
-    reference = reference_outputs(plain, prompts, args.max_new_tokens)
-    os.sched_setaffinity(0, original_cpus)  # vLLM's front-end and scheduler run where vLLM puts them
+    try:
+        torch.set_num_threads(args.threads)
+        with in_repository():
+            plain = Pipeline.from_yaml(PLAIN[1])
+            pipes = {PLAIN[0]: plain}
+            for name in args.pipelines:
+                path, overrides = SPECULATIVE[name]
+                pipes[name] = Pipeline.from_yaml(path, overrides=overrides, target=plain.target)
+        prompts = [plain.encode(item.text) for _, item in items]  # [1, P] each, chat template applied
+        cells = [time_specframe(name, pipe, prompts, b, args.max_new_tokens, args.repeats)
+                 for name, pipe in pipes.items() for b in args.batch_sizes]
+        reference = reference_outputs(plain, prompts, args.max_new_tokens)
+    finally:
+        os.sched_setaffinity(0, original_cpus)
     inputs = {"prompts": [{"prompt_ids": p[0].tolist()} for p in prompts], "target": str(target_dir()),
               "drafter": str(args.drafter), "num_speculative_tokens": NUM_SPECULATIVE_TOKENS, "dtype": "float32",
               "max_new_tokens": args.max_new_tokens, "batch_sizes": args.batch_sizes, "repeats": args.repeats}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    vllm = run_vllm(args.out_dir, inputs, args.vllm_python, args.cpus)
+    vllm = run_vllm(args.out_dir, inputs, args.vllm_python, args.cpus, everything_on_cpus=args.vllm_all_on_cpus)
     cells += vllm_cells(vllm["results"])
     eos = set(plain.target.eos_token_ids or ())
     compare(cells, reference, args.max_new_tokens, eos)
     ratios = ratio_rows(cells, args.batch_sizes)
     machine = machine_summary()
+    where = ",".join(map(str, args.cpus)) + (" (all of vLLM's processes)" if args.vllm_all_on_cpus else "")
     header = (f"CPU: {machine['cpu']} ({machine['cores']} CPUs); {args.threads} compute thread(s) per side on CPU(s) "
-              f"{','.join(map(str, args.cpus))}; float32, greedy; continuous batching (at most `batch` requests in "
+              f"{where}; float32, greedy; continuous batching (at most `batch` requests in "
               f"flight); {len(prompts)} {args.split}-split prompts, {args.max_new_tokens} new tokens; tokens/s "
               f"median of {args.repeats}; ratio = specframe / vLLM; * = other processes loaded the machine"
               + ("; SMOKE RUN: the figures mean nothing" if args.smoke else ""))
@@ -417,7 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {"schema": 2, "smoke": args.smoke, "machine": machine, "load_before": load_before,
               "max_load": args.max_load, "threads": args.threads, "cpus": args.cpus, "batching": "continuous",
               "commit": git_revision(REPO), "versions": {"main": versions(), "vllm": vllm["versions"]},
-              "vllm_env": vllm["env"], "split": args.split, "sets": list(SETS),
+              "vllm_env": vllm["env"], "vllm_all_on_cpus": args.vllm_all_on_cpus, "split": args.split,
+              "sets": list(SETS),
               "prompts": [{"set": name, "question_id": item.question_id} for name, item in items],
               "max_new_tokens": args.max_new_tokens, "dtype": "float32", "repeats": args.repeats,
               "ratios": ratios, "all_identical_to_generate": not mismatched, "reference": reference,

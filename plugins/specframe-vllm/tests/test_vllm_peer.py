@@ -89,10 +89,36 @@ def test_missing_inputs_are_refused_with_the_fix(tmp_path: Path, fake_vllm: Path
     assert "--drafter" in capsys.readouterr().err
 
 
-def test_the_vllm_side_is_bound_to_the_same_cpus_and_runs_this_checkout() -> None:
-    env = peer.vllm_env([1, 3])
-    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "1,3" and env["OMP_NUM_THREADS"] == "2"
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(PLUGIN)
+FAKE_VLLM = """
+import json, os, sys
+if "--fail" in os.environ.get("FAKE_VLLM", ""):
+    sys.exit(3)
+out = sys.argv[sys.argv.index("--out") + 1]
+env = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND", "PYTHONPATH")}
+json.dump({"results": [], "versions": {}, "env": env, "cpus": sorted(os.sched_getaffinity(0)),
+           "argv": sys.argv[1:]}, open(out, "w"))
+"""
+
+
+def test_the_vllm_side_runs_bound_to_the_same_cpus_from_this_checkout(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "python"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_VLLM}")
+    fake.chmod(0o755)
+    usable = sorted(os.sched_getaffinity(0))
+    cpu = usable[-1]
+    loose = peer.run_vllm(tmp_path, {"prompts": []}, fake, [cpu])
+    assert loose["argv"][:2] == ["-m", "specframe_vllm.bench_vllm"] and loose["cpus"] == usable
+    assert loose["env"]["VLLM_CPU_OMP_THREADS_BIND"] == str(cpu) and loose["env"]["OMP_NUM_THREADS"] == "1"
+    assert loose["env"]["PYTHONPATH"].split(os.pathsep)[0] == str(PLUGIN)
+    strict = peer.run_vllm(tmp_path, {"prompts": []}, fake, [cpu], everything_on_cpus=True)
+    assert strict["cpus"] == [cpu] and sorted(os.sched_getaffinity(0)) == usable  # the driver's CPUs restored
+    monkeypatch.setenv("FAKE_VLLM", "--fail")
+    from specframe.errors import GenerationError
+
+    with pytest.raises(GenerationError, match="exited with status 3"):
+        peer.run_vllm(tmp_path, {"prompts": []}, fake, [cpu])
+    assert sorted(os.sched_getaffinity(0)) == usable
 
 
 # --------------------------------------------------------------------------------------------- losslessness
