@@ -113,6 +113,20 @@ def test_a_divergence_at_a_near_tie_is_explained() -> None:
     assert "near ties: round at 5" in detail and "unaligned rounds: specframe 1, vLLM 2" in detail
 
 
+def test_drafts_past_the_end_of_the_output_are_not_compared() -> None:
+    """The last round starts 1 token before the end: specframe counts the one draft that made it into the output,
+    vLLM also the two it verified past the token limit; within the output both accepted 1. One draft short fails."""
+    sf, vl = reports()
+    sf["prompts"][0]["rounds"][3] = round_(9, 1)
+    rounds = copy.deepcopy(ROUNDS)
+    rounds[3] = round_(9, 3)
+    set_vllm_rounds(vl, rounds)
+    assert failures(sf, vl, law=False) == []
+    rounds[3] = round_(9, 0)
+    set_vllm_rounds(vl, rounds)
+    assert failures(sf, vl, law=False) == ["drafter rounds gsm8k#1", "drafter log-probabilities"]
+
+
 def test_rounds_that_never_align_fail() -> None:
     """vLLM's rounds start where none of specframe's does (2, 3, 6, 7 against 1, 4, 5, 9): nothing is compared,
     nothing diverged, and the prompt fails."""

@@ -6,7 +6,8 @@ Checks, each counted as passed or failed (the last line reads ``vllm-check: N pa
    equals the target's plain greedy decoding. Both engines decode the same float32 target losslessly, so this holds
    for any drafter, right or wrong: it tests that the two engines compute the same target, not the drafter;
 2. **drafter rounds**, per prompt (:mod:`.rounds`): the rounds that start at the same output position in both
-   engines accept the same number of drafts, except at a near tie of the drafter (top-two log-probability gap
+   engines accept the same number of drafts within the output (vLLM also counts drafts accepted past the token
+   limit, specframe does not), except at a near tie of the drafter (top-two log-probability gap
    within ``2 * --logprob-tol`` in both engines); with that, the per-prompt, per-position accepted counts agree;
    and vLLM's own per-prompt counters equal the counts of its recorded rounds;
 3. **drafter log-probabilities**: over every aligned round and depth, a candidate both engines list has
@@ -100,13 +101,14 @@ def check_drafter(sf: dict[str, Any], vl: dict[str, Any], verdicts: Verdicts, *,
     depth = int(sf["num_speculative_tokens"])
     worst = 0.0
     top1: list[str] = []
-    print(f"per prompt, accepted per position (depth 1..{depth}):")
+    print(f"per prompt, accepted per position (depth 1..{depth}), drafts within the output:")
     for s, v in zip(sf["prompts"], vl["prompts"], strict=True):
         name = prompt_name(s)
-        found = compare_rounds(s["rounds"], v["rounds"], tol=tol)
+        end = len(s["output_ids"])
+        found = compare_rounds(s["rounds"], v["rounds"], tol=tol, end=end)
         worst = max(worst, found.max_logprob_diff)
         top1 += [f"{name} {t}" for t in found.top1_disagreements]
-        counts_sf, counts_vl = per_position(s["rounds"], depth), per_position(v["rounds"], depth)
+        counts_sf, counts_vl = per_position(s["rounds"], depth, end), per_position(v["rounds"], depth, end)
         print(f"  {name:>24}  specframe {counts_sf} over {len(s['rounds'])} rounds, vLLM {counts_vl} over "
               f"{len(v['rounds'])}")
         detail = (f"{found.aligned} aligned rounds, {found.equal} equal; per-position counts "

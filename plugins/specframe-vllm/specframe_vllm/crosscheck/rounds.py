@@ -9,10 +9,18 @@ the same number, up to float rounding:
 * **log-probabilities**: for every depth of every aligned round, a token in both engines' candidate lists has
   log-probabilities at most ``tol`` apart, and the best candidate is the same unless it is a near tie (both
   engines' top-two gap within ``2 * tol``: rounding of at most ``tol`` can reorder only such a pair);
-* **acceptance**: aligned rounds accept the same number of drafts, unless the first depth where the two differ is a
-  near tie in both engines (an *explained* divergence). After one, the engines' rounds start at different places
-  until a round starts at the same place again; the rounds in between (*unaligned*) are not compared. Unaligned
-  rounds without an explained divergence before them fail.
+* **acceptance**: aligned rounds accept the same number of drafts *within the output* (below), unless the first
+  depth where the two differ is a near tie in both engines (an *explained* divergence). After one, the engines'
+  rounds start at different places until a round starts at the same place again; the rounds in between
+  (*unaligned*) are not compared. Unaligned rounds without an explained divergence before them fail.
+
+Within the output: a round that starts ``k`` tokens before the output's end (the token limit, or the EOS token) has
+only ``k`` drafts with a token to compare, and the engines count the rest differently: specframe counts the accepted
+drafts that made it into the output (``min(accepted, committed)``), vLLM counts every draft its verify forward
+accepted, the ones past ``max_tokens`` included (its output is cut afterwards). So both counts are taken as
+``min(accepted, end - start)``, ``end`` the output's length. This was one of the per-prompt differences the former
+check left untraced: a round at 62 of 64 tokens that accepted 2 drafts in specframe and 3 in vLLM, the third being
+the 65th token, which neither engine outputs.
 
 Worked example (``tol`` 1e-3): specframe rounds ``(1, acc 3), (5, acc 0), (6, acc 2)``, vLLM ``(1, 3), (5, 1),
 (7, 0), (8, ...)``: rounds at 1 agree; at 5 they differ at depth 1, explained only if both engines' top-two gap at
@@ -56,13 +64,21 @@ def logprob_diff(a: dict[str, list[Any]], b: dict[str, list[Any]]) -> float:
     return max(diffs, default=0.0)
 
 
-def per_position(rounds: list[dict[str, Any]], depth: int) -> list[int]:
-    """vLLM's ``accepted_per_pos``: per depth ``d + 1``, the rounds that accepted more than ``d`` drafts."""
-    return [sum(1 for r in rounds if r["accepted"] > d) for d in range(depth)]
+def within(r: dict[str, Any], end: int | None) -> int:
+    """The drafts round ``r`` accepted within an output of ``end`` tokens (all of them when ``end`` is None)."""
+    return int(r["accepted"]) if end is None else max(0, min(int(r["accepted"]), end - int(r["start"])))
 
 
-def compare_rounds(sf: list[dict[str, Any]], vl: list[dict[str, Any]], *, tol: float) -> PromptRounds:
-    """Align the two engines' rounds by ``start`` and compare them (module docstring)."""
+def per_position(rounds: list[dict[str, Any]], depth: int, end: int | None = None) -> list[int]:
+    """vLLM's ``accepted_per_pos``: per depth ``d + 1``, the rounds that accepted more than ``d`` drafts (within
+    an output of ``end`` tokens, when given)."""
+    return [sum(1 for r in rounds if within(r, end) > d) for d in range(depth)]
+
+
+def compare_rounds(sf: list[dict[str, Any]], vl: list[dict[str, Any]], *, tol: float,
+                   end: int | None = None) -> PromptRounds:
+    """Align the two engines' rounds by ``start`` and compare the drafts they accepted within an output of ``end``
+    tokens (module docstring)."""
     out = PromptRounds()
     tie = 2.0 * tol
     i = j = 0
@@ -83,12 +99,13 @@ def compare_rounds(sf: list[dict[str, Any]], vl: list[dict[str, Any]], *, tol: f
             if ta["ids"][0] != tb["ids"][0] and not (gap(ta) <= tie and gap(tb) <= tie):
                 out.top1_disagreements.append(f"round at {a['start']}, depth {d + 1}: specframe {ta['ids'][0]} "
                                               f"(gap {gap(ta):.3g}), vLLM {tb['ids'][0]} (gap {gap(tb):.3g})")
-        if a["accepted"] == b["accepted"]:
+        acc_a, acc_b = within(a, end), within(b, end)
+        if acc_a == acc_b:
             out.equal += 1
         else:
-            d = min(a["accepted"], b["accepted"])  # the first depth (0-based) where one accepted, one did not
+            d = min(acc_a, acc_b)  # the first depth (0-based) where one accepted, one did not
             ga, gb = gap(a["top"][d]), gap(b["top"][d])
-            note = (f"round at {a['start']}: specframe accepted {a['accepted']}, vLLM {b['accepted']}; top-two "
+            note = (f"round at {a['start']}: specframe accepted {acc_a}, vLLM {acc_b}; top-two "
                     f"gap at depth {d + 1}: specframe {ga:.3g}, vLLM {gb:.3g} (near tie: <= {tie:.3g})")
             (out.explained if ga <= tie and gb <= tie else out.unexplained).append(note)
         i += 1
