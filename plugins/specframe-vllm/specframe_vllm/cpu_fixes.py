@@ -21,10 +21,11 @@ overrides (``load_general_plugins`` runs first in every worker). Worked example:
 keys of every drafter layer in one call, ``ops.rms_norm(out, all_k, k_norm_weights, eps)`` with ``all_k``
 ``[L, C, kv_heads, D]`` and the layers' ``k_norm`` weights stacked ``[L, D]``: the CUDA kernel picks the weight row
 by the outermost index, the CPU kernel reads only the first ``D`` values, so on CPU every layer's context keys are
-normalised with layer 0's ``k_norm`` weight (measured: ``vllm-check``'s drafter log-probabilities 0.1 to 1.7 away
-from specframe's on the same rounds; a grouped call on random tensors matches layer 0's weight to 5e-7 and misses
-layer 1's by 2.0). The drafter then runs, drafts worse than it was trained to, and greedy outputs stay right, so
-only a per-round comparison of the drafter finds it. The fix: the same kernel called once per layer with that
+normalised with layer 0's ``k_norm`` weight (measured: the cross-check's drafter log-probabilities up to 1.9 away
+from specframe's on the same rounds, docs/benchmarks/vllm-crosscheck/context-key-defect.txt; a grouped call on
+random tensors matches layer 0's weight to 5e-7 and misses layer 1's by 2.0). The drafter still runs and drafts,
+not as it was trained to, and greedy outputs stay right (they are the target's), so only a per-round comparison of
+the drafter finds it. The fix: the same kernel called once per layer with that
 layer's weight (:func:`normalize_context_k_per_layer`).
 """
 

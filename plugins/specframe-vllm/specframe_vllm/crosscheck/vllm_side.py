@@ -23,6 +23,9 @@ log-softmax over them is normalised over the draft vocabulary, as specframe's). 
 The proposal at the end of engine step ``s`` drafts the round verified in step ``s + 1``; the last one is never
 verified.
 
+``--keep-context-key-defect`` undoes the plugin's fix of vLLM's CPU context-key norm in this process
+(:mod:`specframe_vllm.cpu_fixes`), to record what the comparer says about the defect.
+
 Engine settings: ``dtype=float32``, ``enforce_eager=True``, ``max_model_len=2048``, prefix caching on (the samples
 share their prompt). Run it with ``OMP_NUM_THREADS=1 VLLM_CPU_OMP_THREADS_BIND=1 VLLM_CPU_KVCACHE_SPACE=2`` on a
 small machine; ``make vllm-check`` does.
@@ -155,12 +158,19 @@ def sampled_continuations(llm: Any, law: dict[str, Any], samples: int) -> list[l
     return [list(o.outputs[0].token_ids) for o in outs]
 
 
-def run(reference: Path, drafter: str, target: str, out: Path, *, samples: int, seed: int) -> dict[str, Any]:
+def run(reference: Path, drafter: str, target: str, out: Path, *, samples: int, seed: int,
+        keep_context_key_defect: bool = False) -> dict[str, Any]:
     ref = json.loads(reference.read_text())
     depth = int(ref["num_speculative_tokens"])
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: the recorder reaches it
     t0 = time.perf_counter()
+    if keep_context_key_defect:  # vLLM's own method, saved before the plugin's fix replaces it (cpu_fixes.py)
+        from vllm.model_executor.models.qwen3_dflash import DFlashQwen3Model
+
+        defective = DFlashQwen3Model._normalize_context_k
     llm = make_engine(target, drafter, depth, dtype=ref["dtype"], seed=seed)
+    if keep_context_key_defect:
+        DFlashQwen3Model._normalize_context_k = defective
     recorder = DraftRecorder(llm)
     startup_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -171,6 +181,7 @@ def run(reference: Path, drafter: str, target: str, out: Path, *, samples: int, 
     t2 = time.perf_counter()
     drawn = sampled_continuations(llm, ref["law"], samples) if samples else []
     report = {"schema": 2, "drafter": drafter, "target": target, "num_speculative_tokens": depth, "top": TOP,
+              "context_key_fix": not keep_context_key_defect,
               "prompts": rows, "acceptance": total, "samples": drawn,
               "seconds": {"startup": startup_s, "greedy": greedy_s, "samples": time.perf_counter() - t2}}
     tmp = out.with_name(out.name + ".tmp")
@@ -188,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--samples", type=int, default=600, help="sampled continuations for the law test (0: none)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep-context-key-defect", action="store_true",
+                    help="run vLLM's CPU drafter context-key norm unfixed (to record the defect; cpu_fixes.py)")
     args = ap.parse_args(argv)
-    report = run(args.reference, args.drafter, args.target, args.out, samples=args.samples, seed=args.seed)
+    report = run(args.reference, args.drafter, args.target, args.out, samples=args.samples, seed=args.seed,
+                 keep_context_key_defect=args.keep_context_key_defect)
     sec = report["seconds"]
     print(f"vllm: {len(report['prompts'])} prompts, accepted per position {report['acceptance']['accepted_per_pos']},"
           f" {len(report['samples'])} samples; engine start {sec['startup']:.0f}s, greedy {sec['greedy']:.0f}s, "
