@@ -9,5 +9,7 @@
   the sampled continuations;
 * :mod:`.rounds` and :mod:`.compare` (main environment): the target numerics (greedy outputs identical), the
   drafter round by round (per prompt and position, its log-probabilities within a float32 bound), the sample law;
-* :mod:`.controls` (main environment): wrong exports (noisy weights, swapped layers) the comparer must catch.
+* :mod:`.controls` (main environment): wrong exports (noisy weights, swapped layers) the comparer must catch;
+* :mod:`.trace` (both environments): splits the engines' drafter log-probability difference into the target's taps
+  and the drafter's own kernels (how the comparer's bound was derived).
 """
