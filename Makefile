@@ -71,16 +71,30 @@ $(VLLM_STAMP): plugins/specframe-vllm/pyproject.toml
 vllm-setup: $(VLLM_STAMP)
 
 # The cross-check (docs/serving-vllm.md): export the shipped drafter, decode held-out prompts with specframe's
-# DFlash chain (main env) and with vLLM (its env), compare token for token, per-position acceptance and the
-# sampled law; then the peer benchmark in its smoke mode.
+# DFlash chain (main env) and with vLLM (its env), compare the target numerics (greedy outputs), the drafter round by
+# round (per prompt, per position, its log-probabilities) and the sampled law; then the two negative controls (a
+# noisy export, one with its layers swapped), each of which the comparer must catch (`compare --control` exits 1
+# when it does not); then the peer benchmark in its smoke mode.
+VLLM_CONTROLS := noise swap
 vllm-check: target vllm-setup
 	mkdir -p $(VLLM_RUN)
 	target="$$($(PY) -c 'from specframe_smollm2.cache import target_dir; print(target_dir())')" && \
 	$(VENV)/bin/specframe vllm-export $(DRAFTER) -o $(VLLM_RUN)/drafter --draft-vocab $(DRAFT_VOCAB) --target "$$target" && \
 	OMP_NUM_THREADS=1 $(PY) -m specframe_vllm.crosscheck.specframe_side --out $(VLLM_RUN)/specframe.json && \
 	$(VLLM_ENV) $(VLLM_PY) -m specframe_vllm.crosscheck.vllm_side $(VLLM_RUN)/specframe.json \
-		--drafter $(VLLM_RUN)/drafter --target "$$target" --out $(VLLM_RUN)/vllm.json
-	$(PY) -m specframe_vllm.crosscheck.compare $(VLLM_RUN)/specframe.json $(VLLM_RUN)/vllm.json
+		--drafter $(VLLM_RUN)/drafter --target "$$target" --out $(VLLM_RUN)/vllm.json && \
+	for c in $(VLLM_CONTROLS); do \
+		$(PY) -m specframe_vllm.crosscheck.controls $$c $(VLLM_RUN)/drafter $(VLLM_RUN)/control-$$c && \
+		$(VLLM_ENV) $(VLLM_PY) -m specframe_vllm.crosscheck.vllm_side $(VLLM_RUN)/specframe.json --samples 0 \
+			--drafter $(VLLM_RUN)/control-$$c --target "$$target" --out $(VLLM_RUN)/control-$$c.json || exit 1; \
+	done
+	$(PY) -m specframe_vllm.crosscheck.compare $(VLLM_RUN)/specframe.json $(VLLM_RUN)/vllm.json \
+		> $(VLLM_RUN)/compare.txt; rc=$$?; cat $(VLLM_RUN)/compare.txt; test $$rc -eq 0
+	for c in $(VLLM_CONTROLS); do \
+		$(PY) -m specframe_vllm.crosscheck.compare $(VLLM_RUN)/specframe.json $(VLLM_RUN)/control-$$c.json \
+			--control $$c > $(VLLM_RUN)/control-$$c.txt; rc=$$?; tail -n 1 $(VLLM_RUN)/control-$$c.txt; \
+		test $$rc -eq 0 || exit 1; \
+	done
 	OMP_NUM_THREADS=1 $(PY) plugins/specframe-vllm/benchmarks/vllm_peer.py --smoke --drafter $(VLLM_RUN)/drafter \
 		--vllm-python $(VLLM_PY) --out-dir $(VLLM_RUN)/peer
 

@@ -1,5 +1,5 @@
 """The ``vllm.general_plugins`` entry point: registers :data:`~specframe_vllm.layout.SHIFT_ARCHITECTURE` and
-installs the CPU sampling fix of :mod:`specframe_vllm.cpu_fixes`.
+installs the CPU fixes of :mod:`specframe_vllm.cpu_fixes` (speculative sampling, the DFlash drafter's context keys).
 
 vLLM calls :func:`register` in every process it starts (engine core and workers) before it resolves the draft
 model's architecture and before the platform registers its kernel overrides. The class is registered lazily by its
@@ -12,7 +12,7 @@ from specframe_vllm.layout import SHIFT_ARCHITECTURE
 
 
 def register() -> None:
-    """Register the shift-layout DFlash class with vLLM's model registry and fix CPU sampling (idempotent)."""
+    """Register the shift-layout DFlash class with vLLM's model registry and install the CPU fixes (idempotent)."""
     from vllm import ModelRegistry
 
     from specframe_vllm.cpu_fixes import install
