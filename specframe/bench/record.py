@@ -18,15 +18,18 @@ specframe fields:
   batch it ran in; 1 without ``--batch-size``);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
   ``budget: auto`` chose per round, None with a fixed budget), ``plain_rounds``, ``tree_depth``,
-  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds);
+  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds),
+  ``sibling_continuation`` (rows ``[depth, rank, continued, total]``: how often the next depth was accepted after an
+  accepted node of that sibling rank, :mod:`specframe.metrics.siblings`);
 * machine — ``machine`` (what it ran on: CPU model, core count, GPU; :func:`specframe.metrics.machine_info.
   machine_identity`) and ``machine_load``: the load average and the CPU seconds other processes used while the
   turn's repeats ran, and whether that was contention (:class:`specframe.metrics.machine_load.MachineLoad`);
 * ``sampling`` — ``temperature``, ``top_k`` and ``top_p`` of the run.
 
-``machine``, ``machine_load`` and ``sampling`` are absent in files written before they existed; readers treat a
-missing ``machine`` as unknown (paired only with records that lack it too) and a missing ``sampling`` as
-``temperature`` with no top-k or top-p filtering.
+``machine``, ``machine_load``, ``sampling`` and ``sibling_continuation`` are absent in files written before they
+existed; readers treat a missing ``machine`` as unknown (paired only with records that lack it too), a missing
+``sampling`` as ``temperature`` with no top-k or top-p filtering, and a missing ``sibling_continuation`` as no
+counts.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from specframe.datasets.base import Sample
 from specframe.metrics.acceptance import accept_histogram
 from specframe.metrics.machine_load import MachineLoad
 from specframe.metrics.records import GenerationResult
+from specframe.metrics.siblings import count_rows
 
 SCHEMA_VERSION = 1
 #: How every serialised record starts (``json.dumps`` of :func:`build_record`, whose first key is
@@ -126,6 +130,7 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
+        "sibling_continuation": count_rows(result.rounds),
         **({"machine": info.machine} if info.machine is not None else {}),
         **({"machine_load": machine_load.to_dict()} if machine_load is not None else {}),
     }

@@ -30,6 +30,10 @@ class RoundRecord:
     stage_ns: dict[str, int] = field(default_factory=dict)  # nanoseconds per stage
     drafted: bool = True  # False: `budget: auto` decoded this round plainly (no draft, the root alone)
     budget: int | None = None  # nodes `budget: auto` chose to verify (None: a fixed budget)
+    #: Sibling rank of each node the verifier accepted, depth 1 first (:mod:`specframe.tree.siblings`; before any
+    #: EOS or length trimming) and whether the last accepted node (the root when none) had a child in the tree.
+    path_ranks: list[int] = field(default_factory=list)
+    end_has_children: bool = False
 
     @property
     def round_ns(self) -> int:
