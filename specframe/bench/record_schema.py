@@ -73,6 +73,23 @@ class MachineLoadSchema(_Strict):
     contended: bool | None = None
 
 
+#: A size in bytes (up to a petabyte).
+Bytes = Annotated[int, Field(ge=0, le=10**15)]
+
+
+class MemoryFieldSchema(_Strict):
+    """``memory`` of a record (:meth:`specframe.metrics.memory.MemoryProfile.at`; absent in older files)."""
+
+    target_bytes: Bytes
+    drafter_bytes: Bytes
+    heads: dict[str, Bytes]
+    kv_bytes_per_token: Bytes | None
+    drafter_state_bytes_per_token: Bytes | None
+    context_tokens: Count
+    kv_bytes: Bytes | None
+    drafter_state_bytes: Bytes | None
+
+
 class RecordSchema(_Strict):
     """The fields of :func:`specframe.bench.record.build_record` that readers depend on."""
 
@@ -102,6 +119,7 @@ class RecordSchema(_Strict):
     stage_ns: dict[str, Nanoseconds]
     #: Rows [depth, rank, continued, total] (:mod:`specframe.metrics.siblings`; absent in older files).
     sibling_continuation: list[Annotated[list[Count], Field(min_length=4, max_length=4)]] | None = None
+    memory: MemoryFieldSchema | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RecordSchema:

@@ -19,6 +19,7 @@ from typing import Any
 
 from specframe.files import ensure_dir, write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
+from specframe.report.memory import memory_rows, memory_table
 from specframe.report.plots import sweep_plots
 from specframe.report.siblings import overview_table, per_pipeline_tables, sibling_plots, sibling_rows
 from specframe.report.summary import ALL, Summary
@@ -75,6 +76,7 @@ class Report:
             "Conditional c_d = rounds accepting ≥ d ÷ rounds accepting ≥ d − 1:", "",
             markdown(depth_table(s, conditional=True, max_depth=self.max_depth)), "",
             *self._sibling_section(),
+            *self._memory_section(),
             "## Latency per round and stage (all datasets pooled)", "",
             markdown(stage_table(s, self.speedup)), "",
         ]
@@ -92,6 +94,17 @@ class Report:
         for name, table in per_pipeline_tables(self.summary, self.max_depth):
             parts += [f"### {name}", "", markdown(table), ""]
         return parts
+
+    def _memory_section(self) -> list[str]:
+        """Parameters and per-request state next to τ and speed, when the records carry them."""
+        table = memory_table(self.summary)
+        if not table[1]:
+            return []
+        return ["## Memory (all datasets pooled)", "",
+                "Parameter bytes of the drafter and of each head (stages other than the drafter that hold weights; "
+                "tensors shared with the target are the target's), their share of the target's, and the per-request "
+                "KV cache of the target and the drafter's own context cache at the records' mean context length "
+                "(prompt + generated tokens; docs/metrics.md).", "", markdown(table), ""]
 
     def _reference_section(self) -> list[str]:
         """Speedups over transformers' ``generate()``, when the files hold its records."""
@@ -134,7 +147,8 @@ class Report:
             written.append(write_text(out_dir / "report.md", self.markdown(), what="report"))
         if "csv" in formats:
             for name, rows in (("summary", summary_rows(self.summary)), ("depth", depth_rows(self.summary)),
-                               ("stages", stage_rows(self.summary)), ("siblings", sibling_rows(self.summary))):
+                               ("stages", stage_rows(self.summary)), ("siblings", sibling_rows(self.summary)),
+                               ("memory", memory_rows(self.summary))):
                 written.append(_write_csv(out_dir / f"{name}.csv", rows))
         if plots:
             written += sweep_plots(self.summary, out_dir, speedup=self.speedup, tau=self.tau)

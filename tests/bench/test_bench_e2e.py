@@ -78,6 +78,14 @@ def test_records_carry_sibling_continuation_counts_that_match_their_rounds(resul
         assert (continued > 0) == (r["method"] == METHODS[2] and max(r["accepted"]) > 1)
 
 
+def test_records_carry_the_pipelines_memory_at_their_context_length(results: Path) -> None:
+    for r in read_results(results):
+        mem = r["memory"]
+        assert mem["context_tokens"] == r["prompt_tokens"] + len(r["tokens"])
+        assert mem["target_bytes"] > 0 and mem["heads"] == {}
+        assert (mem["drafter_bytes"] > 0) == (r["method"] != "autoregressive")  # the toy drafter's table
+
+
 def test_greedy_outputs_equal_the_baseline_token_for_token(results: Path) -> None:
     by_key = {(r["dataset"], str(r["question_id"]), r["turn"]): r for r in read_results(results) if r["baseline"]}
     for r in read_results(results):
