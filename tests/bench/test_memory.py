@@ -91,3 +91,16 @@ def test_records_refuse_a_negative_size_and_tolerate_its_absence() -> None:
     assert "memory.drafter_bytes" in str(record_problem(bad))
     assert pooled_memory([None, None]) is None
     assert format_bytes(None) == "—" and format_bytes(1536) == "1.5 KiB" and format_bytes(12) == "12 B"
+
+
+def test_profile_line_puts_memory_next_to_tau_and_speed() -> None:
+    from specframe.cost.profile import CostProfile
+    from specframe.profile_report import MeasuredProfile, memory_line
+
+    mem = {"target_bytes": 513 * 2**20, "drafter_bytes": 35 * 2**20, "heads": {"corrector:ar": 28 * 2**20},
+           "kv_bytes_per_token": 46080, "drafter_state_bytes_per_token": 3072, "context_tokens": 264,
+           "kv_bytes": 264 * 46080, "drafter_state_bytes": 264 * 3072}
+    measured = MeasuredProfile(CostProfile(key={}, verify_ms={1: 10.0}, overhead_ms={}), None, 2.5, 12.25, mem)
+    assert memory_line(measured) == (
+        "timed decode: τ 2.50, 12.2 tokens/s; memory: drafter 35.0 MiB, heads corrector:ar 28.0 MiB, target "
+        "513.0 MiB; per request at 264 tokens: KV cache 11.6 MiB, drafter cache 792.0 KiB")
