@@ -37,7 +37,13 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
     from specframe.cost.measure import profile_path
     from specframe.cost.setup import target_profile_key
     from specframe.pipeline import Pipeline
-    from specframe.profile_report import measure_pipeline_profile, profile_rows, save_to_cache, write_plot
+    from specframe.profile_report import (
+        measure_pipeline_profile,
+        memory_line,
+        profile_rows,
+        save_to_cache,
+        write_plot,
+    )
 
     pipe = Pipeline.from_yaml(pipeline, overrides=overrides, host=host_of(ctx))
     if out_dir is not None:  # refused now, not after the measurement
@@ -49,14 +55,15 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
     taken = measure_pipeline_profile(pipe, prompt, reps=reps)
     measured = taken.profile
     rows = profile_rows(measured)
+    extra = {"tau": taken.tau, "tokens_per_s": taken.tokens_per_s, "memory": taken.memory}
     if out_dir is not None:
-        write_text(out_dir / "profile.json", json.dumps({**measured.to_json(), "rows": rows}, indent=2) + "\n",
-                   what="profile")
+        write_text(out_dir / "profile.json", json.dumps({**measured.to_json(), "rows": rows, **extra}, indent=2)
+                   + "\n", what="profile")
         write_plot(measured, out_dir / "profile.png")
     cached = save_to_cache(taken)
     if as_json:
-        click.echo(json.dumps({**measured.to_json(), "rows": rows, "cache": None if cached is None else str(cached)},
-                              indent=2))
+        click.echo(json.dumps({**measured.to_json(), "rows": rows, **extra,
+                               "cache": None if cached is None else str(cached)}, indent=2))
         return
     table = Table(title=f"{pipe.config.name}: {measured.key['device']}, {measured.key['dtype']}, "
                         f"{measured.key['threads']} threads")
@@ -68,5 +75,6 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
     console.print(table)
     stages = ", ".join(f"{k} {v:.1f} ms" for k, v in measured.overhead_ms.items())
     err_console.print(f"per-round stages (median): {stages}", markup=False, highlight=False)
+    err_console.print(memory_line(taken), markup=False, highlight=False)
     if cached is not None:
         err_console.print(f"cached for budget: auto in {cached}", markup=False, highlight=False)

@@ -179,6 +179,12 @@ class TargetModel(ABC):
         """
         return encode_messages(self.tokenizer, messages, chat=chat)
 
+    def kv_bytes_per_token(self) -> int | None:
+        """Bytes one committed position costs the KV cache (2 x layers x KV heads x head dim x dtype bytes, from the
+        model's config), or None when unknown; memory reports multiply it by a request's context length
+        (:mod:`specframe.metrics.memory`)."""
+        return None
+
     def ragged_batch(self, taps: Sequence[int] = ()) -> TargetRows | None:
         """Fresh `TargetRows` over this model whose forwards tap ``taps``, or None: the decode loop then drives
         this object's own prefill / forward_tree / commit as its one row (no batched decoding)."""
@@ -292,6 +298,11 @@ class Drafter(ABC):
         self, state: DecodeState, tree: DraftTree, result: VerifyResult, target_out: TargetOutput
     ) -> None:
         """Update drafter caches after verification (``state`` already holds the new tokens)."""
+
+    def state_bytes_per_token(self) -> int | None:
+        """Bytes one committed context position costs the drafter's own per-request cache (a block drafter's
+        keys and values), or None when it keeps none; see :mod:`specframe.metrics.memory`."""
+        return None
 
 
 class DrafterRows(ABC):

@@ -15,7 +15,7 @@ Example row (CPU, SmolLM2-135M): ``n = 9: T = 99 ms, 11.0 ms per token, τ to br
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from specframe.errors import GenerationError
 from specframe.files import write_with
 from specframe.files.cache import measuring
 from specframe.metrics.machine_load import MachineLoad
+from specframe.metrics.memory import format_bytes, pipeline_memory
 from specframe.notices import notify
 
 if TYPE_CHECKING:
@@ -38,10 +39,14 @@ ROUND_STAGES = ("draft", "build", "prune", "verify", "commit")
 
 @dataclass(frozen=True)
 class MeasuredProfile:
-    """A measured profile and the machine's load while it was measured (None: unknown)."""
+    """A measured profile and the machine's load while it was measured (None: unknown), with the τ and tokens per
+    second of the timed decode and the pipeline's memory at its context length (:mod:`specframe.metrics.memory`)."""
 
     profile: CostProfile
     load: MachineLoad | None
+    tau: float = float("nan")
+    tokens_per_s: float = float("nan")
+    memory: dict[str, Any] = field(default_factory=dict)
 
 
 def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48) -> MeasuredProfile:
@@ -65,7 +70,18 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
         if values:
             overhead[stage] = statistics.median(values)
     profile = CostProfile(key=target_profile_key(pipe.target, pipe.config), verify_ms=curve, overhead_ms=overhead)
-    return MeasuredProfile(profile, window.load)
+    memory = pipeline_memory(pipe).at(result.prompt_len + len(result.tokens))
+    return MeasuredProfile(profile, window.load, result.tau, result.decode_tokens_per_s, memory)
+
+
+def memory_line(measured: MeasuredProfile) -> str:
+    """One line: τ and speed of the timed decode, then the drafter's, heads' and per-request bytes."""
+    mem = measured.memory
+    heads = ", ".join(f"{k} {format_bytes(v)}" for k, v in mem.get("heads", {}).items()) or "none"
+    return (f"timed decode: τ {measured.tau:.2f}, {measured.tokens_per_s:.1f} tokens/s; memory: drafter "
+            f"{format_bytes(mem.get('drafter_bytes'))}, heads {heads}, target {format_bytes(mem.get('target_bytes'))}; "
+            f"per request at {mem.get('context_tokens')} tokens: KV cache {format_bytes(mem.get('kv_bytes'))}, "
+            f"drafter cache {format_bytes(mem.get('drafter_state_bytes'))}")
 
 
 def break_even_tau(profile: CostProfile, tokens: int) -> float:

@@ -18,15 +18,21 @@ specframe fields:
   batch it ran in; 1 without ``--batch-size``);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
   ``budget: auto`` chose per round, None with a fixed budget), ``plain_rounds``, ``tree_depth``,
-  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds);
+  ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds),
+  ``sibling_continuation`` (rows ``[depth, rank, continued, total]``: how often the next depth was accepted after an
+  accepted node of that sibling rank, :mod:`specframe.metrics.siblings`);
+* ``memory`` — parameter bytes of the target, the drafter and each head, and the per-request state (the target's KV
+  cache, the drafter's context cache) at this turn's context length, prompt + generated tokens
+  (:mod:`specframe.metrics.memory`);
 * machine — ``machine`` (what it ran on: CPU model, core count, GPU; :func:`specframe.metrics.machine_info.
   machine_identity`) and ``machine_load``: the load average and the CPU seconds other processes used while the
   turn's repeats ran, and whether that was contention (:class:`specframe.metrics.machine_load.MachineLoad`);
 * ``sampling`` — ``temperature``, ``top_k`` and ``top_p`` of the run.
 
-``machine``, ``machine_load`` and ``sampling`` are absent in files written before they existed; readers treat a
-missing ``machine`` as unknown (paired only with records that lack it too) and a missing ``sampling`` as
-``temperature`` with no top-k or top-p filtering.
+``machine``, ``machine_load``, ``sampling``, ``sibling_continuation`` and ``memory`` are absent in files written
+before they existed; readers treat a missing ``machine`` as unknown (paired only with records that lack it too), a
+missing ``sampling`` as ``temperature`` with no top-k or top-p filtering, a missing ``sibling_continuation`` as no
+counts and a missing ``memory`` as unknown.
 """
 
 from __future__ import annotations
@@ -39,7 +45,9 @@ from typing import Any
 from specframe.datasets.base import Sample
 from specframe.metrics.acceptance import accept_histogram
 from specframe.metrics.machine_load import MachineLoad
+from specframe.metrics.memory import MemoryProfile
 from specframe.metrics.records import GenerationResult
+from specframe.metrics.siblings import count_rows
 
 SCHEMA_VERSION = 1
 #: How every serialised record starts (``json.dumps`` of :func:`build_record`, whose first key is
@@ -67,6 +75,7 @@ class RunInfo:
     top_k: int = 0
     top_p: float = 1.0
     machine: dict[str, Any] | None = None
+    memory: MemoryProfile | None = None  # the pipeline's parameter bytes and per-token state (specframe.metrics.memory)
 
     def consistency_fields(self) -> dict[str, Any]:
         """Fields a resumed run must share with the records already in the file."""
@@ -126,6 +135,8 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
+        "sibling_continuation": count_rows(result.rounds),
+        **({"memory": info.memory.at(result.prompt_len + len(result.tokens))} if info.memory is not None else {}),
         **({"machine": info.machine} if info.machine is not None else {}),
         **({"machine_load": machine_load.to_dict()} if machine_load is not None else {}),
     }

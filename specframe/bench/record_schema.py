@@ -11,7 +11,8 @@ record must agree with itself:
   ``max_new_tokens``; the rounds' committed tokens (``accept_lengths``) add up to no more than ``tokens`` holds;
 * ``prefill_ns`` is at most ``total_ns``, and the stage times (``stage_ns``, measured inside the turn) add up to no
   more than :data:`STAGE_SLACK` times ``total_ns``;
-* ``sampling`` (when present) holds the record's ``temperature``.
+* ``sampling`` (when present) holds the record's ``temperature``;
+* ``sibling_continuation`` (when present) has depths in range and no more continued than observed nodes.
 """
 
 from __future__ import annotations
@@ -72,6 +73,23 @@ class MachineLoadSchema(_Strict):
     contended: bool | None = None
 
 
+#: A size in bytes (up to a petabyte).
+Bytes = Annotated[int, Field(ge=0, le=10**15)]
+
+
+class MemoryFieldSchema(_Strict):
+    """``memory`` of a record (:meth:`specframe.metrics.memory.MemoryProfile.at`; absent in older files)."""
+
+    target_bytes: Bytes
+    drafter_bytes: Bytes
+    heads: dict[str, Bytes]
+    kv_bytes_per_token: Bytes | None
+    drafter_state_bytes_per_token: Bytes | None
+    context_tokens: Count
+    kv_bytes: Bytes | None
+    drafter_state_bytes: Bytes | None
+
+
 class RecordSchema(_Strict):
     """The fields of :func:`specframe.bench.record.build_record` that readers depend on."""
 
@@ -99,6 +117,9 @@ class RecordSchema(_Strict):
     accepted: list[Annotated[int, Field(ge=0, le=MAX_DRAFT_DEPTH)]]
     tree_nodes: list[Annotated[int, Field(ge=0, le=MAX_TREE_NODES)]]
     stage_ns: dict[str, Nanoseconds]
+    #: Rows [depth, rank, continued, total] (:mod:`specframe.metrics.siblings`; absent in older files).
+    sibling_continuation: list[Annotated[list[Count], Field(min_length=4, max_length=4)]] | None = None
+    memory: MemoryFieldSchema | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> RecordSchema:
@@ -122,6 +143,11 @@ class RecordSchema(_Strict):
         if stages > STAGE_SLACK * self.total_ns:
             raise ValueError(f"the stage times add up to {stages} ns, {stages / self.total_ns:.1f}x total_ns "
                              f"({self.total_ns}); they are measured inside the turn")
+        for row in self.sibling_continuation or []:
+            depth, _, continued, total = row
+            if not 1 <= depth <= MAX_DRAFT_DEPTH or continued > total:
+                raise ValueError(f"sibling_continuation row {row} is not [depth 1..{MAX_DRAFT_DEPTH}, rank, continued, "
+                                 "total] with continued <= total")
         if self.sampling is not None and self.sampling.temperature != self.temperature:
             raise ValueError(f"sampling.temperature ({self.sampling.temperature}) is not the record's temperature "
                              f"({self.temperature})")

@@ -41,6 +41,7 @@ from specframe.decode.request import Request
 from specframe.errors import GenerationError
 from specframe.metrics.machine_info import machine_identity
 from specframe.metrics.machine_load import LoadWindow
+from specframe.metrics.memory import pipeline_memory
 from specframe.metrics.records import GenerationResult
 from specframe.reference import reference_result
 from specframe.seeds import derive_seed
@@ -268,4 +269,4 @@ def run_info(method: Method, *, max_new_tokens: int, seed: int | None, plugins: 
                    temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
                    seed=base_seed(method, seed), max_new_tokens=max_new_tokens,
                    sweep=method.sweep, plugins=plugins, git_rev=git_rev, batch_size=batch_size,
-                   machine=machine_identity())
+                   machine=machine_identity(), memory=pipeline_memory(pipe))

@@ -37,6 +37,7 @@ from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import sample
 from specframe.sampling.noise import TARGET, RoundNoise
 from specframe.tree import DraftTree, check_tree
+from specframe.tree.siblings import path_sibling_ranks
 from specframe.types import DraftProposal, VerifyResult
 
 
@@ -100,7 +101,7 @@ def run_round(session: Session, rows: list[Row]) -> None:
         drafted[i] = True
     for i, row in enumerate(rows):  # a few integers per row (RoundLog), no object per row
         row.take_round(outcome.emitted[i], outcome.nodes[i], outcome.depths[i], outcome.accepted[i], drafted[i],
-                       kept[i], stages)
+                       kept[i], stages, outcome.ranks[i], outcome.end_has_children[i])
         if session.alarm is not None:  # host counts this round has read already
             session.alarm.observe(outcome.nodes[i], outcome.accepted[i])
     if session.auto is not None:
@@ -199,17 +200,21 @@ def check_round_tree(tree: DraftTree) -> None:
 class RoundOutcome:
     """What the host needs from a round, for every row, read in one device-to-host transfer and checked here."""
 
-    def __init__(self, nodes: list[int], depths: list[int], paths: list[list[int]], emitted: list[list[int]]) -> None:
+    def __init__(self, nodes: list[int], depths: list[int], paths: list[list[int]], emitted: list[list[int]],
+                 ranks: list[list[int]] | None = None, end_has_children: list[bool] | None = None) -> None:
         self.nodes = nodes  # [B] draft nodes verified (root excluded)
         self.depths = depths  # [B] deepest valid node
         self.paths = paths  # [B] accepted node indices, root first (what the target commits)
         self.emitted = emitted  # [B] accepted path tokens, then the bonus
         self.accepted = [len(p) - 1 for p in paths]  # [B] draft tokens accepted (the bonus excluded)
+        self.ranks = ranks or [[] for _ in paths]  # [B] sibling rank of each accepted node (root excluded)
+        self.end_has_children = end_has_children or [False] * len(paths)  # [B] the path's last node has a child
 
     @classmethod
     def read(cls, tree: DraftTree, result: VerifyResult) -> RoundOutcome:
-        """Pack every row's node count, depth, accepted count, bonus, path and path tokens into one tensor, read it
-        once, and check the verifier's path on the host (root first, increasing, inside the tree, -1 padded)."""
+        """Pack every row's node count, depth, accepted count, bonus, path, path tokens and the path nodes' sibling
+        ranks and child flags (:mod:`specframe.tree.siblings`) into one tensor, read it once, and check the
+        verifier's path on the host (root first, increasing, inside the tree, -1 padded)."""
         b = tree.batch_size
         shapes = (tuple(result.accepted_nodes.shape), tuple(result.num_accepted.shape), tuple(result.bonus_token.shape))
         if len(shapes[0]) != 2 or shapes[0][0] != b or shapes[1] != (b,) or shapes[2] != (b,):
@@ -222,12 +227,14 @@ class RoundOutcome:
         # Out-of-tree indices read a clamped node here and are refused by the check below.
         tokens = tree.tokens.to(dev).gather(1, nodes.clamp(0, tree.capacity - 1))  # [B, D + 1]
         depth = torch.where(tree.valid, tree.depth, torch.zeros_like(tree.depth)).amax(dim=1)  # [B]
+        ranks, has_child = path_sibling_ranks(tree, nodes)  # [B, D + 1] each
         packed = torch.cat([tree.num_nodes.to(dev)[:, None] - 1, depth.to(dev)[:, None],
-                            result.num_accepted.long()[:, None], result.bonus_token.long()[:, None], nodes, tokens],
-                           dim=1).tolist()  # [B, 4 + 2 (D + 1)]: the round's one read
-        paths, emitted = [], []
+                            result.num_accepted.long()[:, None], result.bonus_token.long()[:, None], nodes, tokens,
+                            ranks, has_child.long()], dim=1).tolist()  # [B, 4 + 4 (D + 1)]: the round's one read
+        paths, emitted, path_ranks, end_open = [], [], [], []
         for b, row in enumerate(packed):
-            path_row, token_row = row[4 : 4 + width], row[4 + width :]
+            path_row, token_row = row[4 : 4 + width], row[4 + width : 4 + 2 * width]
+            rank_row, child_row = row[4 + 2 * width : 4 + 3 * width], row[4 + 3 * width :]
             count = row[2] + 1
             path = path_row[:count]
             if not (path and path[0] == 0 and all(a < c for a, c in itertools.pairwise(path))
@@ -237,4 +244,7 @@ class RoundOutcome:
                                     "padded with -1", stage="verifier")
             paths.append(path)
             emitted.append(token_row[1:count] + [row[3]])
-        return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], paths=paths, emitted=emitted)
+            path_ranks.append(rank_row[1:count])
+            end_open.append(bool(child_row[count - 1]))
+        return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], paths=paths, emitted=emitted,
+                   ranks=path_ranks, end_has_children=end_open)

@@ -8,7 +8,7 @@ the last round's credit when a stop string cut tokens, and says why it ended.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from specframe.cost.auto_budget import RowBudget
 from specframe.decode.request import RequestInputs
@@ -62,13 +62,16 @@ class Row:
         return self._take(tokens)[0]
 
     def take_round(self, tokens: list[int], nodes: int, depth: int, accepted: int, drafted: bool,
-                   budget: int | None, stage_ns: dict[str, int] | None) -> None:
+                   budget: int | None, stage_ns: dict[str, int] | None, path_ranks: Sequence[int] = (),
+                   end_has_children: bool = False) -> None:
         """Take a round's ``tokens`` (:meth:`take`) and record the round: ``committed`` is what the request kept
         (after EOS, length and stop-string trimming), ``accepted`` at most that. ``stage_ns`` is the round's
-        shared dict of stage times (None when not timed)."""
+        shared dict of stage times (None when not timed); ``path_ranks`` and ``end_has_children`` the verifier's
+        verdict before any trimming (:attr:`specframe.metrics.records.RoundRecord.path_ranks`)."""
         taken, removed = self._take(tokens)
         committed = len(taken) - (removed or 0)  # tokens, counts and speed never include what the user does not get
-        self.rounds.append(nodes, depth, min(accepted, committed), committed, drafted, budget, stage_ns)
+        self.rounds.append(nodes, depth, min(accepted, committed), committed, drafted, budget, stage_ns,
+                           path_ranks, end_has_children)
 
     def _take(self, tokens: list[int]) -> tuple[list[int], int | None]:
         room = self.inputs.cap - len(self.new)

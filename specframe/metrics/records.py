@@ -36,6 +36,10 @@ class RoundRecord:
     stage_ns: dict[str, int] = field(default_factory=dict)  # nanoseconds per stage
     drafted: bool = True  # False: `budget: auto` decoded this round plainly (no draft, the root alone)
     budget: int | None = None  # nodes `budget: auto` chose to verify (None: a fixed budget)
+    #: Sibling rank of each node the verifier accepted, depth 1 first (:mod:`specframe.tree.siblings`; before any
+    #: EOS or length trimming) and whether the last accepted node (the root when none) had a child in the tree.
+    path_ranks: list[int] = field(default_factory=list)
+    end_has_children: bool = False
 
     @property
     def round_ns(self) -> int:
@@ -45,25 +49,34 @@ class RoundRecord:
 class RoundLog(Sequence[RoundRecord]):
     """One request's rounds, appended in O(1) per round and read as `RoundRecord` objects.
 
-    Storage: ``_ints`` holds :data:`FIELDS` integers per round (``drafted`` as 0/1, ``budget`` -1 for None);
-    ``_stages`` the round's stage times, a dict the round's rows share (read-only here; None when not timed).
-    Item ``i`` is ``RoundRecord(*_ints[6 i : 6 i + 6], stage_ns=dict(_stages[i]) or {})``, e.g. after
-    ``log.append(4, 3, 2, 3, True, None, None)``: ``log[0] == RoundRecord(4, 3, 2, 3, {}, True, None)``.
+    Storage: ``_ints`` holds :data:`FIELDS` integers per round (``drafted`` and ``end_has_children`` as 0/1,
+    ``budget`` -1 for None); ``_ranks`` every round's ``path_ranks`` one after another, round ``i``'s ending at
+    ``_rank_ends[i]``; ``_stages`` the round's stage times, a dict the round's rows share (read-only here; None when
+    not timed). E.g. after ``log.append(4, 3, 2, 3, True, None, None, [0, 1], True)``:
+    ``log[0] == RoundRecord(4, 3, 2, 3, {}, True, None, [0, 1], True)``.
     """
 
     #: The integer columns, in storage order.
-    FIELDS = ("nodes", "depth", "accepted", "committed", "drafted", "budget")
+    FIELDS = ("nodes", "depth", "accepted", "committed", "drafted", "budget", "end_has_children")
+    _WIDTH = len(FIELDS)
 
     def __init__(self, records: Sequence[RoundRecord] = ()) -> None:
-        self._ints = array("q")  # [rounds * 6]
+        self._ints = array("q")  # [rounds * len(FIELDS)]
+        self._ranks = array("q")  # [sum of the rounds' path lengths]
+        self._rank_ends = array("q")  # [rounds]
         self._stages: list[dict[str, int] | None] = []
         for r in records:
-            self.append(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget, r.stage_ns or None)
+            self.append(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget, r.stage_ns or None,
+                        r.path_ranks, r.end_has_children)
 
     def append(self, nodes: int, depth: int, accepted: int, committed: int, drafted: bool, budget: int | None,
-               stage_ns: dict[str, int] | None) -> None:
+               stage_ns: dict[str, int] | None, path_ranks: Sequence[int] = (),
+               end_has_children: bool = False) -> None:
         """Record a round; ``stage_ns`` is kept by reference (the caller does not change it afterwards)."""
-        self._ints.extend((nodes, depth, accepted, committed, drafted, -1 if budget is None else budget))
+        self._ints.extend((nodes, depth, accepted, committed, drafted, -1 if budget is None else budget,
+                           end_has_children))
+        self._ranks.extend(path_ranks)
+        self._rank_ends.append(len(self._ranks))
         self._stages.append(stage_ns)
 
     def __len__(self) -> int:
@@ -79,18 +92,22 @@ class RoundLog(Sequence[RoundRecord]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         i = range(len(self))[index]  # negative indices, and an IndexError past the end
-        nodes, depth, accepted, committed, drafted, budget = self._ints[6 * i : 6 * i + 6]
+        w = self._WIDTH
+        nodes, depth, accepted, committed, drafted, budget, end_has_children = self._ints[w * i : w * i + w]
         stage = self._stages[i]
+        first = self._rank_ends[i - 1] if i else 0
         return RoundRecord(nodes=nodes, depth=depth, accepted=accepted, committed=committed,
                            stage_ns=dict(stage) if stage else {}, drafted=bool(drafted),
-                           budget=None if budget < 0 else budget)
+                           budget=None if budget < 0 else budget,
+                           path_ranks=self._ranks[first : self._rank_ends[i]].tolist(),
+                           end_has_children=bool(end_has_children))
 
     def __iter__(self) -> Iterator[RoundRecord]:
         return (self[i] for i in range(len(self)))
 
     def column(self, name: str) -> list[int]:
         """One integer column over the rounds (see :data:`FIELDS`), without building records."""
-        return self._ints[self.FIELDS.index(name)::6].tolist()
+        return self._ints[self.FIELDS.index(name)::self._WIDTH].tolist()
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Sequence) or isinstance(other, str):

@@ -25,7 +25,7 @@ from specframe.report.tables import SpeedupKind, TauKind, speedup_of, tau_of
 Line = tuple[str, list[tuple[Any, float, float]]]  # label, [(x, tau, speedup)]
 
 
-def _import_matplotlib() -> Any:
+def import_matplotlib() -> Any:
     try:
         import matplotlib
         from matplotlib.figure import Figure
@@ -81,7 +81,7 @@ def sweep_plots(summary: Summary, out_dir: Path, *, speedup: SpeedupKind = "aggr
             if len({json.dumps(m.sweep.get(key)) for m in members if key in m.sweep}) > 1]
     if not todo:
         return []
-    matplotlib, figure_class = _import_matplotlib()
+    matplotlib, figure_class = import_matplotlib()
     ensure_dir(out_dir, what="report directory")
     written = []
     for base, key, members in todo:

@@ -5,7 +5,7 @@ Example::
     records, _ = load_result_files(["results.jsonl"])
     report = Report(summarize(records))
     print(report.markdown())
-    report.write(Path("report/"))        # report.md, summary.csv, depth.csv, stages.csv, <base>_<key>.png/.svg
+    report.write(Path("report/"))  # report.md, summary/depth/stages/siblings.csv, <base>_<key>.png, siblings_<m>.png
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from typing import Any
 
 from specframe.files import ensure_dir, write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
+from specframe.report.memory import memory_rows, memory_table
 from specframe.report.plots import sweep_plots
+from specframe.report.siblings import overview_table, per_pipeline_tables, sibling_plots, sibling_rows
 from specframe.report.summary import ALL, Summary
 from specframe.report.tables import (
     CONTENDED_MARK,
@@ -73,10 +75,36 @@ class Report:
             markdown(depth_table(s, conditional=False, max_depth=self.max_depth)), "",
             "Conditional c_d = rounds accepting ≥ d ÷ rounds accepting ≥ d − 1:", "",
             markdown(depth_table(s, conditional=True, max_depth=self.max_depth)), "",
+            *self._sibling_section(),
+            *self._memory_section(),
             "## Latency per round and stage (all datasets pooled)", "",
             markdown(stage_table(s, self.speedup)), "",
         ]
         return "\n".join(parts)
+
+    def _sibling_section(self) -> list[str]:
+        """Continuation after an accepted node by its sibling rank, when the records carry the counts."""
+        overview = overview_table(self.summary)
+        if not overview[1]:
+            return []
+        parts = ["## Continuation after a sibling (all datasets pooled)", "",
+                 "Rate at which depth d + 1 was accepted after an accepted depth-d node that had children, by the "
+                 "node's rank among its siblings (rank 0 = the drafter's top choice; docs/metrics.md); cells: rate "
+                 "(accepted nodes counted).", "", markdown(overview), ""]
+        for name, table in per_pipeline_tables(self.summary, self.max_depth):
+            parts += [f"### {name}", "", markdown(table), ""]
+        return parts
+
+    def _memory_section(self) -> list[str]:
+        """Parameters and per-request state next to τ and speed, when the records carry them."""
+        table = memory_table(self.summary)
+        if not table[1]:
+            return []
+        return ["## Memory (all datasets pooled)", "",
+                "Parameter bytes of the drafter and of each head (stages other than the drafter that hold weights; "
+                "tensors shared with the target are the target's), their share of the target's, and the per-request "
+                "KV cache of the target and the drafter's own context cache at the records' mean context length "
+                "(prompt + generated tokens; docs/metrics.md).", "", markdown(table), ""]
 
     def _reference_section(self) -> list[str]:
         """Speedups over transformers' ``generate()``, when the files hold its records."""
@@ -121,10 +149,12 @@ class Report:
             written.append(write_text(out_dir / "report.md", self.markdown(), what="report"))
         if "csv" in formats:
             for name, rows in (("summary", summary_rows(self.summary)), ("depth", depth_rows(self.summary)),
-                               ("stages", stage_rows(self.summary))):
+                               ("stages", stage_rows(self.summary)), ("siblings", sibling_rows(self.summary)),
+                               ("memory", memory_rows(self.summary))):
                 written.append(_write_csv(out_dir / f"{name}.csv", rows))
         if plots:
             written += sweep_plots(self.summary, out_dir, speedup=self.speedup, tau=self.tau)
+            written += sibling_plots(self.summary, out_dir)
         return written
 
 

@@ -25,6 +25,8 @@ from typing import Any
 from specframe.bench.results import ResultsFileError
 from specframe.metrics.acceptance import DepthRates, depth_rates, tau_per_response, tau_pooled
 from specframe.metrics.machine_load import MachineLoad
+from specframe.metrics.memory import pooled_memory
+from specframe.metrics.siblings import SiblingTable
 from specframe.metrics.speedup import (
     Estimate,
     PairedRun,
@@ -78,6 +80,8 @@ class CellStats:
     identical: tuple[int, int] | None = None  # (outputs equal to the baseline's, pairs) at temperature 0
     contended: int = 0  # records behind the cell (own + baseline partners) measured under contention
     versus_reference: Versus = field(default_factory=lambda: Versus())  # against transformers' generate()
+    siblings: SiblingTable = field(default_factory=lambda: SiblingTable({}))  # continuation by depth and rank
+    memory: dict[str, Any] | None = None  # parameters and mean per-request state (specframe.metrics.memory)
 
     @property
     def tokens_per_s(self) -> float:
@@ -234,7 +238,9 @@ def _cell(method: str, dataset: str, records: Sequence[Record], partners: Partne
                       new_tokens=sum(_tokens(r) for r in records), seconds=sum(_seconds(r) for r in records),
                       tau_per_response=tau_per_response(committed), tau_pooled=tau_pooled(committed),
                       depth=depth_rates(accepted, options.max_depth),
-                      nodes_per_round=nodes / rounds if rounds else math.nan, stage_ns=stage_ns)
+                      nodes_per_round=nodes / rounds if rounds else math.nan, stage_ns=stage_ns,
+                      siblings=SiblingTable.from_rows(r.get("sibling_continuation") or [] for r in records),
+                      memory=pooled_memory(r.get("memory") for r in records))
     pairs = _pairs(records, partners)
     behind = {id(r): r for r in records} | ({} if is_baseline else {id(b): b for _, b in pairs})
     stats.contended = sum(is_contended(r) for r in behind.values())

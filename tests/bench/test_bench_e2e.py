@@ -67,6 +67,25 @@ def test_records_carry_the_machine_load_of_their_measurement(results: Path) -> N
         assert load["contended"] in (True, False, None)
 
 
+def test_records_carry_sibling_continuation_counts_that_match_their_rounds(results: Path) -> None:
+    """A chain accepts rank-0 nodes only; each round but the last (which may be trimmed) continues a - 1 times."""
+    for r in read_results(results):
+        rows = r["sibling_continuation"]
+        assert all(rank == 0 and 0 <= c <= n for _, rank, c, n in rows)
+        continued = sum(c for _, _, c, _ in rows)
+        untrimmed = sum(max(a - 1, 0) for a in r["accepted"][:-1])
+        assert untrimmed <= continued <= untrimmed + 2, r["accepted"]  # the last verdict (depth <= 3) may be cut
+        assert (continued > 0) == (r["method"] == METHODS[2] and max(r["accepted"]) > 1)
+
+
+def test_records_carry_the_pipelines_memory_at_their_context_length(results: Path) -> None:
+    for r in read_results(results):
+        mem = r["memory"]
+        assert mem["context_tokens"] == r["prompt_tokens"] + len(r["tokens"])
+        assert mem["target_bytes"] > 0 and mem["heads"] == {}
+        assert (mem["drafter_bytes"] > 0) == (r["method"] != "autoregressive")  # the toy drafter's table
+
+
 def test_greedy_outputs_equal_the_baseline_token_for_token(results: Path) -> None:
     by_key = {(r["dataset"], str(r["question_id"]), r["turn"]): r for r in read_results(results) if r["baseline"]}
     for r in read_results(results):

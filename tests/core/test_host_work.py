@@ -107,9 +107,10 @@ def test_a_rounds_tokens_reach_every_rows_history_in_one_copy(rows: int) -> None
         assert state.tokens.tolist() == [[b, b + 1, *emitted[b]]]
 
 
-RECORDS = [RoundRecord(nodes=4, depth=3, accepted=2, committed=3, stage_ns={"draft": 5, "target": 9}),
+RECORDS = [RoundRecord(nodes=4, depth=3, accepted=2, committed=3, stage_ns={"draft": 5, "target": 9},
+                       path_ranks=[0, 1], end_has_children=True),
            RoundRecord(nodes=0, depth=0, accepted=0, committed=1, drafted=False, budget=0),
-           RoundRecord(nodes=7, depth=2, accepted=1, committed=1, budget=7)]
+           RoundRecord(nodes=7, depth=2, accepted=1, committed=1, budget=7, path_ranks=[2])]
 
 
 def test_a_round_log_reads_back_the_records_it_was_given() -> None:
@@ -117,6 +118,7 @@ def test_a_round_log_reads_back_the_records_it_was_given() -> None:
     assert len(log) == 3 and list(log) == RECORDS and log == RECORDS and log[-1] == RECORDS[2]
     assert log[1:] == RECORDS[1:] and log[::-1] == RECORDS[::-1]
     assert log.column("committed") == [3, 1, 1] and log.column("budget") == [-1, 0, 7]
+    assert [r.path_ranks for r in log] == [[0, 1], [], [2]] and log.column("end_has_children") == [1, 0, 0]
     assert pickle.loads(pickle.dumps(log)) == RECORDS
     with pytest.raises(IndexError):
         log[3]

@@ -94,7 +94,11 @@ def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
             "tree_builder": {"type": "chain"}, "pruner": {"type": "none"},
             "generation": {"chat_template": False, "stop_at_eos": False}}
     pipe = Pipeline.from_dict(data, target=target)
-    profile = measure_pipeline_profile(pipe, [5, 6, 7, 5, 6, 7, 5, 6], reps=1, new_tokens=8).profile  # type: ignore[arg-type]
+    measured = measure_pipeline_profile(pipe, [5, 6, 7, 5, 6, 7, 5, 6], reps=1, new_tokens=8)  # type: ignore[arg-type]
+    profile = measured.profile
+    # τ and memory beside the costs: the n-gram drafter holds no weights; the KV cache covers prompt + new tokens.
+    assert measured.tau >= 1.0 and measured.memory["drafter_bytes"] == 0 and measured.memory["context_tokens"] == 16
+    assert measured.memory["kv_bytes"] == 16 * target.kv_bytes_per_token()
     assert sorted(profile.verify_ms) == [1, 2, 3, 5, 7]  # the grid up to max_budget + 1
     assert {"draft", "build", "verify", "commit"} <= set(profile.overhead_ms)
     rows = profile_rows(profile)

@@ -286,6 +286,17 @@ class HFTarget(TargetModel, SharedEmbeddings):
     def output_embeddings(self) -> torch.nn.Module:
         return self.model.get_output_embeddings()
 
+    def kv_bytes_per_token(self) -> int | None:
+        """Keys and values of one committed position over every decoder layer, from the model's config."""
+        config = self.model.config
+        config = getattr(config, "text_config", None) or config
+        layers, heads = getattr(config, "num_hidden_layers", None), getattr(config, "num_attention_heads", None)
+        if not layers or not heads:
+            return None
+        kv_heads = getattr(config, "num_key_value_heads", None) or heads
+        head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+        return 2 * int(layers) * int(kv_heads) * int(head_dim) * self.dtype.itemsize
+
     def num_layers(self) -> int | None:
         config = self.model.config
         layers = getattr(getattr(config, "text_config", None) or config, "num_hidden_layers", None)

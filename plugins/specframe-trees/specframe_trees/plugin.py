@@ -1,7 +1,8 @@
 """Registration of the tree stages (entry point ``trees`` in the ``specframe`` group).
 
 Correctors: ``random_gru``, ``random_markov``, ``random_path_selector``, ``random_lilicorr``. Tree builders:
-``heap``, ``heap_sequential``, ``dartree``, ``chain_then_heap``, ``pctree``. Pruners: ``deferred_topb``. Plus a
+``heap``, ``heap_sequential``, ``dartree``, ``chain_then_heap``, ``pctree``, ``accum_logp``, ``top2gap_fanout``
+(JetSpec). Pruners: ``deferred_topb``. Plus a
 ``specframe_validate_pipeline`` check (see :mod:`specframe_trees.validation`).
 
 Capabilities of the learned correctors are the most any of their configurations needs: ``random_markov``
@@ -20,6 +21,12 @@ from specframe.plugins import hookimpl
 from specframe.registry import ComponentRegistry, ComponentSpec, CorrectorCapabilities
 from specframe_trees.builders.chain_then_heap import ChainThenHeapConfig, build_chain_then_heap
 from specframe_trees.builders.dartree import DARTreeConfig, build_dartree
+from specframe_trees.builders.fanout_cap import (
+    AccumLogPConfig,
+    Top2GapFanoutConfig,
+    build_accum_logp,
+    build_top2gap_fanout,
+)
 from specframe_trees.builders.heap import HeapConfig, build_heap
 from specframe_trees.builders.heap_sequential import HeapSequentialConfig, build_heap_sequential
 from specframe_trees.builders.pctree import PCTreeConfig, build_pctree
@@ -86,6 +93,14 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="tree_builder", name="pctree", config=PCTreeConfig, factory=build_pctree,
         summary="PCTree: a fixed number of parent-conditioned children per node, the DSpark chain kept whole",
+    )
+    yield ComponentSpec(
+        kind="tree_builder", name="accum_logp", config=AccumLogPConfig, factory=build_accum_logp,
+        summary="JetSpec's baseline: best-first heap adding every next-depth candidate under the popped node",
+    )
+    yield ComponentSpec(
+        kind="tree_builder", name="top2gap_fanout", config=Top2GapFanoutConfig, factory=build_top2gap_fanout,
+        summary="JetSpec: fan-out per depth capped by the drafter's top-2 log-prob gap (sigmoid schedule)",
     )
 
 

@@ -22,6 +22,10 @@ class TestTreesConformance(ConformanceSuite):
         ConformanceCase("tree_builder", "pctree"),
         ConformanceCase("tree_builder", "pctree", config={"children": [1], "keep_spine": False, "width": 2},
                         variant="chain-by-score"),
+        ConformanceCase("tree_builder", "accum_logp"),
+        ConformanceCase("tree_builder", "top2gap_fanout"),
+        ConformanceCase("tree_builder", "top2gap_fanout", config={"beta": 4.0, "gap0": 0.0, "candidates": 3},
+                        variant="narrow"),
         ConformanceCase("pruner", "deferred_topb"),
         ConformanceCase("pruner", "deferred_topb", config={"beta": 0.0}, variant="beta0"),
     )

@@ -66,6 +66,11 @@ class BlockDiffusionDrafter(Drafter):
     def num_slots(self) -> int:
         return self.config.num_slots
 
+    def state_bytes_per_token(self) -> int:
+        """The draft cache's keys and values for one committed context position (every backbone layer)."""
+        c = self.config
+        return 2 * c.num_hidden_layers * c.num_key_value_heads * c.head_dim * self.dtype.itemsize
+
     def rows(self) -> BlockRows:
         """Native batched rows: one backbone forward and one head call for all drafting rows of a round."""
         return BlockRows(self.backbone, self.config, self.embed_tokens, self.head, top_k=self.top_k, name=self.name)
