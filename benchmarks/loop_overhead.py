@@ -63,6 +63,7 @@ from _frame import (
     run_script,
     use_shipped_checkpoints,
 )
+from prompt_sets import SPEED_SETS, data_dirs, interleaved, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
 
@@ -332,7 +333,6 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
 def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: list[str] | None,
                 console: Console, compile_forward: bool = False, device: str | None = None,
                 data: Path | None = None) -> list[dict[str, Any]]:
-    from prompt_sets import SPEED_SETS, data_dirs, interleaved, load_prompt_sets
 
     from specframe.pipeline import Pipeline
 
@@ -414,8 +414,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.models == "smollm2":
-        from prompt_sets import SPEED_SETS, data_dirs, require_sets
-
         require_sets(SPEED_SETS, data_dirs(args.data))
     with measured_run(args, args.threads or 1) as run:
         return measure_all(args, run)
