@@ -7,8 +7,14 @@ or a prompt read:
 * counts (``--n``, ``--rounds``, ``--repeats``, ...) are whole numbers with a lower bound (:func:`count`); lists of
   counts (``--batch-sizes 1,2,4``, ``--budgets 16``) hold the same for every element (:func:`counts`);
 * ``--threads`` is a count where 0 means torch's default (:meth:`BenchParser.add_threads`);
-* ``--max-load`` is a finite number ≥ 0 (:meth:`BenchParser.add_max_load`; the default is
-  :data:`DEFAULT_MAX_LOAD`, at least the 1-minute load every published result JSON records at its start);
+* ``--data DIR`` (:meth:`BenchParser.add_data`) is where prompt sets are looked for first (``prompt_sets.data_dirs``:
+  then ``$SPECFRAME_DATA_DIR``, ``../shared/data`` when present, installed packages), as ``specframe datasets``;
+* ``--split`` (:meth:`BenchParser.add_split`) is ``tune`` by default; ``--split report`` (held-out prompts: the
+  published runs) must be asked for and needs at least :data:`MIN_REPORT_PROMPTS` prompts per set;
+* ``--wait-quiet SECONDS``, ``--force`` and ``--cache DIR`` (:meth:`BenchParser.add_protocol`): how long to wait for
+  the quiet rule at the start (:mod:`specframe.bench.quiet`; default: refuse at once), to run anyway (recorded, so
+  never published), and a cache to start from instead of a new private one (:mod:`specframe.bench.learned_state`;
+  the record then says ``warm``);
 * outputs (:meth:`BenchParser.add_output`) must be writable: not an existing directory where a file is expected,
   no parent that is a file, a directory that accepts new files (probed with a temporary file; directories are
   created as the writers would create them);
@@ -16,7 +22,12 @@ or a prompt read:
   then from the repository, so a command copied from the README works from any directory.
 
 ``--smoke`` (alias ``--quick``, :meth:`BenchParser.add_smoke`) is every script's smoke mode: tiny sizes, no load
-check, seconds on a CPU; what it writes says it is not a measurement. ``make test`` runs every script that way.
+check, tune prompts only, seconds on a CPU; what it writes says it is not a measurement. ``make test`` runs every
+script that way.
+
+:func:`measured_run` is the measurement protocol every timing script runs under: the quiet rule at the start, a
+load sampler through the run, a private cache; its :meth:`RunProtocol.record` is the ``protocol`` field of the
+result JSON (split, prompts per set, quiet record, cache, controller state, commit).
 
 Example::
 
@@ -43,11 +54,8 @@ from typing import Any, Literal
 
 #: The repository these scripts belong to.
 REPO = Path(__file__).resolve().parent.parent
-#: The benchmark data beside the repository (``../shared/data``).
-DATA = REPO.parent / "shared" / "data"
-#: Default ``--max-load``: the published results started at 1-minute loads of 0.61 to 1.05 on 2 cores
-#: (``load_before`` / ``loadavg_at_start`` in each JSON; ``tests/benchmarks`` checks every one against it).
-DEFAULT_MAX_LOAD = 1.1
+#: Fewest prompts per set of a ``--split report`` run (a published figure).
+MIN_REPORT_PROMPTS = 20
 
 
 def count(minimum: int = 1) -> Callable[[str], int]:
@@ -168,6 +176,7 @@ class BenchParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._outputs: list[_PathArg] = []
         self._inputs: list[_PathArg] = []
+        self._per_set: Callable[[Any], int] | None = None
 
     def add_output(self, default: str | Path, *, flag: str = "--out", kind: Literal["file", "dir"] = "file",
                    help: str = "where the results go (JSON)") -> None:
@@ -191,9 +200,31 @@ class BenchParser(argparse.ArgumentParser):
         self.add_argument("--threads", type=count(0), default=default,
                           help="torch CPU threads, 0: torch's default (default: %(default)s)")
 
-    def add_max_load(self, default: float = DEFAULT_MAX_LOAD) -> None:
-        self.add_argument("--max-load", type=finite(), default=default,
-                          help="refuse to start above this 1-minute load average (default: %(default)s)")
+    def add_data(self) -> None:
+        """``--data DIR``: where prompt sets are looked for first (see the module docstring)."""
+        self.add_input("--data", None, kind="dir",
+                       help="a directory holding the prompt sets (DIR/gsm8k/test.jsonl, ...), searched before "
+                            "$SPECFRAME_DATA_DIR, ../shared/data and installed packages")
+
+    def add_split(self, per_set: Callable[[Any], int] = lambda args: args.n) -> None:
+        """``--split {tune,report}``, ``tune`` by default; ``report`` refused with fewer than
+        :data:`MIN_REPORT_PROMPTS` prompts per set (``per_set(args)``), and never read by a smoke run."""
+        from specframe.bench.splits import SPLITS, TUNE
+
+        self.add_argument("--split", choices=SPLITS, default=TUNE,
+                          help="tune (default): the prompts settings are developed on; report: held-out prompts, "
+                               f"for published runs only (at least {MIN_REPORT_PROMPTS} per set)")
+        self._per_set = per_set
+
+    def add_protocol(self) -> None:
+        """``--wait-quiet SECONDS``, ``--force`` and ``--cache DIR`` (see the module docstring)."""
+        self.add_argument("--wait-quiet", type=finite(), default=0.0,
+                          help="seconds to wait for a quiet machine before refusing (default: %(default)s)")
+        self.add_argument("--force", action="store_true",
+                          help="run even when the machine is not quiet (the record says so: never published)")
+        self.add_argument("--cache", type=Path, default=None,
+                          help="start from this $SPECFRAME_CACHE instead of a new private one (recorded as warm "
+                               "when it holds learnt files)")
 
     def add_smoke(self, what: str) -> None:
         self.add_argument("--smoke", "--quick", dest="smoke", action="store_true",
@@ -216,6 +247,13 @@ class BenchParser(argparse.ArgumentParser):
             if problem:
                 self.error(f"argument {arg.flag}: {problem}")
             setattr(parsed, arg.dest, value)
+        if self._per_set is not None:
+            smoke = getattr(parsed, "smoke", False)
+            if parsed.split == "report" and not smoke and self._per_set(parsed) < MIN_REPORT_PROMPTS:
+                self.error(f"argument --split: report (a published run) needs at least {MIN_REPORT_PROMPTS} prompts "
+                           f"per set, got {self._per_set(parsed)}; raise --n, or use --split tune")
+            if smoke:
+                parsed.split = "tune"  # a smoke run is no measurement: it never reads the held-out prompts
         return parsed
 
 
@@ -256,11 +294,64 @@ def apply_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def check_load(max_load: float, smoke: bool) -> float | None:
-    """The 1-minute load average; outside a smoke run, refuse (exit status 2) above ``max_load``."""
-    from specframe.metrics.machine_load import load_average, refuse_when_busy
+def own_threads(threads: int) -> int:
+    """The threads a run keeps busy: ``threads``, or torch's default for 0."""
+    import torch
 
-    return load_average() if smoke else refuse_when_busy(max_load)
+    return threads or torch.get_num_threads()
+
+
+class RunProtocol:
+    """One measured run's protocol (see :func:`measured_run`)."""
+
+    def __init__(self, args: Any, sampler: Any, cache: dict[str, Any]) -> None:
+        self.args = args
+        self.sampler = sampler
+        self.cache = cache
+        self.freeze: Any = None
+
+    @property
+    def start_load(self) -> float | None:
+        return self.sampler.start
+
+    def freeze_controllers(self, pipes: Sequence[Any]) -> Any:
+        """Snapshot the ``budget: auto`` controllers of ``pipes`` after the warm-up; ``.restore()`` before every
+        measured request (:class:`specframe.bench.learned_state.ControllerFreeze`)."""
+        from specframe.bench.learned_state import ControllerFreeze
+
+        self.freeze = ControllerFreeze(pipes)
+        return self.freeze
+
+    def record(self, *, prompts_per_set: int | None = None, controller: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The ``protocol`` field of the result JSON: the loads so far under the quiet rule, the split, the cache."""
+        from specframe.bench.provenance import git_revision
+
+        quiet = self.sampler.record().to_dict()
+        split = getattr(self.args, "split", None)
+        smoke = bool(getattr(self.args, "smoke", False))
+        return {
+            "split": split, "prompts_per_set": prompts_per_set, "smoke": smoke,
+            "published": bool(split == "report" and not smoke and quiet["quiet"]),
+            "quiet": quiet, "cache": self.cache,
+            "controller": controller if controller is not None else (
+                self.freeze.record() if self.freeze is not None else {"memory": "not frozen"}),
+            "commit": git_revision(REPO),
+        }
+
+
+@contextmanager
+def measured_run(args: Any, threads: int) -> Iterator[RunProtocol]:
+    """The body as one measured run: refuse unless the machine is quiet at the start (not in a smoke run; waits up
+    to ``--wait-quiet``), sample the load in the background through the body, and point ``$SPECFRAME_CACHE`` at a
+    private cache (``--cache`` when given). ``threads``: the benchmark's own busy threads."""
+    from specframe.bench.learned_state import private_run_cache
+    from specframe.bench.quiet import LoadSampler, refuse_unless_quiet
+    from specframe.metrics.machine_load import load_average
+
+    unchecked = bool(getattr(args, "smoke", False) or getattr(args, "force", False))
+    start = load_average() if unchecked else refuse_unless_quiet(threads, wait_s=getattr(args, "wait_quiet", 0.0))
+    with private_run_cache(getattr(args, "cache", None)) as cache, LoadSampler(threads, start=start) as sampler:
+        yield RunProtocol(args, sampler, cache)
 
 
 def use_shipped_checkpoints() -> None:

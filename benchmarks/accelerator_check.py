@@ -234,8 +234,8 @@ def overhead_benchmark(args: argparse.Namespace, models: Sequence[str]) -> dict[
             out = Path(tmp) / f"{name}.json"
             stdout, sys.stdout = sys.stdout, sys.stderr  # its tables go to stderr: stdout carries the summary
             try:
-                status = loop_overhead.main([*runs[name], "--device", args.device, "--threads", "0", "--max-load",
-                                             "1e9", *size, "--out", str(out)])
+                status = loop_overhead.main([*runs[name], "--device", args.device, "--threads", "0", "--force",
+                                             *size, "--out", str(out)])
             finally:
                 sys.stdout = stdout
             data = json.loads(out.read_text())

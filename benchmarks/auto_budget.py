@@ -2,8 +2,9 @@
 Spec-Bench prompts, held out from tuning, with bootstrap intervals and the worst prompt of every set.
 
 Prompt sets (:mod:`prompt_sets`): GSM8K, HumanEval, MT-Bench first turns, Alpaca(Eval) and the five Spec-Bench
-categories, ``--n`` prompts each (at least 20 for a published run) from one split of
-:mod:`specframe.bench.splits` (``--split report``: held out; ``tune``: the prompts settings are chosen on).
+categories (translation among them: the out-of-distribution set), ``--n`` prompts each from one split of
+:mod:`specframe.bench.splits` (``tune``, the default: the prompts settings are chosen on; ``--split report``: held
+out, for a published run, at least 20 per set), found where ``specframe datasets`` finds them (:mod:`prompt_sets`).
 Methods, one shared SmolLM2 target, greedy:
 
 * ``hf_generate`` — transformers' own ``generate()`` on the same model, unmodified (default kernels), the same
@@ -17,17 +18,21 @@ decoding, whose token count it takes), every output is checked token for token a
 ``generate()``. Per set and per group (``math_code`` = GSM8K + HumanEval, ``chat`` = MT-Bench + Alpaca), every
 method gets its speedup over ``generate()`` and over the plain loop: aggregate (Σ tokens / Σ time ratio) with a
 percentile bootstrap interval over prompts, the geometric mean and the median of per-prompt ratios, and the worst
-prompt's ratio with its question id. ``--warm-tune K`` first runs K tune-split prompts per set through the ``budget:
-auto`` pipelines (untimed; the shipped prompt-lookup example is one), so whatever the controller learns comes
-from the tune split.
+prompt's ratio with its question id, and the median with its bootstrap interval. ``--warm-tune K`` first runs K
+tune-split prompts per set through the ``budget: auto`` pipelines (untimed; the shipped prompt-lookup example is
+one) in a private cache created for the run; the controllers are then frozen (:mod:`specframe.bench.learned_state`)
+and restored before every measured request, so whatever the controller knows comes from the tune split and no
+measured prompt is seen by the memory before it is measured.
 
-The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), the load average
-before and after, and per row how many of its requests ran under contention. The script refuses to start on a
-busy machine (``--max-load``); ``--smoke`` (alias ``--quick``: 2 prompts per set, 8 tokens, B = 16 and DARTree
-pruned auto only) checks that it runs and is not a measurement. Arguments are checked before anything is loaded
-(``_frame``). Usage::
+The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), per row how many of its
+requests ran under contention, and the ``protocol`` record (split, the load at the start and sampled through the run
+under the quiet rule of :mod:`specframe.bench.quiet`, the private cache, the frozen controllers, the commit). The
+script refuses to start on a machine that is not quiet; ``--smoke`` (alias ``--quick``: 2 prompts per set, 8 tokens,
+B = 16 and DARTree pruned auto only) checks that it runs and is not a measurement. Arguments are checked before
+anything is loaded (``_frame``). Usage::
 
-    .venv/bin/python benchmarks/auto_budget.py --n 20 --max-new-tokens 64 --out docs/benchmarks/auto-budget/results.json
+    .venv/bin/python benchmarks/auto_budget.py --n 20 --split report --max-new-tokens 64 \
+        --out docs/benchmarks/auto-budget/results.json
     .venv/bin/python benchmarks/auto_budget.py --smoke --sets gsm8k,mt_bench --out /tmp/auto-budget-smoke.json
 """
 
@@ -42,22 +47,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from _frame import (
-    DATA,
     BenchParser,
+    RunProtocol,
     apply_threads,
-    check_load,
     count,
     counts,
+    measured_run,
     name_list,
+    own_threads,
     run_script,
     use_shipped_checkpoints,
 )
-from prompt_sets import GROUPS, SETS, PromptSet, load_prompt_sets
+from prompt_sets import GROUPS, SETS, PromptSet, data_dirs, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import repo_root
 
-from specframe.bench.splits import REPORT, SPLITS
+from specframe.bench.intervals import median_estimate
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average
@@ -103,6 +109,7 @@ def versus(results: Sequence[GenerationResult], base: Sequence[GenerationResult]
     return {"aggregate": _estimate(aggregate_estimate(pairs, **boot)),
             "geomean": _estimate(geomean_estimate(pairs, **boot)),
             "median": round(statistics.median(ratios), 4),
+            "median_interval": _estimate(median_estimate(ratios, **boot)),
             "worst": round(ratios[worst], 4), "worst_question": ids[worst],
             "identical": sum(r.tokens == b.tokens for r, b in zip(results, base, strict=True))}
 
@@ -116,6 +123,9 @@ def row(label: str, runs: Runs, boot: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "method": label,
         "prompts": len(results),
+        "tokens": tokens,
+        "rounds": len(rounds),
+        "committed": sum(r.committed for r in rounds),
         "tau": round(sum(r.committed for r in rounds) / max(len(rounds), 1), 3),
         "tokens_per_s": round(tokens / seconds, 3),
         "vs_plain": versus(results, runs.results[PLAIN], runs.ids, boot),
@@ -161,13 +171,14 @@ def units(labels: Sequence[str]) -> list[list[str]]:
     return out
 
 
-def run_set(prompts: PromptSet, plain: Any, methods: dict[str, Any], max_new: int) -> Runs:
+def run_set(prompts: PromptSet, plain: Any, methods: dict[str, Any], max_new: int, freeze: Any) -> Runs:
     runs = Runs(list(methods))
     groups = units(list(methods))
     for i, item in enumerate(prompts.prompts):
         runs.ids.append(item.question_id)
         shift = i % len(groups)
         for label in [m for unit in groups[shift:] + groups[:shift] for m in unit]:
+            freeze.restore()  # every measured request starts from the controllers' state after the warm-up
             with LoadWindow() as window:
                 if label == REFERENCE_NAME:
                     done = runs.results[PLAIN][-1]  # plain decoding's result: its token count and its seed
@@ -208,7 +219,7 @@ def warm_on_tune(args: argparse.Namespace, methods: dict[str, Any], names: Seque
     """Run ``--warm-tune`` tune-split prompts per set through the ``budget: auto`` pipelines (untimed)."""
     if args.warm_tune <= 0:
         return 0
-    tune = load_prompt_sets([args.data], n=args.warm_tune, split="tune", names=names)
+    tune = load_prompt_sets(data_dirs(args.data), n=args.warm_tune, split="tune", names=names)
     done = 0
     for prompts in tune.values():
         for item in prompts.prompts:
@@ -221,10 +232,9 @@ def warm_on_tune(args: argparse.Namespace, methods: dict[str, Any], names: Seque
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_data()
     ap.add_argument("--n", type=count(), default=20, help="prompts per set")
-    ap.add_argument("--split", choices=[*SPLITS, "all"], default=REPORT,
-                    help="report: held-out prompts (published numbers); tune: the prompts settings are chosen on")
+    ap.add_split()
     ap.add_argument("--sets", type=name_list(SETS), default=list(SETS), help=f"comma-separated, of: {', '.join(SETS)}")
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--budgets", type=counts(allow_empty=True), default=[16],
@@ -235,7 +245,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--warm-tune", type=count(0), default=2, help="tune prompts per set run first through auto methods")
     ap.add_threads(1)
     ap.add_argument("--bootstrap", type=count(), default=2000, help="bootstrap resamples")
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_smoke("2 prompts per set, 8 tokens, B = 16 and DARTree pruned auto")
     ap.add_output("runs/auto-budget.json")
     args = ap.parse_args(argv)
@@ -247,30 +257,36 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    require_sets(args.sets, data_dirs(args.data))
+    with measured_run(args, own_threads(args.threads)) as run:
+        return measure(args, run)
+
+
+def measure(args: argparse.Namespace, run: RunProtocol) -> int:
     console = Console(width=None if sys.stdout.isatty() else 200)
-    load_before = check_load(args.max_load, args.smoke)
+    load_before = run.start_load
     apply_threads(args.threads)
     use_shipped_checkpoints()
-    split = None if args.split == "all" else args.split
-    sets = load_prompt_sets([args.data], n=args.n, split=split, names=args.sets)
+    sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=args.sets)
     plain, methods = build_methods(args)
     t0 = time.perf_counter()
     warmed = warm_on_tune(args, methods, args.sets)
-    first = load_prompt_sets([args.data], n=1, split="tune", names=args.sets[:1])[args.sets[0]].prompts[0].text
+    first = load_prompt_sets(data_dirs(args.data), n=1, split="tune",
+                             names=args.sets[:1])[args.sets[0]].prompts[0].text
     for pipe in methods.values():  # warm-up on a tune prompt: first-call allocations, and auto's profile
         if pipe is not None:
             pipe.generate(first, 4)
     reference_result(plain, plain.encode(first), new_tokens=4, seed=0)
+    freeze = run.freeze_controllers([p for p in methods.values() if p is not None])
     boot = {"resamples": args.bootstrap, "confidence": 0.95, "seed": 0}
     report: dict[str, Any] = {
         "smoke": args.smoke, "machine": machine_summary(), "threads": args.threads, "load_before": load_before,
-        "max_load": None if args.smoke else args.max_load,
         "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens, "greedy": True,
         "warm_tune_runs": warmed, "sets": {}, "groups": {},
     }
     pooled = {group: Runs(list(methods)) for group in GROUPS}
     for name, prompts in sets.items():
-        runs = run_set(prompts, plain, methods, args.max_new_tokens)
+        runs = run_set(prompts, plain, methods, args.max_new_tokens, freeze)
         rows = [row(label, runs, boot) for label in methods]
         report["sets"][name] = {"source": prompts.source, "note": prompts.note, "in_split": prompts.available,
                                 "question_ids": runs.ids, "rows": rows}
@@ -286,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_table(console, f"{group} ({' + '.join(report['groups'][group]['sets'])})", rows)
     report["load_after"] = load_average()
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    report["protocol"] = run.record(prompts_per_set=args.n)
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
     machine = report["machine"]
     console.print(f"{machine['cpu']} ({machine['cores']} cores, bf16 flags: {machine['bf16_flags'] or 'none'}), "

@@ -1,9 +1,10 @@
 """Batched decoding: tokens/s against batch size for transformers' batched ``generate()``, plain decoding and
 DARTree with ``budget: auto``, SmolLM2 pair.
 
-For each batch size of ``--batch-sizes`` (default 1, 2, 4, 8, 16), the same ``--n`` prompts (held-out GSM8K test
-questions and HumanEval prompts from ``../shared/data``, alternating) are decoded greedily three ways, side by
-side in one process and alternating per repeat:
+For each batch size of ``--batch-sizes`` (default 1, 2, 4, 8, 16), the same ``--n`` prompts (GSM8K test questions,
+HumanEval prompts and Spec-Bench translation prompts, the out-of-distribution set, taken in turn from one split:
+``tune`` by default, ``--split report`` for a published run with at least 20 per set; found where ``specframe
+datasets`` finds them) are decoded greedily three ways, side by side in one process and alternating per repeat:
 
 * ``hf_generate``: what a transformers user writes, static batching: ``B`` prompts left-padded into one
   ``generate()`` call (default kernels, :mod:`specframe_hf.reference`), each call as long as the longest row of
@@ -20,10 +21,13 @@ Reported targets: DARTree auto >= 1.15x batched plain decoding at batch 2 and >=
 decoding at batch 8 >= 3x batch 1, and the draft time of a drafted round at batch 4 at most twice that at batch 1
 (the drafter proposes for every drafting row in one forward).
 
-The script refuses to start on a busy machine (1-minute load average above ``--max-load``) and records the
-load before and after. Writes a JSON file and, with matplotlib, a plot next to it. Usage (a quiet GPU box)::
+The script runs under the quiet rule (:mod:`specframe.bench.quiet`: refused unless quiet at the start, the load
+sampled through the run) in a private cache, and the ``budget: auto`` controller is frozen after the warm-up and
+restored before every timed call (:mod:`specframe.bench.learned_state`): no repeat or batch size starts from what
+an earlier one learnt. All of it is the ``protocol`` record of the JSON. Writes a JSON file and, with matplotlib,
+a plot next to it. Usage (a quiet GPU box)::
 
-    .venv/bin/python benchmarks/batch_decoding.py --device cuda --n 64 --max-new-tokens 128 \\
+    .venv/bin/python benchmarks/batch_decoding.py --device cuda --n 64 --split report --max-new-tokens 128 \\
         --out docs/benchmarks/batch-decoding/results.json
 
 A smoke run (CPU, seconds; not a measurement): ``--smoke`` (2 prompts, 4 tokens, batch sizes 1 and 2, one repeat, no
@@ -43,19 +47,20 @@ from typing import Any
 
 import torch
 from _frame import (
-    DATA,
     BenchParser,
+    RunProtocol,
     apply_threads,
-    check_load,
     count,
     counts,
     decoded,
+    measured_run,
+    own_threads,
     run_script,
     use_shipped_checkpoints,
 )
+from prompt_sets import SPEED_SETS, data_dirs, interleaved, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
-from smollm2_eval import load_prompts
 from specframe_smollm2.demo import repo_root
 
 from specframe.files import write_text
@@ -121,6 +126,8 @@ def measure(label: str, runs: list[tuple[list[Any], float, float | None]], batch
         "tokens": tokens,
         "wall_s": round(wall, 3),
         "tokens_per_s": round(tokens / wall, 3),
+        "rounds": len(rounds),
+        "committed": sum(r.committed for r in rounds),
         "tau": round(sum(r.committed for r in rounds) / max(len(rounds), 1), 3),
         "verified_nodes": round(sum(r.nodes for r in drafted) / max(len(drafted), 1), 2),
         # Each row's record carries its round's stage times, so a round counts once per row that drafted in it.
@@ -212,31 +219,38 @@ def physics(plain: Any, dart: Any, prompts: list[str], sizes: list[int], max_new
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
-    ap.add_argument("--n", type=count(), default=32, help="prompts (half GSM8K, half HumanEval)")
+    ap.add_data()
+    ap.add_argument("--n", type=count(), default=32, help="prompts (GSM8K, HumanEval, translation in turn)")
+    ap.add_split(per_set=lambda args: args.n // len(SPEED_SETS))
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4, 8, 16])
     ap.add_argument("--device", default=None, help="target device (default: the pipeline's)")
     ap.add_threads(0)
     ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per method and batch size (median)")
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_argument("--no-bound", dest="bound", action="store_false",
                     help="skip the physics bound (its measurements take about a minute per batch size)")
     ap.add_smoke("2 prompts, 4 tokens, batch sizes 1 and 2, one repeat")
     ap.add_output("runs/batch-decoding.json")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.n, args.max_new_tokens, args.batch_sizes, args.repeats = 2, 4, [1, 2], 1
+        args.n, args.max_new_tokens, args.batch_sizes, args.repeats = 3, 4, [1, 2], 1
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    require_sets(SPEED_SETS, data_dirs(args.data))
+    with measured_run(args, own_threads(args.threads)) as run:
+        return measure_all(args, run)
+
+
+def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = check_load(args.max_load, args.smoke)
+    load_before = run.start_load
     apply_threads(args.threads)
     use_shipped_checkpoints()
     root = repo_root() / "examples" / "smollm2"
@@ -244,11 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = PluginHost()
     plain = Pipeline.from_yaml(root / "plain.yaml", host=host, overrides=overrides)
     dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
-    sets = load_prompts(args.data, (args.n + 1) // 2, names=("gsm8k", "humaneval"))
-    prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: args.n]
+    per_set = -(-args.n // len(SPEED_SETS))
+    sets = load_prompt_sets(data_dirs(args.data), n=per_set, split=args.split, names=SPEED_SETS)
+    prompts = [text for _, text in interleaved(sets, args.n)]
     sizes = args.batch_sizes
-    plain.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up (and the cost profile of budget: auto)
-    dart.generate_batch(prompts[:2], 4, batch_size=2)
+    warm = [text for _, text in interleaved(load_prompt_sets(data_dirs(args.data), n=1, split="tune",
+                                                             names=SPEED_SETS), 2)]
+    plain.generate_batch(warm, 4, batch_size=2)  # warm-up on tune prompts (and the cost profile of budget: auto)
+    dart.generate_batch(warm, 4, batch_size=2)
+    freeze = run.freeze_controllers([plain, dart])
     reference = [r.tokens for r in decoded(plain.generate_batch(prompts, args.max_new_tokens, batch_size=1),
                                            "the plain reference")]
     ids = [plain.encode(p).view(-1) for p in prompts]
@@ -261,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for _ in range(args.repeats):
             if native is not None:
                 hf_runs.append(timed_generate(plain.target, ids, reference, b))
+            freeze.restore()
             runs["plain"].append(timed_batch(plain, prompts, args.max_new_tokens, b))
+            freeze.restore()
             runs["dart"].append(timed_batch(dart, prompts, args.max_new_tokens, b))
         if hf_runs:
             rows.append(generate_row(hf_runs, b, reference))
@@ -308,11 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         targets["plain_b8_over_b1"] = round(plain_at[8] / plain_at[1], 3)
         line += f"; plain B=8 >= 3x B=1 -> {targets['plain_b8_over_b1']:.2f}x"
     console.print(line)
-    report = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": len(prompts),
+    report = {"smoke": args.smoke, "split": args.split, "sets": list(SPEED_SETS), "n": len(prompts),
               "max_new_tokens": args.max_new_tokens, "device": str(getattr(plain.target, "device",
               "cpu")), "machine": machine, "threads": torch.get_num_threads(), "load_before": load_before,
               "rows": rows, "targets": targets, "physics_bound": bound, "load_after": load_average(),
-              "wall_seconds": round(time.perf_counter() - t0, 1)}
+              "wall_seconds": round(time.perf_counter() - t0, 1),
+              "protocol": run.record(prompts_per_set=per_set)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     png = args.out.with_suffix(".png")
     drew = plot(rows, png)

@@ -1,9 +1,11 @@
 """Draft time per round against batch size: the block drafter's native rows against one fork per row (SmolLM2).
 
-For each batch size ``B`` of ``--batch-sizes`` (default 1, 2, 4, 8), ``B`` prompts (GSM8K test questions and
-HumanEval prompts from ``../shared/data``, alternating) are decoded greedily by ``examples/smollm2/dflash-chain.yaml``
-(the shipped drafter ``checkpoints/smollm2-135m/drafter``, a fixed budget, so every row drafts every round) with
-`Pipeline.generate_batch`, ``B`` rows in flight, in two ways, alternating ``--repeats`` times:
+For each batch size ``B`` of ``--batch-sizes`` (default 1, 2, 4, 8), ``B`` prompts (GSM8K test questions, HumanEval
+prompts and Spec-Bench translation prompts in turn, from the ``tune`` split: a draft-time measurement publishes no
+per-set figure; found where ``specframe datasets`` finds them) are decoded greedily by
+``examples/smollm2/dflash-chain.yaml`` (the shipped drafter ``checkpoints/smollm2-135m/drafter``, a fixed budget, so
+every row drafts every round) with `Pipeline.generate_batch`, ``B`` rows in flight, in two ways, alternating
+``--repeats`` times:
 
 * ``native``: the drafter's own ``rows()`` (`BlockRows`): one backbone forward and one head call for all rows;
 * ``forked``: `ForkedRows`, one drafter fork per row drafted one after another (batched decoding before it).
@@ -14,8 +16,8 @@ that end early leave smaller rounds, which are not counted), its ratio to batch 
 The issue's target: native draft time at batch 4 at most 2x that at batch 1. Both ways must give the tokens of
 batch 1 (``exact``).
 
-The script refuses to start on a busy machine (1-minute load average above ``--max-load``) and records the load
-before and after. Usage (a quiet machine)::
+The script runs under the quiet rule (:mod:`specframe.bench.quiet`) in a private cache (the ``protocol`` record of
+the JSON). Usage (a quiet machine)::
 
     .venv/bin/python benchmarks/batched_drafting.py --out runs/batched-drafting.json
 
@@ -35,19 +37,20 @@ from typing import Any
 
 import torch
 from _frame import (
-    DATA,
     BenchParser,
+    RunProtocol,
     apply_threads,
-    check_load,
     count,
     counts,
     decoded,
+    measured_run,
+    own_threads,
     run_script,
     use_shipped_checkpoints,
 )
+from prompt_sets import SPEED_SETS, data_dirs, interleaved, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
-from smollm2_eval import load_prompts
 from specframe_smollm2.demo import repo_root
 
 from specframe.device_sync import synchronize
@@ -143,13 +146,13 @@ def summary(way: str, batch_size: int, runs: list[tuple[list[Any], list[TimedRow
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_data()
     ap.add_argument("--max-new-tokens", type=count(), default=48)
     ap.add_argument("--batch-sizes", type=counts(), default=[1, 2, 4, 8])
     ap.add_argument("--device", default=None, help="target device (default: the pipeline's; the drafter follows)")
     ap.add_threads(0)
     ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per way and batch size")
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_smoke("batch sizes 1 and 2, 4 tokens, one repeat")
     ap.add_output("runs/batched-drafting.json")
     args = ap.parse_args(argv)
@@ -160,11 +163,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    require_sets(SPEED_SETS, data_dirs(args.data))
+    with measured_run(args, own_threads(args.threads)) as run:
+        return measure_all(args, run)
+
+
+def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = check_load(args.max_load, args.smoke)
+    load_before = run.start_load
     apply_threads(args.threads)
     use_shipped_checkpoints()
     overrides = ["generation.stop_at_eos=false"] + ([f"target.device={args.device}"] if args.device else [])
@@ -172,8 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                               overrides=overrides)
     drafter = pipe.stages.drafter
     sizes = args.batch_sizes
-    sets = load_prompts(args.data, (max(sizes) + 1) // 2, names=("gsm8k", "humaneval"))
-    prompts = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair][: max(sizes)]
+    per_set = -(-max(sizes) // len(SPEED_SETS))
+    sets = load_prompt_sets(data_dirs(args.data), n=per_set, split="tune", names=SPEED_SETS)
+    prompts = [text for _, text in interleaved(sets, max(sizes))]
     pipe.generate_batch(prompts[:2], 4, batch_size=2)  # warm-up
     reference = [r.tokens for r in decoded(pipe.generate_batch(prompts, args.max_new_tokens, batch_size=1),
                                            "the reference")]
@@ -210,12 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if at.get(1) and at.get(4):
         ratio = targets["native_draft_b4_over_b1"] = round(at[4] / at[1], 3)
         console.print(f"target: native draft time at batch 4 <= 2x batch 1 -> {ratio:.2f}x")
-    report = {"max_new_tokens": args.max_new_tokens, "smoke": args.smoke,
-              "max_load": None if args.smoke else args.max_load,
+    report = {"max_new_tokens": args.max_new_tokens, "smoke": args.smoke, "split": "tune",
               "device": str(getattr(pipe.target, "device", "cpu")), "machine": machine,
               "threads": torch.get_num_threads(),
               "load_before": load_before, "rows": rows, "targets": targets, "load_after": load_average(),
-              "wall_seconds": round(time.perf_counter() - t0, 1)}
+              "wall_seconds": round(time.perf_counter() - t0, 1),
+              "protocol": {**run.record(prompts_per_set=per_set), "split": "tune"}}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
     console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} -> {report['load_after']})"
                   + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))

@@ -17,7 +17,9 @@ there on. This script measures it on the SmolLM2 pair:
   speed over plain float32 decoding, measured before it in the same process), labelled with whether the device
   has native bf16 (:func:`specframe.metrics.machine_info.native_bf16`): elsewhere bf16 speeds say nothing.
 
-It refuses to start on a busy machine (1-minute load average above ``--max-load``; ``--smoke`` skips the check).
+It runs under the quiet rule (:mod:`specframe.bench.quiet`; ``--smoke`` skips the check) in a private cache, on
+the ``tune`` split unless ``--split report`` is given (at least 20 prompts per set); the prompt sets are found where
+``specframe datasets`` finds them, and include Spec-Bench translation (the out-of-distribution set).
 Arguments are checked before anything is loaded (``_frame``).
 
 Usage::
@@ -36,13 +38,21 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from _frame import DATA, BenchParser, apply_threads, check_load, count, name_list, run_script, use_shipped_checkpoints
-from prompt_sets import SETS, PromptSet, load_prompt_sets
+from _frame import (
+    BenchParser,
+    RunProtocol,
+    apply_threads,
+    count,
+    measured_run,
+    name_list,
+    run_script,
+    use_shipped_checkpoints,
+)
+from prompt_sets import OUT_OF_DISTRIBUTION, SETS, PromptSet, data_dirs, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import repo_root
 
-from specframe.bench.splits import REPORT, SPLITS
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary, native_bf16
 from specframe.metrics.machine_load import load_average
@@ -109,10 +119,11 @@ def decode(plain: Any, methods: dict[str, Any], sets: dict[str, PromptSet], max_
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_data()
     ap.add_argument("--n", type=count(), default=20, help="prompts per set")
-    ap.add_argument("--split", choices=SPLITS, default=REPORT)
-    ap.add_argument("--sets", type=name_list(SETS), default=["gsm8k", "humaneval", "mt_bench", "alpaca"])
+    ap.add_split()
+    ap.add_argument("--sets", type=name_list(SETS),
+                    default=["gsm8k", "humaneval", "mt_bench", "alpaca", OUT_OF_DISTRIBUTION])
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--methods", type=name_list(PIPELINES, allow_empty=True), default=DEFAULT_METHODS,
                     help="pipeline files of examples/smollm2 (fp32 names)")
@@ -120,7 +131,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--logits", type=name_list(LOGITS), default=list(LOGITS), help="logits_dtype settings compared")
     ap.add_threads(1)
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_smoke("2 GSM8K prompts, 8 tokens, DARTree pruned B=16")
     ap.add_output("runs/bf16-exactness.json")
     args = ap.parse_args(argv)
@@ -131,15 +142,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    require_sets(args.sets, data_dirs(args.data))
+    with measured_run(args, args.threads or 1) as run:
+        return compare(args, run)
 
-    load_before = check_load(args.max_load, args.smoke)
+
+def compare(args: argparse.Namespace, run: RunProtocol) -> int:
+    load_before = run.start_load
     console = Console(width=None if sys.stdout.isatty() else 180)
     apply_threads(args.threads)
     use_shipped_checkpoints()
-    sets = load_prompt_sets([args.data], n=args.n, split=args.split, names=args.sets)
+    sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=args.sets)
     native = native_bf16(args.device)
-    report: dict[str, Any] = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load,
-                              "machine": machine_summary(), "device": args.device,
+    report: dict[str, Any] = {"smoke": args.smoke, "machine": machine_summary(), "device": args.device,
                               "dtype": args.dtype, "native_bf16": native, "threads": args.threads,
                               "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens,
                               "load_before": load_before, "settings": {}}
@@ -175,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         del plain, methods
     report["load_after"] = load_average()
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    report["protocol"] = run.record(prompts_per_set=args.n)
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
     machine = report["machine"]
     console.print(f"{machine['cpu']}, device {args.device} ({'native' if native else 'NO native'} {args.dtype} "

@@ -1,9 +1,11 @@
 """The corrector ablation on the SmolLM2 pair: every correction stage as a chain and inside DARTree, at fixed budgets.
 
-One shared target, the same held-out prompts per kind (math: GSM8K, code: HumanEval, chat: MT-Bench first turns;
-the ``report`` split of :mod:`specframe.bench.splits`, never trained on), greedy, fixed budgets (default 4, 8 and
-16 verified nodes). Each kind first runs specframe's plain loop (the speedup denominator) and transformers'
-``generate()`` on the same prompts and token counts; then every method of :data:`METHODS` at every budget:
+One shared target, the same prompts per kind (math: GSM8K, code: HumanEval, chat: MT-Bench first turns, and the
+out-of-distribution set, translation: Spec-Bench's; from the ``tune`` split of :mod:`specframe.bench.splits` unless
+``--split report`` is given, which needs at least 20 per kind; found where ``specframe datasets`` finds them),
+greedy, fixed budgets (default 4, 8 and 16 verified nodes). Each kind first runs specframe's plain loop (the speedup
+denominator) and transformers' ``generate()`` on the same prompts and token counts; then every method of
+:data:`METHODS` at every budget:
 
 * chains: the DFlash drafter alone, Domino's GRU head, DSpark's Markov head, DFlash2's path selector and
   LiLiCorr's lattice reranker, each walking its corrected greedy path;
@@ -20,12 +22,13 @@ over the prompts (:mod:`specframe.metrics.gains`); the plain loop's own speed ag
 line per kind (the kernel gain, never multiplied into a method's row). Every output is checked token for token
 against the plain loop's. A table per kind on stdout, a JSON file with every cell (and the CPU, threads and load)
 at ``--out``, and with ``--eval-json`` the same report under the key ``corrector_ablation`` of the checkpoints'
-``eval.json`` (the model cards and docs/benchmarks.md render their ablation tables from it). The script refuses to
-start on a busy machine (1-minute load above ``--max-load``).
+``eval.json`` (the model cards and docs/benchmarks.md render their ablation tables from it). The script runs under the
+quiet rule (:mod:`specframe.bench.quiet`) in a private cache; all methods have fixed budgets (no controller learns).
 
 Usage::
 
-    .venv/bin/python benchmarks/corrector_ablation.py --n 6 --max-new-tokens 64 --out runs/corrector-ablation.json \
+    .venv/bin/python benchmarks/corrector_ablation.py --n 20 --split report --max-new-tokens 64 \
+        --out runs/corrector-ablation.json \
         --eval-json checkpoints/smollm2-135m/eval.json
     .venv/bin/python benchmarks/corrector_ablation.py --smoke --out /tmp/ablation.json     # a smoke run
 """
@@ -40,29 +43,28 @@ from pathlib import Path
 from typing import Any
 
 from _frame import (
-    DATA,
     BenchParser,
+    RunProtocol,
     apply_threads,
-    check_load,
     count,
     counts,
+    measured_run,
     name_list,
     run_script,
     use_shipped_checkpoints,
 )
-from prompt_sets import load_prompt_sets
+from prompt_sets import OUT_OF_DISTRIBUTION, data_dirs, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, repo_root, run_generate
 
-from specframe.bench.splits import REPORT
 from specframe.files import write_text
 from specframe.metrics.gains import estimate_to_json, paired_gain
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import load_average
 
 #: Prompt kind -> benchmark set.
-KINDS = {"math": "gsm8k", "code": "humaneval", "chat": "mt_bench"}
+KINDS = {"math": "gsm8k", "code": "humaneval", "chat": "mt_bench", "translation": OUT_OF_DISTRIBUTION}
 DARTREE = ("tree_builder.type=dartree", "tree_builder.mode=pruned", "tree_builder.width=6",
            "pruner.type=deferred_topb", "pruner.beta=-0.2")
 #: (label, correction stage, shape, pipeline file under examples/smollm2, overrides besides the budget).
@@ -91,8 +93,9 @@ SMOKE_METHODS = ("DFlash chain", "path selector chain", "lattice DARTree", "PCTr
 
 def parse_args(argv: Sequence[str] | None) -> Any:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_data()
     ap.add_argument("--n", type=count(), default=6, help="prompts per kind")
+    ap.add_split()
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--budgets", type=counts(), default=[4, 8, 16])
     ap.add_argument("--methods", type=name_list([m[0] for m in (*METHODS, *CHAT_ZOO_METHODS)]), default=None,
@@ -103,7 +106,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                  help="also store the report under 'corrector_ablation' in this eval.json (the published one: "
                       "checkpoints/smollm2-135m/eval.json)")
     ap.add_threads(1)
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_smoke("1 prompt per kind, 4 tokens, budget 4, 4 methods unless --methods names others")
     args = ap.parse_args(argv)
     if args.methods is not None and args.eval_json is not None:
@@ -188,14 +191,20 @@ def table(kind: str, result: dict[str, Any], budgets: list[int]) -> Table:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    load_before = check_load(args.max_load, args.smoke)
+    require_sets(tuple(KINDS.values()), data_dirs(args.data))
+    with measured_run(args, args.threads or 1) as run:
+        return ablate(args, run)
+
+
+def ablate(args: Any, run: RunProtocol) -> int:
+    load_before = run.start_load
     apply_threads(args.threads)
     use_shipped_checkpoints()
     console = Console(width=None if sys.stdout.isatty() else 180)
     t0 = time.perf_counter()
-    sets = load_prompt_sets([args.data], n=args.n, split=REPORT, names=tuple(KINDS.values()))
+    sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=tuple(KINDS.values()))
     methods = selected_methods(args.methods, args.smoke)
-    report: dict[str, Any] = {"smoke": args.smoke, "max_load": None if args.smoke else args.max_load, "n": args.n,
+    report: dict[str, Any] = {"smoke": args.smoke, "split": args.split, "n": args.n,
                               "max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
                               "threads": args.threads, "machine": machine_summary(), "load_before": load_before,
                               "kinds": {}}
@@ -206,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print(table(kind, report["kinds"][kind], args.budgets))
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
+    report["protocol"] = run.record(prompts_per_set=args.n, controller={"memory": "none: fixed budgets"})
     write_text(Path(args.out), json.dumps(report, indent=2) + "\n", what="--out file")
     if args.eval_json is not None:
         evaluation = json.loads(Path(args.eval_json).read_text(encoding="utf-8"))

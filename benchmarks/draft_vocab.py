@@ -13,7 +13,10 @@ greedy-equality check). Per variant the script reports
   the drafter that the subset shrinks, free of the backbone's and the tree's noise;
 * the machine load during the variant's requests (:mod:`specframe.metrics.machine_load`).
 
-The 1-minute load average is checked first; above ``--max-load`` the script stops unless ``--force``. Arguments
+The script runs under the quiet rule (:mod:`specframe.bench.quiet`; ``--force`` runs anyway, recorded as not quiet)
+in a private cache, on the ``tune`` split unless ``--split report`` (at least 20 per set) is given, on GSM8K,
+HumanEval and Spec-Bench translation (the out-of-distribution set); the ``budget: auto`` controllers are frozen
+after the warm-up and restored before every measured request. Arguments
 (the mapping of every size included) are checked before anything is loaded (``_frame``).
 
 Usage (on a quiet machine; the shipped mappings are in checkpoints/smollm2-135m/draft-vocab)::
@@ -34,7 +37,17 @@ from pathlib import Path
 from typing import Any, cast
 
 import torch
-from _frame import DATA, REPO, BenchParser, apply_threads, check_load, count, run_script, use_shipped_checkpoints
+from _frame import (
+    REPO,
+    BenchParser,
+    RunProtocol,
+    apply_threads,
+    count,
+    measured_run,
+    run_script,
+    use_shipped_checkpoints,
+)
+from prompt_sets import SPEED_SETS, data_dirs, require_sets
 from rich.console import Console
 from rich.table import Table
 from smollm2_eval import load_prompts  # the same prompts as the end-to-end evaluation
@@ -89,8 +102,9 @@ def head_times(pipes: dict[str, Any], reps: int, slots: int) -> dict[str, dict[s
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
-    ap.add_argument("--n", type=count(), default=10, help="prompts per dataset (GSM8K, HumanEval)")
+    ap.add_data()
+    ap.add_argument("--n", type=count(), default=10, help="prompts per set (GSM8K, HumanEval, translation)")
+    ap.add_split()
     ap.add_argument("--max-new-tokens", type=count(), default=96)
     ap.add_input("--pipeline", REPO / "examples" / "smollm2" / "dartree-pruned.yaml", help="the pipeline file")
     ap.add_argument("--sizes", type=_sizes, default=["8192", "16384", "32768", FULL],
@@ -99,8 +113,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                  help="where the fr<N>k.safetensors mappings are")
     ap.add_argument("--head-reps", type=count(0), default=200, help="LM-head-only calls per variant (0: skip)")
     ap.add_threads(1)
-    ap.add_max_load()
-    ap.add_argument("--force", action="store_true", help="run even on a loaded machine")
+    ap.add_protocol()
     ap.add_smoke("1 prompt per dataset, 4 tokens, the 8k and full vocabularies, 2 head calls")
     ap.add_output("runs/draft-vocab.json")
     args = ap.parse_args(argv)
@@ -115,8 +128,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    require_sets(SPEED_SETS, data_dirs(args.data))
+    with measured_run(args, args.threads or 1) as run:
+        return compare(args, run)
+
+
+def compare(args: argparse.Namespace, run: RunProtocol) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
-    load1 = check_load(args.max_load, args.smoke or args.force)
+    load1 = run.start_load
     console.print(f"1-minute load average before starting: {load1 if load1 is not None else 'unknown'}")
     apply_threads(args.threads)
     use_shipped_checkpoints()
@@ -124,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
-    sets = load_prompts(args.data, args.n, names=("gsm8k", "humaneval"))
-    prompts = sets["gsm8k"] + sets["humaneval"]
+    sets = load_prompts(args.data, args.n, names=SPEED_SETS, split=args.split)
+    prompts = [pair for name in SPEED_SETS for pair in sets[name]]
     host = PluginHost()
     plain = Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml", host=host)
     base = Pipeline.from_yaml(args.pipeline, target=plain.target, host=host)
@@ -133,9 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = args.sizes
     pipes = {size: base.with_stage("drafter", drafter | {"draft_vocab": _mapping(args.vocab_dir, size)})
              for size in sizes}
-    plain.generate(prompts[0][1], 4)
+    warm = load_prompts(args.data, 1, names=("gsm8k",), split="tune")["gsm8k"][0][1]
+    plain.generate(warm, 4)
     for pipe in pipes.values():
-        pipe.generate(prompts[0][1], 8)  # warm-up
+        pipe.generate(warm, 8)  # warm-up on a tune prompt (first-call allocations, auto's profile)
+    freeze = run.freeze_controllers([plain, *pipes.values()])
     variants = ["plain", *sizes]
     results: dict[str, list[Any]] = {v: [] for v in variants}
     loads: dict[str, list[MachineLoad]] = {v: [] for v in variants}
@@ -144,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shift = i % len(variants)
         for v in variants[shift:] + variants[:shift]:
             pipe = plain if v == "plain" else pipes[v]
+            freeze.restore()
             with LoadWindow() as window:
                 results[v].append(pipe.generate(text, args.max_new_tokens))
             if window.load is not None:
@@ -196,9 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.print("warning: other processes loaded the machine during the measurement; rerun on a quiet "
                       "machine", style="bold yellow")
     report = {"smoke": args.smoke, "pipeline": str(args.pipeline), "n": args.n, "max_new_tokens": args.max_new_tokens,
-              "threads": args.threads, "loadavg_at_start": load1,
-              "max_load": None if args.smoke or args.force else args.max_load, "plain_tokens_per_s": plain_tps,
-              "variants": rows, "wall_seconds": round(time.perf_counter() - t0, 1)}
+              "threads": args.threads, "loadavg_at_start": load1, "split": args.split,
+              "plain_tokens_per_s": plain_tps,
+              "variants": rows, "wall_seconds": round(time.perf_counter() - t0, 1),
+              "protocol": run.record(prompts_per_set=args.n)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
     console.print(f"wrote {args.out}" + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))
     return 0

@@ -24,7 +24,9 @@ Two model sets:
   DARTree fixed and pruned ``budget: auto``) at batch sizes 1-8 on held-out GSM8K / HumanEval prompts.
 
 Every speculative output is checked token for token against plain decoding's (greedy pipelines) and the table
-says so. The machine is named (``lscpu``), the load average is checked before (``--max-load``) and recorded.
+says so. The machine is named (``lscpu``); the run is under the quiet rule (:mod:`specframe.bench.quiet`) in a
+private cache, all of it recorded (``protocol``). The SmolLM2 prompts are ``tune``-split GSM8K, HumanEval and
+Spec-Bench translation prompts in turn.
 Usage::
 
     .venv/bin/python benchmarks/loop_overhead.py --out docs/benchmarks/loop-overhead/tiny.json
@@ -49,18 +51,19 @@ from typing import Any
 
 import torch
 from _frame import (
-    DATA,
     REPO,
     BenchParser,
+    RunProtocol,
     apply_threads,
-    check_load,
     count,
     counts,
     decoded,
+    measured_run,
     name_list,
     run_script,
     use_shipped_checkpoints,
 )
+from prompt_sets import SPEED_SETS, data_dirs, interleaved, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
 
@@ -328,8 +331,8 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
 
 
 def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: list[str] | None,
-                console: Console, compile_forward: bool = False, device: str | None = None) -> list[dict[str, Any]]:
-    from smollm2_eval import load_prompts
+                console: Console, compile_forward: bool = False, device: str | None = None,
+                data: Path | None = None) -> list[dict[str, Any]]:
 
     from specframe.pipeline import Pipeline
 
@@ -343,8 +346,9 @@ def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: li
             pipes[name] = Pipeline.from_yaml(path, target=base.target)
     for pipe in pipes.values():
         instrument(pipe, timer)
-    sets = load_prompts(DATA, (max(n, max(batches)) + 1) // 2, names=("gsm8k", "humaneval"))
-    prompt_sets = [t for pair in zip(sets["gsm8k"], sets["humaneval"], strict=False) for _, t in pair]
+    wanted = max(n, max(batches))  # tune prompts: a per-round time publishes no per-set figure
+    sets = load_prompt_sets(data_dirs(data), n=-(-wanted // len(SPEED_SETS)), split="tune", names=SPEED_SETS)
+    prompt_sets = [text for _, text in interleaved(sets, wanted)]
     rows: list[dict[str, Any]] = []
     for batch in batches:
         prompts = prompt_sets[: max(n, batch)]
@@ -388,8 +392,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=count(), default=3)
     ap.add_argument("--device", default=None, help="where the target runs (tiny: cpu; smollm2: the pipeline's)")
     ap.add_argument("--n", type=count(), default=8, help="smollm2: prompts (at least the batch size)")
+    ap.add_data()
     ap.add_threads(1)
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_argument("--compile", action="store_true", help="torch.compile the target's lean forward (target "
                                                           "compile: true); the warm-up run includes the compilation")
     ap.add_smoke("batch 1 and 2, 8 tokens, one repeat")
@@ -408,8 +413,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.models == "smollm2":
+        require_sets(SPEED_SETS, data_dirs(args.data))
+    with measured_run(args, args.threads or 1) as run:
+        return measure_all(args, run)
+
+
+def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
     console = Console(width=None if sys.stdout.isatty() else 170)
-    load_before = check_load(args.max_load, args.smoke)
+    load_before = run.start_load
     apply_threads(args.threads)
     use_shipped_checkpoints()
     machine = machine_summary()
@@ -420,13 +432,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         args.device or "cpu")
     else:
         rows = run_smollm2(args.batches, args.max_new, args.repeats, args.n, args.only, console, args.compile,
-                           args.device)
+                           args.device, args.data)
     console.print(table(rows, f"Loop overhead per round ({machine.get('cpu')}, {torch.get_num_threads()} "
                               "thread(s))"))
     doc = {"machine": machine, "device": args.device or ("cpu" if args.models == "tiny" else "pipeline's"),
            "threads": torch.get_num_threads(), "compile": args.compile, "smoke": args.smoke,
-           "max_load": args.max_load, "load_before": load_before, "load_after": load_average(),
-           "max_new_tokens": args.max_new, "repeats": args.repeats, "rows": rows}
+           "load_before": load_before, "load_after": load_average(),
+           "max_new_tokens": args.max_new, "repeats": args.repeats, "rows": rows,
+           "protocol": {**run.record(controller={"memory": "online: budget: auto learns across the repeats of a "
+                                                           "round-time measurement"}), "split": "tune"}}
     write_text(args.out, json.dumps(doc, indent=2) + "\n", what="loop overhead results")
     console.print(f"wrote {args.out}")
     inexact = [r for r in rows if r["exact"] is False]

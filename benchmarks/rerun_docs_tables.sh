@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Rerun every speed table of docs/benchmarks.md with the current checkpoints, one after the other, on a quiet
-# machine: it refuses to start when the 1-minute load average is above $MAX_LOAD (default 1.1, the benchmark
-# scripts' default: the published tables started at loads up to 1.05 on 2 cores), every record carries the CPU time
-# other processes used, and `report` marks contended cells. Each named table is measured afresh (its old result
+# machine: before each table it waits up to $WAIT_QUIET seconds (default 300) for the quiet rule of
+# specframe/bench/quiet.py (1-minute load minus the benchmark's own threads below 0.3; the benchmark scripts apply it
+# themselves and sample the load through their run) and stops when the machine stays busy; every record carries
+# the CPU time other processes used, and `report` marks contended cells. Prompt sets come from $DATA (default
+# ../shared/data; `specframe datasets` says where each set is found). Each named table is measured afresh (its old result
 # file is removed first; within a run `bench` appends and resumes as usual); results go to docs/benchmarks/results/
 # and the reports to docs/benchmarks/<name>/. One torch thread, the demo's setting.
 # Usage (from any directory):
@@ -13,24 +15,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 smoke=${SMOKE:-0}
 dry=${DRY_RUN:-0}
-max=${MAX_LOAD:-1.1}  # raise it right after another benchmark of ours (its own load decays for a minute)
-if [ "$smoke" = 0 ] && [ "$dry" = 0 ]; then
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    if awk "BEGIN{exit !($load > $max)}"; then echo "load average $load > $max: not benchmarking" >&2; exit 2; fi
-fi
+wait_quiet=${WAIT_QUIET:-300}  # a previous benchmark's own load takes a minute or two to decay
+data=${DATA:-../shared/data}
 export OMP_NUM_THREADS=1 SPECFRAME_CHECKPOINTS="${SPECFRAME_CHECKPOINTS:-$PWD/checkpoints/smollm2-135m}"
 SF=.venv/bin/specframe
 PY=.venv/bin/python
 P=examples/smollm2
+quiet() {  # the quiet rule before each table (not in a smoke or dry run)
+    if [ "$smoke" = 0 ] && [ "$dry" = 0 ]; then "$PY" -m specframe.bench.quiet --wait "$wait_quiet"; fi
+}
 if [ "$smoke" = 0 ]; then
     OUT=${OUT:-docs/benchmarks}
-    D="-d gsm8k:3 -d humaneval:3 --data-dir ../shared/data --max-new-tokens 48"
+    D="-d gsm8k:3 -d humaneval:3 --data-dir $data --max-new-tokens 48"
     MT="-d mt_bench:1"
-    NGRAM="-d gsm8k:4 -d humaneval:4 -d mt_bench:2 -d alpaca:4 --data-dir ../shared/data --max-new-tokens 64"
+    NGRAM="-d gsm8k:4 -d humaneval:4 -d mt_bench:2 -d alpaca:4 --data-dir $data --max-new-tokens 64"
     SCRIPT_SIZE=()
 else  # a smoke run: every command at the smallest size, nothing written into docs/
     OUT=${OUT:?SMOKE=1 needs OUT=DIR (a smoke run never writes into docs/)}
-    D="-d gsm8k:1 --data-dir ../shared/data --max-new-tokens 1 --warmup 0"
+    D="-d gsm8k:1 --data-dir $data --max-new-tokens 1 --warmup 0"
     MT=""
     NGRAM=$D
     SCRIPT_SIZE=(--smoke)
@@ -41,12 +43,13 @@ run_cmd() {  # print (DRY_RUN=1) or run one command
 }
 run() {  # name, then bench arguments
     local name=$1; shift
-    [ "$dry" = 1 ] || { mkdir -p "$R"; rm -f "$R/$name.jsonl"; }
+    [ "$dry" = 1 ] || { quiet; mkdir -p "$R"; rm -f "$R/$name.jsonl"; }
     # shellcheck disable=SC2086  # $D, $MT: word-split on purpose
     run_cmd "$SF" bench "$@" -o "$R/$name.jsonl"
     run_cmd "$SF" report "$R/$name.jsonl" --out-dir "$OUT/$name"
 }
-names=("$@"); [ ${#names[@]} -gt 0 ] || names=(strategies budget width beta candidates ngram-smollm2 auto-budget)
+names=("$@"); [ ${#names[@]} -gt 0 ] || names=(strategies budget width beta candidates ngram-smollm2 auto-budget
+                                                batch-decoding)
 for name in "${names[@]}"; do
     # shellcheck disable=SC2086
     case $name in
@@ -60,10 +63,14 @@ for name in "${names[@]}"; do
     ngram-smollm2) run ngram-smollm2 examples/ngram-chain.yaml --sweep "drafter.num_speculative_tokens=[4,8]" \
         $NGRAM ;;
     auto-budget) run_cmd "$PY" benchmarks/auto_budget.py --n 20 --split report --max-new-tokens 64 --budgets 16 \
-        --methods dflash-chain,ddtree,domino-chain,dspark-chain,dartree-pruned --max-load "$max" \
-        "${SCRIPT_SIZE[@]}" --out "$OUT/auto-budget/results.json" ;;
-    bf16-exactness) run_cmd "$PY" benchmarks/bf16_exactness.py --n 20 --split report --max-load "$max" \
-        "${SCRIPT_SIZE[@]}" --out "$OUT/bf16-exactness/results.json" ;;  # only where bf16 is native (its speeds)
+        --methods dflash-chain,ddtree,domino-chain,dspark-chain,dartree-pruned --data "$data" \
+        --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" --out "$OUT/auto-budget/results.json" ;;
+    batch-decoding) run_cmd "$PY" benchmarks/batch_decoding.py --n 60 --split report --max-new-tokens 64 \
+        --batch-sizes 1,2,4,8 --data "$data" --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" \
+        --out "$OUT/batch-decoding/results.json" ;;
+    bf16-exactness) run_cmd "$PY" benchmarks/bf16_exactness.py --n 20 --split report --data "$data" \
+        --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" \
+        --out "$OUT/bf16-exactness/results.json" ;;  # only where bf16 is native (its speeds)
     *) echo "unknown table $name" >&2; exit 2 ;;
     esac
 done

@@ -27,8 +27,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from _frame import DATA, BenchParser, count, run_script
-from prompt_sets import SETS, load_prompt_sets
+from _frame import BenchParser, count, run_script
+from prompt_sets import SETS, data_dirs, load_prompt_sets, require_sets
 
 from specframe.bench.splits import SPLITS
 from specframe.cost.memory import NEIGHBOURS, SIMILAR
@@ -42,7 +42,7 @@ KIND = {name: "math" if name in ("gsm8k", "spec_bench/math_reasoning") else "cod
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = BenchParser(description=__doc__.splitlines()[0])
-    ap.add_input("--data", DATA, kind="dir", help="the benchmark data directory")
+    ap.add_data()
     ap.add_argument("--n", type=count(), default=20, help="prompts per set")
     ap.add_argument("--split", choices=SPLITS, default="tune", help="tune: the prompts settings are chosen on")
     ap.add_input("--tokenizer", None, kind="dir", help="a model directory with the tokenizer (default: the "
@@ -65,6 +65,7 @@ def vote(alike: list[tuple[int, float]], kinds: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    require_sets(SETS, data_dirs(args.data))
     from specframe_hf.loading import load_tokenizer
     from specframe_smollm2.cache import target_dir
 
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     directory = args.tokenizer or target_dir()
     tokenizer = load_tokenizer(directory)
-    sets = load_prompt_sets([args.data], n=args.n, split=args.split, names=SETS)
+    sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=SETS)
     names = [name for name, prompts in sets.items() for _ in prompts.prompts]
     kinds = [KIND[name] for name in names]
     signatures = [prompt_signature(encode_messages(tokenizer, user_message(item.text)))

@@ -1,11 +1,10 @@
 """Prepacked oneDNN linear layers for CPU inference, used for the row counts where they are faster.
 
 A tree verify multiplies ``q`` rows (root + nodes) by every weight matrix. On x86 CPUs the default BLAS path of
-``nn.Linear`` can be slow for such skinny products (measured on the development machine's AMD EPYC, one thread: a
-1536 x 576 layer at q = 9 takes 255 µs, the 49,152 x 576 LM head 32 ms), while oneDNN with its weights
-reordered once into its blocked layout takes 94 µs and 8.6 ms. Which path is faster depends on the CPU and on
-the number of rows: on an Intel Xeon with AMX, MKL's default path was faster for one row (a 1-token forward
-55.5 ms against 61.7 ms prepacked) and oneDNN for sixteen (100.2 ms against 130.0 ms).
+``nn.Linear`` can be slow for such skinny products, while oneDNN with its weights reordered once into its blocked
+layout can be several times faster; which path is faster depends on the CPU and on the number of rows (one CPU's
+BLAS wins the one-row product and loses the sixteen-row one, another's loses both). The measurements behind this
+are in docs/benchmarks.md ("Which linear kernels does the target use?").
 
 `pack_linear_layers(module)` replaces every ``nn.Linear`` of a float32 CPU module, in place, by a `PackedLinear`
 that keeps the original ``weight`` (tied weights stay tied; code that reads ``.weight`` still works) plus the

@@ -16,14 +16,18 @@ block                  result file                             script
 ``auto-budget-table``  the same                                ``benchmarks/auto_budget.py``
 ``eval-table``         ``checkpoints/smollm2-135m/eval.json``  ``benchmarks/smollm2_eval.py``
 ``batch-table``        ``docs/benchmarks/batch-decoding/``     ``benchmarks/batch_decoding.py``
-                       ``results.json`` (and ``before.json``,
-                       the same script on the loop before the
-                       engine work)
+                       ``results.json``
 ``loop-overhead``      ``docs/benchmarks/loop-overhead/``      ``benchmarks/loop_overhead.py``
                        ``tiny.json``, ``smollm2.json``
 ``ablation-table``     ``checkpoints/smollm2-135m/eval.json``  ``benchmarks/corrector_ablation.py``
                        (``corrector_ablation``)
+``draft-vocab-table``  ``docs/benchmarks/draft-vocab/``        ``benchmarks/draft_vocab.py``
+                       ``results.json``
 =====================  ======================================  ===============================================
+
+Every block ends with the file's provenance line (:func:`specframe.bench.published.status_line`: the CPU, the load
+at the start and through the run, the split and prompt count, the commit, and whether the run meets the
+measurement protocol; a file measured before the quiet rule says "not under the quiet rule").
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specframe.bench.published import status_line, verdict
 from specframe.metrics.gains import (
     CONTENDED_NOTE,
     KERNEL_HEADING,
@@ -47,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 AUTO_BUDGET_JSON = "docs/benchmarks/auto-budget/results.json"
 EVAL_JSON = "checkpoints/smollm2-135m/eval.json"
 BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
-BATCH_BEFORE_JSON = "docs/benchmarks/batch-decoding/before.json"
+DRAFT_VOCAB_JSON = "docs/benchmarks/draft-vocab/results.json"
 LOOP_JSON = {"tiny": "docs/benchmarks/loop-overhead/tiny.json", "smollm2": "docs/benchmarks/loop-overhead/smollm2.json"}
 #: Display names of the auto-budget benchmark's sets and groups.
 SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (first turns)", "alpaca": "Alpaca",
@@ -115,10 +120,12 @@ def speed_headline(page: str) -> str:
     evals = load(EVAL_JSON)
     taus = {d: next(r["tau"] for r in rows if r["method"] == "DARTree pruned B=16")
             for d, rows in evals["datasets"].items()}
-    lines += ["", "At the fixed budget of 16 the shipped drafter and head reach τ "
+    lines += ["", status_line(report), "",
+              "At the fixed budget of 16 the shipped drafter and head reach τ "
               + " / ".join(f"{t:.2f}" for t in taus.values()) + " on "
               + " / ".join(SHORT.get(d, d) for d in taus)
-              + f" (`benchmarks/smollm2_eval.py`, `{EVAL_JSON}`, {evals['n']} prompts per set)."]
+              + f" (`benchmarks/smollm2_eval.py`, `{EVAL_JSON}`, {evals['n']} prompts per set, "
+              + ("measured under the protocol" if verdict(evals).published else "not under the quiet rule") + ")."]
     return "\n".join(lines)
 
 
@@ -149,7 +156,7 @@ def auto_budget_table(page: str) -> str:
         contended |= any(g.contended for g in (kernel, *methods))
     if contended:
         lines += ["", CONTENDED_NOTE + "."]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", status_line(report)])
 
 
 def eval_table(methods: Sequence[str] | None = None) -> str:
@@ -178,7 +185,7 @@ def eval_table(methods: Sequence[str] | None = None) -> str:
         lines.append(f"| {method} | {' | '.join(cells)} |")
     if any(g.contended for d in datasets for g in [*gains[d][1], *([gains[d][0]] if gains[d][0] else [])]):
         lines += ["", CONTENDED_NOTE + "."]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", status_line(report)])
 
 
 def batch_table(page: str, rel: str = BATCH_JSON) -> str:
@@ -217,7 +224,7 @@ def batch_table(page: str, rel: str = BATCH_JSON) -> str:
         lines.append(f"| {batch} | {hf_speed} | {plain['tokens_per_s']:.1f} | {dart['tokens_per_s']:.1f} | "
                      f"{'-' if hf is None else ratio(plain, hf)} | {ratio(dart, plain)} |{bound} {dart['tau']:.2f} | "
                      f"{100 * dart['plain_round_share']:.0f} % | {dart['draft_ms_per_round']:.1f} |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", status_line(report)])
 
 
 def loop_overhead_table(page: str) -> str:
@@ -243,7 +250,7 @@ def loop_overhead_table(page: str) -> str:
                              f"{r['round']['median_ms']:.2f} / {r['target']['median_ms']:.2f} / "
                              f"{r['draft']['median_ms']:.2f} / {r['else']['median_ms']:.2f}, τ {r['tau']:.2f}")
             out.append(f"| {name} | " + " | ".join(cells) + " |")
-        out.append("")
+        out += ["", status_line(report, per_set=False), ""]
     return "\n".join(out).rstrip()
 
 
@@ -269,7 +276,33 @@ def ablation_table(page: str) -> str:
                 f"{by[method, b]['tau']:.2f} · {by[method, b]['draft_ms_per_round']:.1f} · "
                 f"{by[method, b]['vs_plain_loop']['value']:.2f}×" for b in budgets) + " |")
         out.append("")
+    out.append(status_line(report))
     return "\n".join(out).rstrip()
+
+
+def draft_vocab_table(page: str) -> str:
+    """docs/benchmarks.md: the draft step, τ and speed per draft vocabulary (FR-Spec), against the full vocabulary."""
+    report = load(DRAFT_VOCAB_JSON)
+    full = 49_152
+    lines = [f"`benchmarks/draft_vocab.py` ([JSON]({link(page, DRAFT_VOCAB_JSON)})), `{Path(report['pipeline']).name}`,"
+             f" {report.get('threads', '?')} torch thread(s), {report['n']} prompts per set, "
+             f"{report['max_new_tokens']} new tokens, variants interleaved per prompt; the last column is "
+             "speculation's gain over specframe's plain loop pooled over the prompts (the file keeps no "
+             f"per-prompt pairing, so no interval); {KERNEL_HEADING}: not measured by this script (the first "
+             "table of the page measures it):", "",
+             "| draft vocabulary | draft ms / round (median [p10, p90]) | vs full | LM head alone | τ | τ vs full | "
+             f"{SPECULATION_HEADING} | exact |", "|---|---|---|---|---|---|---|---|"]
+    for v in report["variants"]:
+        name = f"{full:,} (full)" if v["draft_vocab"] == "full" else f"{int(v['draft_vocab']):,}"
+        ratio = v.get("draft_time_ratio_vs_full")
+        change = v.get("tau_change_vs_full_pct")
+        head = (v.get("head") or {}).get("median_ms")
+        lines.append(f"| {name} | {v['draft_ms_median']:.2f} [{v['draft_ms_p10']:.2f}, {v['draft_ms_p90']:.2f}] | "
+                     f"{'-' if ratio is None else f'{ratio:.2f}× faster'} | "
+                     f"{'-' if head is None else f'{head:.2f} ms'} | {v['tau']:.3f} | "
+                     f"{'—' if v['draft_vocab'] == 'full' or change is None else f'{change:+.1f} %'} | "
+                     f"{v['speedup']:.2f}× | {'yes' if v['exact'] else 'NO'} |")
+    return "\n".join([*lines, "", status_line(report)])
 
 
 #: Blocks that quote per-round times, not speedups (the two-gains rule of the speed claims does not apply).
@@ -282,7 +315,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "auto-budget-table"): lambda: auto_budget_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "eval-table"): lambda: eval_table(),
     ("docs/benchmarks.md", "batch-table"): lambda: batch_table("docs/benchmarks.md"),
-    ("docs/benchmarks.md", "batch-table-before"): lambda: batch_table("docs/benchmarks.md", BATCH_BEFORE_JSON),
+    ("docs/benchmarks.md", "draft-vocab-table"): lambda: draft_vocab_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "loop-overhead"): lambda: loop_overhead_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),
     ("checkpoints/smollm2-135m/path-selector/README.md", "ablation-table"):

@@ -4,6 +4,9 @@ The scripts import their siblings as top-level modules (``from _frame import ...
 ``python benchmarks/x.py``; so ``benchmarks/`` goes on ``sys.path`` here and each test calls a script's
 ``main(argv)`` in this process (importing torch and transformers once, not once per script).
 
+``needs_sets(*names)`` skips a test, with the reason the scripts give, when a prompt set it runs on is found
+nowhere (a user's fresh clone has no ``../shared/data`` beside it; :func:`prompt_sets.data_dirs`).
+
 ``smoke_env`` (module scope) is where the real-model smoke runs happen: a private ``$SPECFRAME_CACHE`` with the
 converted SmolLM2 linked in (what the runs learn never reaches the user's cache), the repository's checkpoints,
 and the ``cpu_linear: auto`` choice frozen to the default kernels (its measurement is tested in
@@ -22,6 +25,18 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
+
+
+def needs_sets(*names: str) -> None:
+    """Skip the calling test unless every prompt set of ``names`` is found (the scripts' own lookup)."""
+    from prompt_sets import data_dirs, require_sets
+
+    from specframe.datasets import DatasetError
+
+    try:
+        require_sets(names, data_dirs(None))
+    except DatasetError as exc:
+        pytest.skip(exc.render().splitlines()[0])
 
 
 def have_target() -> bool:

@@ -41,11 +41,11 @@ def no_work(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(Pipeline, "from_yaml", forbidden("Pipeline.from_yaml"))
     monkeypatch.setattr(specframe_hf.loading, "load_model", forbidden("load_model"))
-    monkeypatch.setattr(_frame, "check_load", forbidden("the load check"))
+    monkeypatch.setattr(_frame, "measured_run", forbidden("the measured run (load check, private cache)"))
     monkeypatch.setattr(prompt_sets, "load_prompt_sets", forbidden("load_prompt_sets"))
     for name, module in zip(SCRIPTS, modules, strict=True):
-        for attr in ("check_load", "load_prompt_sets", "build_random_gru", "run_variant", "load_recipe",
-                     "load_target"):
+        for attr in ("measured_run", "require_sets", "load_prompt_sets", "build_random_gru", "run_variant",
+                     "load_recipe", "load_target"):
             if hasattr(module, attr):
                 monkeypatch.setattr(module, attr, forbidden(f"{name}.{attr}"))
     return started
@@ -60,6 +60,15 @@ CASES = [
     ("auto_budget", ["--methods", "dartree"], "--methods"),
     ("auto_budget", ["--bootstrap", "0"], "--bootstrap"),
     ("auto_budget", ["--data", "no/such/dir"], "--data"),
+    # the held-out split is for published runs: at least 20 prompts per set
+    ("auto_budget", ["--split", "report", "--n", "19"], "--split"),
+    ("smollm2_eval", ["--split", "report"], "--split"),  # its default --n is 6
+    ("batch_decoding", ["--split", "report", "--n", "57"], "--split"),  # 19 per set of 3
+    ("corrector_ablation", ["--split", "report", "--n", "8"], "--split"),
+    ("draft_vocab", ["--split", "report"], "--split"),
+    ("bf16_exactness", ["--split", "report", "--n", "5"], "--split"),
+    ("auto_budget", ["--split", "all"], "--split"),
+    ("auto_budget", ["--wait-quiet", "-1"], "--wait-quiet"),
     ("batch_decoding", ["--batch-sizes", "0"], "--batch-sizes"),
     ("batch_decoding", ["--batch-sizes", "1,2,-4"], "--batch-sizes"),
     ("batch_decoding", ["--n", "-1"], "--n"),
@@ -142,6 +151,21 @@ def test_threads_zero_means_torchs_default() -> None:
     args = script("tree_construction").parse_args(["--threads", "0", "--out", "/tmp/specframe-unused.json"])
     _frame.apply_threads(args.threads)
     assert args.threads == 0 and torch.get_num_threads() == before
+
+
+SPLIT_SCRIPTS = ("auto_budget", "batch_decoding", "bf16_exactness", "corrector_ablation", "draft_vocab",
+                 "smollm2_eval")
+
+
+@pytest.mark.parametrize("name", SPLIT_SCRIPTS)
+def test_the_tune_split_is_the_default_and_report_must_be_asked_for(name: str, tmp_path: Path) -> None:
+    """Settings are developed on `tune`; only a published run reads `report`, with 20 prompts per set or more, and a
+    smoke run never does."""
+    out = ["--out", str(tmp_path / "x.json")]
+    module = script(name)
+    assert module.parse_args(out).split == "tune"
+    assert module.parse_args(["--split", "report", "--n", "60", *out]).split == "report"
+    assert module.parse_args(["--split", "report", "--n", "60", "--smoke", *out]).split == "tune"
 
 
 def test_smoke_arguments_are_small_whatever_else_is_given(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def parser() -> BenchParser:
     ap.add_argument("--budgets", type=counts(allow_empty=True), default=[16])
     ap.add_argument("--sets", type=name_list(["gsm8k", "mt_bench"]), default=["gsm8k"])
     ap.add_threads(1)
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_input("--data", None, kind="dir")
     ap.add_output("out/results.json")
     return ap
@@ -55,7 +55,8 @@ def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     (["--batch-sizes", ""], "--batch-sizes"), (["--batch-sizes", "1,x"], "--batch-sizes"),
     (["--budgets", "0"], "--budgets"),
     (["--threads", "-3"], "--threads"),
-    (["--max-load", "nan"], "--max-load"), (["--max-load", "-1"], "--max-load"), (["--max-load", "inf"], "--max-load"),
+    (["--wait-quiet", "nan"], "--wait-quiet"), (["--wait-quiet", "-1"], "--wait-quiet"),
+    (["--wait-quiet", "inf"], "--wait-quiet"),
     (["--sets", "gsm9k"], "--sets"),
 ])
 def test_bad_counts_lists_and_names_are_usage_errors_naming_the_flag(argv: list[str], flag: str,
@@ -70,9 +71,9 @@ def test_bad_counts_lists_and_names_are_usage_errors_naming_the_flag(argv: list[
 def test_good_values_parse_to_numbers_and_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     args = parser().parse_args(["--n", "3", "--batch-sizes", "1, 2,4", "--budgets", "", "--threads", "0",
-                                "--sets", "mt_bench,gsm8k", "--max-load", "0.7"])
-    assert (args.n, args.batch_sizes, args.budgets, args.threads, args.sets, args.max_load) == \
-        (3, [1, 2, 4], [], 0, ["mt_bench", "gsm8k"], 0.7)
+                                "--sets", "mt_bench,gsm8k", "--wait-quiet", "30"])
+    assert (args.n, args.batch_sizes, args.budgets, args.threads, args.sets, args.wait_quiet) == \
+        (3, [1, 2, 4], [], 0, ["mt_bench", "gsm8k"], 30.0)
     assert args.out == tmp_path / "out" / "results.json" and args.out.parent.is_dir()
 
 

@@ -3,7 +3,12 @@
 The scripts run in this process through ``main(argv)``. Those that decode use the real SmolLM2 pair (that is what
 they exist for; ``smoke_env`` in ``conftest.py``); the training-side scripts run on a tiny random target and
 shards. ``accelerator_check.py --device cpu --smoke`` runs every step of the GPU check on the CPU, the
-tree-construction benchmark included, so the accelerator path's code runs on every change.
+tree-construction benchmark included, so the accelerator path's code runs on every change. A test whose prompt
+sets are found nowhere (a fresh clone without ``../shared``) skips with the scripts' own reason (``needs_sets``).
+
+The assertions are what a smoke run can get wrong: outputs equal plain decoding's, every record complete (the
+``protocol`` record included), τ equal to the committed tokens over the rounds, the physics bound equal to its
+formula on the recorded inputs; not figures that hold by construction.
 """
 
 from __future__ import annotations
@@ -16,13 +21,32 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.benchmarks.conftest import needs_sets
+
 real_model = pytest.mark.real_model
+SPEED_SETS = ("gsm8k", "humaneval", "spec_bench/translation")
 
 
 def run(name: str, argv: list[str], out: Path) -> dict[str, Any]:
     status = importlib.import_module(name).main([*argv, "--out", str(out)])
     assert status == 0
     return json.loads(out.read_text())
+
+
+def assert_protocol(report: dict[str, Any], *, memory: str | None = None) -> None:
+    """A smoke run's ``protocol`` record: tune split, never published, its loads sampled, a private cache."""
+    protocol = report["protocol"]
+    assert protocol["split"] == "tune" and protocol["smoke"] and not protocol["published"]
+    quiet = protocol["quiet"]
+    assert quiet["samples"] >= 1 and quiet["threads"] >= 1 and quiet["threshold"] == 0.3
+    assert set(protocol["cache"]) >= {"path", "state", "created_for_this_run"}
+    assert not Path(protocol["cache"]["path"]).exists() or not protocol["cache"]["created_for_this_run"]
+    if memory is not None:
+        assert protocol["controller"]["memory"] == memory
+
+
+def assert_tau_is_committed_over_rounds(row: dict[str, Any]) -> None:
+    assert row["rounds"] >= 1 and row["tau"] == round(row["committed"] / row["rounds"], 3), row
 
 
 def test_tree_construction(tmp_path: Path) -> None:
@@ -44,6 +68,7 @@ def test_loop_overhead(tmp_path: Path) -> None:
 
 @real_model
 def test_loop_overhead_on_the_shipped_pair(smoke_env: Path, tmp_path: Path) -> None:
+    needs_sets(*SPEED_SETS)
     report = run("loop_overhead", ["--smoke", "--models", "smollm2", "--batch-sizes", "1",
                                    "--pipelines", "dflash-chain"], tmp_path / "loop.json")
     assert {r["pipeline"] for r in report["rows"]} == {"plain", "dflash-chain"} and all(r["exact"] for r in
@@ -52,6 +77,7 @@ def test_loop_overhead_on_the_shipped_pair(smoke_env: Path, tmp_path: Path) -> N
 
 @real_model
 def test_accelerator_check_on_cpu(smoke_env: Path, tmp_path: Path) -> None:
+    needs_sets(*SPEED_SETS)
     report = run("accelerator_check", ["--device", "cpu", "--smoke"], tmp_path / "check.json")
     assert report["smoke"] and report["greedy_exact_all"] and report["sampled"]["same_seed_same_tokens"]
     assert report["demo"][0]["equals_hf_generate"] and len(report["demo"]) == 2
@@ -62,25 +88,59 @@ def test_accelerator_check_on_cpu(smoke_env: Path, tmp_path: Path) -> None:
 
 @real_model
 def test_auto_budget(smoke_env: Path, tmp_path: Path) -> None:
+    """The headline's script, run as a user runs it: a private cache of its own (created, then removed), the
+    controllers frozen and restored before each of the 2 prompts x 5 measured methods."""
+    needs_sets("gsm8k")
     report = run("auto_budget", ["--smoke", "--sets", "gsm8k"], tmp_path / "auto.json")
     assert report["smoke"] and set(report["sets"]) == {"gsm8k"} and set(report["groups"]) == {"math_code"}
     rows = {r["method"]: r for r in report["sets"]["gsm8k"]["rows"]}
     assert {"plain decoding", "hf_generate", "dartree-pruned B=16", "dartree-pruned auto"} <= set(rows)
     assert all(r["vs_plain"]["identical"] == r["prompts"] == 2 for r in rows.values())
+    plain = rows["plain decoding"]
+    assert plain["rounds"] == plain["committed"] and plain["tau"] == 1.0  # one token per plain round
+    for r in rows.values():
+        if r["method"] != "hf_generate":
+            assert_tau_is_committed_over_rounds(r)
+            # the prefill gives each request its first token; every other token is committed by a round
+            assert r["tokens"] == r["committed"] + r["prompts"] == plain["tokens"]
+        median = r["vs_plain"]["median_interval"]
+        assert median["low"] <= median["value"] <= median["high"] and median["n"] == 2
+    assert_protocol(report, memory="frozen")
+    assert report["protocol"]["cache"]["created_for_this_run"] and report["protocol"]["cache"]["state"] == "cold"
+    assert report["protocol"]["controller"]["restores"] == 2 * len(rows)
 
 
 @real_model
 def test_batch_decoding(smoke_env: Path, tmp_path: Path) -> None:
-    report = run("batch_decoding", ["--smoke"], tmp_path / "batch.json")
+    from specframe.bench.physics import physics_bound
+
+    needs_sets(*SPEED_SETS)
+    report = run("batch_decoding", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "batch.json")
     assert report["smoke"] and {r["batch_size"] for r in report["rows"]} == {1, 2}
+    assert report["n"] == 3 and report["sets"] == list(SPEED_SETS)  # the out-of-distribution set among them
     bound = report["physics_bound"]
-    assert set(bound["by_batch"]) == {"1", "2"} and all(b["speedup"] >= 1.0 for b in bound["by_batch"].values())
-    assert all("share_of_bound" in r for r in report["rows"] if r["method"].startswith("DARTree"))
-    assert all(r["exact"] for r in report["rows"] if not r["method"].startswith("hf_generate"))
+    assert set(bound["by_batch"]) == {"1", "2"}
+    tau = {int(k): v for k, v in bound["tau_by_nodes"].items()}
+    for b, at in bound["by_batch"].items():  # the bound is its formula on the recorded inputs
+        curve = {int(t): ms for t, ms in at["forward_ms"].items()}
+        again = physics_bound(int(b), lambda q, b=int(b), curve=curve: curve[q // b], at["draft_ms"], tau)
+        assert again.nodes == at["nodes"] and again.speedup == pytest.approx(at["speedup"], rel=0.02), (b, at)
+    for r in report["rows"]:
+        if r["method"].startswith("hf_generate"):
+            continue
+        assert r["exact"] and r["tokens"] == r["committed"] + report["n"]  # + each request's prefill token
+        assert_tau_is_committed_over_rounds(r)
+        if r["method"].startswith("DARTree"):
+            assert r["share_of_bound"] == pytest.approx(r["vs_plain_same_batch"] / r["physics_bound"], abs=2e-3)
+        else:
+            assert r["tau"] == 1.0 and r["verified_nodes"] == 0
+    assert_protocol(report, memory="frozen")
+    assert report["protocol"]["cache"]["path"] == str((smoke_env / "cache").resolve())
 
 
 @real_model
 def test_batched_drafting(smoke_env: Path, tmp_path: Path) -> None:
+    needs_sets(*SPEED_SETS)
     report = run("batched_drafting", ["--smoke"], tmp_path / "drafting.json")
     assert report["smoke"] and all(r["exact"] for r in report["rows"])
     assert {(r["way"], r["batch_size"]) for r in report["rows"]} == {(w, b) for w in ("native", "forked")
@@ -89,40 +149,59 @@ def test_batched_drafting(smoke_env: Path, tmp_path: Path) -> None:
 
 @real_model
 def test_bf16_exactness(smoke_env: Path, tmp_path: Path) -> None:
-    report = run("bf16_exactness", ["--smoke"], tmp_path / "bf16.json")
+    needs_sets("gsm8k")
+    report = run("bf16_exactness", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "bf16.json")
     assert report["smoke"] and set(report["settings"]) == {"auto", "float32"}
+    for rows in report["settings"].values():
+        assert {r["set"] for r in rows} == {"gsm8k"} and all(r["prompts"] == 2 for r in rows)
+        assert all(0 <= r["differ"] <= r["prompts"] and r["rate"] == r["differ"] / r["prompts"] for r in rows)
+    assert_protocol(report)
 
 
 @real_model
 def test_draft_vocab(smoke_env: Path, tmp_path: Path) -> None:
-    report = run("draft_vocab", ["--smoke"], tmp_path / "vocab.json")
+    needs_sets(*SPEED_SETS)
+    report = run("draft_vocab", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "vocab.json")
     assert report["smoke"] and [v["draft_vocab"] for v in report["variants"]] == ["8192", "full"]
-    assert all(v["exact"] for v in report["variants"])
+    assert all(v["exact"] and len(v["tau_per_prompt"]) == len(SPEED_SETS) for v in report["variants"])
+    assert_protocol(report, memory="frozen")
 
 
 @real_model
 def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
-    report = run("smollm2_eval", ["--smoke"], tmp_path / "eval.json")
-    assert report["smoke"] and set(report["datasets"]) == {"gsm8k", "humaneval", "mt_bench"}
+    needs_sets("gsm8k", "humaneval", "mt_bench", "spec_bench/translation")
+    report = run("smollm2_eval", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "eval.json")
+    assert report["smoke"] and set(report["datasets"]) == {"gsm8k", "humaneval", "mt_bench", "spec_bench/translation"}
+    assert_protocol(report, memory="online")
     assert all(row["exact"] for rows in report["datasets"].values() for row in rows)
     assert {r["budget"] for r in report["budget_sweep"]} == {4}
 
 
 @real_model
 def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
+    needs_sets("gsm8k", "humaneval", "mt_bench", "spec_bench/translation")
     evaluation = tmp_path / "eval.json"
     evaluation.write_text('{"datasets": {}}')
     report = run("corrector_ablation", ["--smoke", "--eval-json", str(evaluation)], tmp_path / "ablation.json")
     assert json.loads(evaluation.read_text()) == {"datasets": {}, "corrector_ablation": report}
-    assert report["smoke"] and set(report["kinds"]) == {"math", "code", "chat"}
+    assert report["smoke"] and set(report["kinds"]) == {"math", "code", "chat", "translation"}
     cells = [c for kind in report["kinds"].values() for c in kind["cells"]]
-    assert len(cells) == 3 * 4 and all(c["exact"] and c["tau"] >= 1 for c in cells)
+    assert len(cells) == 4 * 4 and all(c["exact"] for c in cells)
+    # a round commits at most its budget's drafted nodes plus the bonus token
+    assert all(1 <= c["tau"] <= c["budget"] + 1 for c in cells)
+    for c in cells:  # each interval holds its estimate
+        gain = c["vs_plain_loop"]
+        assert gain["low"] <= gain["value"] <= gain["high"], c
     assert {c["shape"] for c in cells} == {"chain", "tree"}
+    assert_protocol(report, memory="none: fixed budgets")
 
 
 @real_model
 def test_text_kind_neighbours(smoke_env: Path, tmp_path: Path) -> None:
     """The script behind docs/concepts/budget-auto.md's "165 of the 179 prompts" (the tokenizer only)."""
+    from prompt_sets import SETS
+
+    needs_sets(*SETS)
     report = run("text_kind_neighbours", ["--smoke"], tmp_path / "kinds.json")
     assert report["prompts"] == 27 and 0 < report["right_kind"] <= report["with_neighbours"] <= 27
 

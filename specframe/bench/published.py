@@ -1,0 +1,122 @@
+"""Which result files the docs may present as published measurements, and the line each table carries about it.
+
+A figure is **published** when its run followed the measurement protocol (docs/concepts/benchmark-protocol.md):
+
+* it ran under the quiet rule (:func:`specframe.bench.quiet.judge` on the file's ``protocol.quiet`` record);
+* a per-set speed report read the held-out ``report`` split with at least :data:`MIN_PROMPTS` prompts per set;
+* it was no smoke run.
+
+:data:`RESULT_FILES` lists every result file the README and ``docs/benchmarks.md`` render, with the script that
+writes it and whether the docs call it published; ``tests/benchmarks/test_published.py`` checks each claim against
+the file (:func:`verdict`), so a file cannot be called published unless it meets the protocol, and one that meets
+it is not left unlabelled. Every rendered table carries :func:`status_line`: the CPU, the load at the start and
+through the run, the split and prompt count, the commit, and "not under the quiet rule" with the reason where the
+file does not meet it (the files measured before the rule: they stay as what they are, labelled, until re-measured
+with ``bash benchmarks/rerun_docs_tables.sh``). Runs kept only for the record are in a ``superseded/`` folder
+beside their table's file (``docs/benchmarks/batch-decoding/superseded/``), rendered nowhere.
+
+Example::
+
+    verdict(load("docs/benchmarks/auto-budget/results.json"))
+    # Verdict(published=False, reasons=["no load recorded during the run (written before the quiet rule)"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from specframe.bench.quiet import judge
+
+#: Fewest prompts per set of a published per-set speed report.
+MIN_PROMPTS = 20
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """A result file the docs render (``key``: the sub-report inside it, if any)."""
+
+    path: str
+    script: str
+    per_set: bool  # a speed report per prompt set (split and prompt count apply)
+    published: bool = False  # what the docs claim; checked against the file
+    key: str | None = None
+
+
+RESULT_FILES: tuple[ResultFile, ...] = (
+    ResultFile("docs/benchmarks/auto-budget/results.json", "auto_budget", per_set=True),
+    ResultFile("checkpoints/smollm2-135m/eval.json", "smollm2_eval", per_set=True),
+    ResultFile("checkpoints/smollm2-135m/eval.json", "corrector_ablation", per_set=True, key="corrector_ablation"),
+    ResultFile("docs/benchmarks/batch-decoding/results.json", "batch_decoding", per_set=True),
+    ResultFile("docs/benchmarks/loop-overhead/tiny.json", "loop_overhead", per_set=False),
+    ResultFile("docs/benchmarks/loop-overhead/smollm2.json", "loop_overhead", per_set=False),
+    ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    published: bool
+    reasons: list[str] = field(default_factory=list)  # why not (empty when published)
+
+
+def sub_report(report: Mapping[str, Any], key: str | None) -> Mapping[str, Any]:
+    return report if key is None else report[key]
+
+
+def start_load(report: Mapping[str, Any]) -> float | None:
+    """The 1-minute load at the start, in whichever field the file's script wrote it."""
+    protocol = report.get("protocol") or {}
+    quiet = protocol.get("quiet") or {}
+    for value in (quiet.get("start"), report.get("load_before"), report.get("loadavg_at_start")):
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def verdict(report: Mapping[str, Any], *, per_set: bool = True) -> Verdict:
+    """Whether ``report`` (a result JSON) meets the measurement protocol (see the module docstring)."""
+    protocol = report.get("protocol") or {}
+    reasons = []
+    quiet, why = judge(protocol.get("quiet"))
+    if not quiet:
+        start = start_load(report)
+        reasons.append(why if start is None or protocol.get("quiet") else f"{why}; 1-minute load {start:.2f} at the "
+                       "start")
+    if report.get("smoke"):
+        reasons.append("a smoke run")
+    if per_set:
+        split = protocol.get("split") or report.get("split")
+        if split != "report":
+            reasons.append(f"split {split or 'not recorded'}, not report")
+        prompts = protocol.get("prompts_per_set") or report.get("n")
+        if not isinstance(prompts, int) or prompts < MIN_PROMPTS:
+            reasons.append(f"{prompts} prompts per set (at least {MIN_PROMPTS})")
+    return Verdict(not reasons, reasons)
+
+
+def status_line(report: Mapping[str, Any], *, per_set: bool = True) -> str:
+    """The provenance line under a table: CPU, loads, split and prompts, commit, and the protocol's verdict."""
+    machine = report.get("machine") or {}
+    protocol = report.get("protocol") or {}
+    quiet = protocol.get("quiet") or {}
+    start = start_load(report)
+    load = f"1-minute load {start:.2f} at the start" if start is not None else "load at the start not recorded"
+    if quiet.get("during_max") is not None:
+        load += f", at most {quiet['during_max']:.2f} during the run ({quiet['threads']} benchmark thread(s))"
+    else:
+        load += ", not sampled during the run"
+    split = protocol.get("split") or report.get("split") or "not recorded"
+    prompts = protocol.get("prompts_per_set") or report.get("n")
+    commit = protocol.get("commit") or "not recorded"
+    cache = (protocol.get("cache") or {}).get("state")
+    parts = [f"CPU: {machine.get('cpu', 'not recorded')}", load,
+             f"split: {split}" + (f", {prompts} prompts per set" if per_set and prompts else ""),
+             f"commit: {commit}", f"cache: {cache or 'the user cache (not recorded)'}"]
+    judged = verdict(report, per_set=per_set)
+    quiet_ok = judge(protocol.get("quiet"))[0]
+    head = "Measured under the protocol" if judged.published else \
+        ("**Not a published measurement**" if quiet_ok else "**Not under the quiet rule**") + \
+        " (" + "; ".join(judged.reasons) + ")"
+    return f"{head}. " + "; ".join(parts) + "."
