@@ -37,10 +37,11 @@ in float32 on the same prompt ids (the target's own model, its default kernels: 
 output that stops at EOS matches when it is a prefix of the reference ending where the reference emits EOS. The
 table's last column says how many outputs match; the script warns when any does not.
 
-**Quiet machine**: outside ``--smoke`` the script refuses to start above ``--max-load`` (the check of every
-benchmark script, ``benchmarks/_frame.py``), and every timed pass gets the verdict of
-:class:`~specframe.metrics.machine_load.LoadWindow` (other processes kept more than a quarter of a core busy):
-a cell with a contended pass is marked ``*``.
+**Quiet machine**: outside ``--smoke`` the script runs under the quiet rule of every benchmark script
+(:mod:`specframe.bench.quiet` through ``benchmarks/_frame.py`` ``measured_run``: refused unless quiet at the start,
+the load sampled through the run and recorded in the JSON's ``protocol`` field, a private cache), and every
+timed pass gets the verdict of :class:`~specframe.metrics.machine_load.LoadWindow` (other processes kept more
+than a quarter of a core busy): a cell with a contended pass is marked ``*``.
 
 Each cell is the median over ``--repeats`` passes (tokens / wall seconds), with the min-max spread and τ where a
 drafter runs. Output: the tables on stdout, ``--out-dir``/peer.md and peer.json (CPU, load, threads, CPUs,
@@ -50,7 +51,7 @@ versions of both environments, the commit, every pass, every output).
 prove the script works; its figures mean nothing. The published table (a quiet machine, held-out prompts)::
 
     .venv/bin/python plugins/specframe-vllm/benchmarks/vllm_peer.py --drafter runs/vllm-check/drafter \\
-        --split report --per-set 10 --max-new-tokens 128 --repeats 3 --out-dir runs/vllm-peer
+        --split report --per-set 20 --max-new-tokens 128 --repeats 3 --out-dir runs/vllm-peer
 """
 
 from __future__ import annotations
@@ -72,18 +73,18 @@ if str(REPO / "benchmarks") not in sys.path:
     sys.path.insert(0, str(REPO / "benchmarks"))  # the benchmark scripts' shared frame and prompt sets
 
 from _frame import (  # noqa: E402
-    DATA,
     BenchParser,
-    check_load,
     count,
     counts,
     decoded,
     in_repository,
+    measured_run,
     name_list,
+    own_threads,
     run_script,
     use_shipped_checkpoints,
 )
-from prompt_sets import load_prompt_sets  # noqa: E402
+from prompt_sets import data_dirs, load_prompt_sets, require_sets  # noqa: E402
 
 #: specframe's speculative pipelines (examples/smollm2) and the overrides that match vLLM's drafter where needed.
 SPECULATIVE = {"specframe-dflash-chain": ("examples/smollm2/dflash-chain.yaml", ["budget=7"]),
@@ -101,11 +102,9 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_input("--drafter", None, kind="dir", help="the exported drafter (`specframe vllm-export`)")
     ap.add_argument("--vllm-python", type=Path, default=Path(".venv-vllm/bin/python"),
                     help="the vLLM environment's python (`make vllm-setup`; default: %(default)s)")
-    ap.add_argument("--data-dir", action="append", type=Path, default=[], help="benchmark data (default: "
-                    f"{DATA})")
-    ap.add_argument("--split", choices=("tune", "report"), default="tune",
-                    help="prompt split: tune (default, choosing settings) or report (held out, published figures)")
+    ap.add_data()
     ap.add_argument("--per-set", type=count(), default=10, help="prompts per set (GSM8K, HumanEval)")
+    ap.add_split(per_set=lambda args: args.per_set)
     ap.add_argument("--max-new-tokens", type=count(), default=128)
     ap.add_argument("--batch-sizes", type=counts(), default=[1, 4, 8], help="comma-separated (default: 1,4,8)")
     ap.add_argument("--repeats", type=count(), default=3)
@@ -117,7 +116,7 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                          "this process may use)")
     ap.add_argument("--vllm-all-on-cpus", action="store_true",
                     help="bind vLLM's front-end and scheduler processes to --cpus too (default: only its worker)")
-    ap.add_max_load()
+    ap.add_protocol()
     ap.add_smoke("3 prompts, 8 tokens, batch 2, one pass")
     ap.add_output("runs/vllm-peer", flag="--out-dir", kind="dir", help="where peer.json and peer.md go")
     args = ap.parse_args(argv)
@@ -376,7 +375,13 @@ def versions() -> dict[str, str | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    load_before = check_load(args.max_load, args.smoke)
+    require_sets(SETS, data_dirs(args.data))
+    with measured_run(args, own_threads(args.threads)) as run:
+        return measure(args, run)
+
+
+def measure(args: Any, run: Any) -> int:
+    """Both sides' cells, the ratios, the table and the JSON, inside :func:`_frame.measured_run`."""
     use_shipped_checkpoints()
     import torch
     from specframe_smollm2.cache import target_dir
@@ -386,11 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from specframe.metrics.machine_info import machine_summary
     from specframe.pipeline import Pipeline
 
-    data_dirs = args.data_dir or [DATA]
-    if not any(Path(d).is_dir() for d in data_dirs):
-        print(f"error: no benchmark data at {', '.join(map(str, data_dirs))}; give --data-dir", file=sys.stderr)
-        return 2
-    sets = load_prompt_sets(data_dirs, n=args.per_set, split=args.split, names=SETS)
+    sets = load_prompt_sets(data_dirs(args.data), n=args.per_set, split=args.split, names=SETS)
     items = [(name, item) for name, ps in sets.items() for item in ps.prompts]
     items = items[:SMOKE_PROMPTS] if args.smoke else items
     original_cpus = os.sched_getaffinity(0)
@@ -430,8 +431,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     mismatched = [f"{c.method}@{c.batch}" for c in cells if c.identical < len(c.outputs)]
     if mismatched:
         print(f"warning: outputs differ from generate() in {', '.join(mismatched)} (see peer.json)", file=sys.stderr)
-    report = {"schema": 2, "smoke": args.smoke, "machine": machine, "load_before": load_before,
-              "max_load": args.max_load, "threads": args.threads, "cpus": args.cpus, "batching": "continuous",
+    report = {"schema": 3, "smoke": args.smoke, "machine": machine,
+              "protocol": run.record(prompts_per_set=args.per_set), "threads": args.threads, "cpus": args.cpus,
+              "batching": "continuous",
               "commit": git_revision(REPO), "versions": {"main": versions(), "vllm": vllm["versions"]},
               "vllm_env": vllm["env"], "vllm_all_on_cpus": args.vllm_all_on_cpus, "split": args.split,
               "sets": list(SETS),

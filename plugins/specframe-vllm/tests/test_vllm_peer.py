@@ -57,7 +57,8 @@ def test_defaults_are_the_issue_cells_on_the_tune_split(tmp_path: Path, fake_vll
     assert args.cpus == sorted(os.sched_getaffinity(0))[-1:]  # one thread, on the last usable CPU
     assert args.vllm_python == fake_vllm  # not resolved out of its environment
     smoke = peer.parse_args([*args_of(tmp_path, fake_vllm), "--smoke", "--split", "report"])
-    assert (smoke.batch_sizes, smoke.max_new_tokens, smoke.repeats, smoke.split) == ([2], 8, 1, "report")
+    # a smoke run is no measurement: it never reads the held-out prompts (benchmarks/_frame.py add_split)
+    assert (smoke.batch_sizes, smoke.max_new_tokens, smoke.repeats, smoke.split) == ([2], 8, 1, "tune")
 
 
 @pytest.mark.parametrize(("extra", "named"), [
@@ -67,7 +68,8 @@ def test_defaults_are_the_issue_cells_on_the_tune_split(tmp_path: Path, fake_vll
     (["--threads", "2", "--cpus", "0"], "--cpus: give 2 distinct"),
     (["--cpus", "99999"], "--cpus: CPU(s) 99999 are not among"),
     (["--threads", "99999"], "--threads: 99999 threads"),
-    (["--max-load", "-1"], "--max-load"),
+    (["--wait-quiet", "-1"], "--wait-quiet"),
+    (["--split", "report", "--per-set", "10"], "--split: report (a published run) needs at least 20"),
 ])
 def test_bad_arguments_are_refused_naming_the_flag(tmp_path: Path, fake_vllm: Path, extra: list[str], named: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
