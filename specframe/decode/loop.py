@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 import torch
 
 from specframe.cost.auto_budget import AutoBudget
-from specframe.cost.text_kind import prompt_signature
 from specframe.decode.request import RefusedRequest, RequestInputs
 from specframe.decode.rounds import run_round
 from specframe.decode.row import Row
@@ -85,8 +84,9 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                       # `budget: auto` learns its costs from exactly timed rounds, so it samples one in
                       # `StageClock.every` on an accelerator even when stage timing is off for the records.
                       clock=StageClock(settings.devices, sync=settings.stage_timing or auto is not None), auto=auto)
-    if auto is not None:  # the controller prices rounds on what this target's forward runs
+    if auto is not None:  # the controller prices rounds on what this target's forward runs, in the sizes it runs
         auto.packs = bool(getattr(session.target, "selective_batching", False))
+        auto.allowed = getattr(session.target, "node_buckets", None)
     rows: list[Row] = []
     try:
         with torch.inference_mode():
@@ -123,8 +123,6 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         _keep(session, keep)
                         for r in done:
                             finish(r.index, r.result(batch_size))
-                            if session.auto is not None and r.budget is not None:
-                                session.auto.finish_row(r.budget)
                         rows = [rows[i] for i in keep]
     finally:
         session.target.close()
@@ -205,4 +203,4 @@ def _start(session: Session, row: Row) -> None:
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)
     if session.auto is not None:
-        row.budget = session.auto.start_row(prompt_signature(row.inputs.ids.view(-1).tolist()))
+        row.budget = session.auto.start_row()

@@ -35,16 +35,6 @@ class Row:
         self.reason: str | None = None
 
     @property
-    def wants_draft(self) -> bool:
-        return self.budget is None or self.budget.wants_draft
-
-    @property
-    def probing(self) -> bool:
-        """A probe (`budget: auto` drafts this round to test whether drafting pays again for this request) or the
-        request's first drafted round: either way a round that must teach the controller something."""
-        return self.budget is not None and (not self.budget.drafting or self.budget.drafted_rounds == 0)
-
-    @property
     def root_position(self) -> int:
         """Absolute position of the row's root token (its last committed token)."""
         return self.inputs.prompt_len + len(self.new) - 1

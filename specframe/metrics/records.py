@@ -30,6 +30,7 @@ class RoundRecord:
     stage_ns: dict[str, int] = field(default_factory=dict)  # nanoseconds per stage
     drafted: bool = True  # False: `budget: auto` decoded this round plainly (no draft, the root alone)
     budget: int | None = None  # nodes `budget: auto` chose to verify (None: a fixed budget)
+    plain_reason: str | None = None  # why no draft node was verified (`specframe.cost.reasons`; None: some were)
 
     @property
     def round_ns(self) -> int:
