@@ -21,6 +21,7 @@ cached one that the new one does not cover (:meth:`CostProfile.covers`), each wi
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import statistics
@@ -285,3 +286,22 @@ def measure_batch_costs(target: TargetModel, prompt_ids: torch.Tensor, *, batche
             finally:
                 rows.close()
     return out
+
+
+def measure_cost_model(target: TargetModel, prompt_ids: torch.Tensor, key: dict[str, Any], *,
+                       grid: Sequence[int] = DEFAULT_GRID, batches: Sequence[int] = PROFILE_BATCHES,
+                       nodes: Sequence[int] = PROFILE_NODES, reps: int = 3,
+                       overhead_ms: dict[str, float] | None = None) -> CostProfile:
+    """The cost model ``C(B, n)`` of ``target`` measured here: the one-row curve on ``grid``
+    (:func:`measure_verify_curve`) and every batch size of ``batches`` at ``nodes`` draft nodes a row
+    (:func:`measure_batch_costs`), each curve made non-decreasing (a forward over more tokens never costs less; a
+    busy core can make one read faster). What `specframe profile`, `budget: auto` and the benchmarks' physics bound
+    all read."""
+    def monotone(curve: dict[int, float]) -> dict[int, float]:
+        sizes = sorted(curve)
+        return dict(zip(sizes, itertools.accumulate((curve[n] for n in sizes), max), strict=True))
+
+    verify = monotone(measure_verify_curve(target, prompt_ids, grid=grid, reps=reps))
+    batch = {b: monotone(c) for b, c in measure_batch_costs(target, prompt_ids, batches=batches, nodes=nodes,
+                                                            reps=reps).items()}
+    return CostProfile(key=key, verify_ms=verify, batch_ms=batch, overhead_ms=dict(overhead_ms or {}))

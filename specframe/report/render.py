@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specframe.cost.reasons import PLAIN_REASONS
 from specframe.files import ensure_dir, write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
 from specframe.report.plots import sweep_plots
@@ -30,6 +31,7 @@ from specframe.report.tables import (
     main_table,
     markdown,
     paired_table,
+    plain_reason_table,
     reference_table,
     stage_rows,
     stage_table,
@@ -75,8 +77,18 @@ class Report:
             markdown(depth_table(s, conditional=True, max_depth=self.max_depth)), "",
             "## Latency per round and stage (all datasets pooled)", "",
             markdown(stage_table(s, self.speedup)), "",
+            *self._plain_section(),
         ]
         return "\n".join(parts)
+
+    def _plain_section(self) -> list[str]:
+        """Rounds without a verified draft node per method and reason, when the records say why."""
+        table = plain_reason_table(self.summary)
+        if not table[1]:
+            return []
+        meaning = "; ".join(f"`{k}`: {PLAIN_REASONS[k]}" for k in table[0][2:] if k in PLAIN_REASONS)
+        return ["## Plain rounds and why (all datasets pooled)", "", f"Rounds in which a row verified no draft "
+                f"node, by reason ({meaning}).", "", markdown(table), ""]
 
     def _reference_section(self) -> list[str]:
         """Speedups over transformers' ``generate()``, when the files hold its records."""

@@ -72,6 +72,8 @@ def test_auto_budget_is_greedy_exact(host, ref, builder, pruner, verifier):
     good = run_auto(host, ref, noisy, builder, pruner, verifier, random_ids(14, seed=2), 23)
     miss = run_auto(host, ref, {"type": "miss"}, builder, pruner, verifier, random_ids(5, seed=3), 24)
     assert any(not r.drafted for r in miss.rounds)  # drafting stopped paying: plain rounds
+    assert {r.plain_reason for r in miss.rounds if not r.drafted} <= {"no_gain", "explore_declined"}  # and why
+    assert all(r.plain_reason is None for r in good.rounds if r.nodes > 0)
     assert all(r.budget is not None for r in good.rounds if r.drafted)
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import types
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import pytest
@@ -42,6 +43,8 @@ from verifier_scenarios import PROMPT, make_corrector, make_drafter, make_target
 import specframe.decode.loop as loop_module
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.cost.acceptance import AcceptanceEstimator
+from specframe.cost.auto_budget import AutoBudget
+from specframe.cost.chooser import keep_first, verification_order
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
 from specframe.sampling import probs
@@ -49,6 +52,7 @@ from specframe.testing.clock import TickClock
 from specframe.testing.frozen_budget import freeze_auto_budget
 from specframe.testing.stats import GTestResult, conditional_g_test
 from specframe.testing.toy import ToyTarget
+from specframe.tree import DraftTree
 from specframe.types import SamplingParams
 
 ALPHA = 1e-6
@@ -148,6 +152,23 @@ def margin(res: GTestResult) -> str:
             f"(log10 p - log10 α = {log_p - math.log10(ALPHA):+.1f})")
 
 
+#: The tree control keeps the nodes whose drawn path probability reaches this.
+DRAWN_CUT = 0.3
+
+
+def keep_by_drawn_scores(self: AutoBudget, tree: DraftTree, counts: Sequence[int]) -> tuple[DraftTree, torch.Tensor]:
+    """The tree control's `AutoBudget.keep`: each row keeps (up to its planned count) the nodes whose drawn path
+    probability is at least :data:`DRAWN_CUT`, so the count depends on what this round drew (the outlook it reports
+    is the calibrated one, as `AutoBudget.keep`'s)."""
+    drawn = torch.exp(tree.score.double().clamp(max=0.0))  # [R, N] the drawn tokens' path probabilities
+    order, drawn_sorted = verification_order(tree, drawn, sibling_prefix=self.sibling_prefix)
+    planned = torch.tensor(list(counts), dtype=torch.long, device=order.device)
+    k = torch.minimum((drawn_sorted >= DRAWN_CUT).sum(dim=1), planned)  # [R] chosen after the draws
+    kept = tree.subtree(keep_first(tree, order, k), capacity=min(max(counts, default=0) + 1, tree.capacity))
+    _, p_sorted = verification_order(tree, self.estimator.estimate(tree), sibling_prefix=self.sibling_prefix)
+    return kept, p_sorted[:, :self.settings.max_budget]
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
@@ -170,13 +191,16 @@ def test_auto_trimmed_rejection_rounds_stay_lossless(shape: str, record_property
 @pytest.mark.parametrize("shape", list(SAMPLED))
 def test_negative_controls_are_rejected_at_the_same_size(shape: str, record_property: Any,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tree: the old rule (keep a child by the probability of the token it drew) biases the emitted law by a few
-    percent per drafted token. Chain: a residual drawn from the target's law after a rejection. At the positive
-    tests' own size the test must see each."""
+    """Tree: a controller whose decision depends on this round's draws (how many nodes a row keeps set by the
+    probabilities of the tokens it drew: the rule of an earlier version, which chose the count after drafting)
+    biases the emitted law by a few percent per drafted token. Chain: a residual drawn from the target's law after
+    a rejection. At the positive tests' own size the test must see each."""
     import specframe_verifiers.tree_rejection as tree_rejection
 
     if shape == "chain":
         monkeypatch.setattr(tree_rejection, "residual_law", lambda p, q: p)
+    else:
+        monkeypatch.setattr(AutoBudget, "keep", keep_by_drawn_scores)
     target, results = decode_many("score" if shape == "tree" else "rank", shape)
     res = emitted_law_test(target, drafted_round_counts(results, target.vocab_size))
     record_property("g_test", margin(res))
