@@ -10,18 +10,16 @@ token a drafted round emits is G-tested against the target's exact conditional l
 Negative controls, at the same number of requests as the positive tests (a control that needs more requests
 than its test says the test could not see the bug at its own size), one per variant:
 
-* tree: the estimator keyed by path score (the rule before this fix: a child is kept when the probability of the
-  token that happened to be drawn is high). Its emitted law must be rejected.
-* chain: score-keyed trimming is no bug there (cutting a chain after a drawn token is an adaptive draft length,
-  which speculative sampling allows: at 400 requests it measured G 175.9 on 180 degrees of freedom, p 0.57), so
-  the chain's control is the classic verifier bug instead: after a rejection, sampling from the target's law
-  rather than from the residual ``normalize(max(p - q, 0))``.
+* tree: a controller whose decision depends on this round's draws (each row keeps, up to its planned count, the
+  nodes whose drawn path probability reaches :data:`DRAWN_CUT`: an earlier version chose the count after
+  drafting, from the drawn tokens' scores). Its emitted law must be rejected. Choosing *which* nodes by score with
+  the count planned before the round (score-keyed estimates alone) was no longer detectable: G 149.4 / 180, p 0.95.
+* chain: the classic verifier bug: after a rejection, sampling from the target's law rather than from the
+  residual ``normalize(max(p - q, 0))``.
 
-Measured at 800 requests each (G, degrees of freedom, n, p; each test prints its own): tree 170.8 / 180 / 18002 /
-0.68 and its control 376.2 / 180 / 14926 / 6e-16, nine orders of magnitude below α; chain 175.3 / 180 / 18100 /
-0.58 and its control 1577.2 / 180 / 17874 / 1e-221. At 400 requests the tree control reached only p 2.3e-5 (G 267.8,
-n 7359) after the [3/5] controller changes, which trim different rounds: a control this near
-α is a test that cannot see its bug, so both sizes doubled together.
+Measured at 800 requests each with the planner of `specframe.cost.planner` (G, degrees of freedom, n, p; each
+test prints its own, busy 2-core machine): tree 171.2 / 180 / 18400 / 0.67 and its control 766.5 / 180 / 7646 /
+2e-73; chain 177.3 / 180 / 18400 / 0.54 and its control 1681.0 / 180 / 18400 / 1e-241.
 
 The test: counts of (two previous tokens, token) against the target's conditional law, each context's count
 taken as given, so the statistic is the sum of per-context G statistics with cells - contexts degrees of freedom
