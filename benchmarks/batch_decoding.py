@@ -63,6 +63,7 @@ from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import repo_root
 
+from specframe.cost.measure import save_profile
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import load_average
@@ -166,55 +167,50 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
 BOUND_NODES = (1, 3, 7, 15)  # node counts the physics bound considers
 
 
-def forward_ms(target: Any, batch: int, tokens: int, prompts: list[torch.Tensor], reps: int) -> float:
-    """Median ms of the target's forward over ``batch`` rows of ``tokens`` tokens (chains on the prompts' caches)."""
-    from specframe.device_sync import synchronize
-    from specframe.tree import DraftTree
+def cost_model(plain: Any, dart: Any, prompts: list[str], sizes: list[int], reps: int) -> Any:
+    """The cost model ``C(B, n)`` measured here (:func:`specframe.cost.measure.measure_cost_model`, what `specframe
+    profile` measures): the controller of the DARTree pipeline decides with it and the physics bound reads it."""
+    from specframe.cost.measure import measure_cost_model
+    from specframe.cost.setup import target_profile_key
 
-    rows = target.ragged_batch()
-    try:
-        for i in range(batch):
-            rows.add_row(prompts[i % len(prompts)].view(1, -1), capacity=int(prompts[i % len(prompts)].numel()) + 64)
-        chain = DraftTree.from_lists([7] * tokens, [-1, *range(tokens - 1)])
-        tree = DraftTree.stack([chain] * batch)
-        times = []
-        for _ in range(reps + 1):
-            synchronize(rows.device)
-            t0 = time.perf_counter()
-            rows.forward_tree(tree)
-            synchronize(rows.device)
-            times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times[1:])
-    finally:
-        rows.close()
+    ids = plain.encode(prompts[0]).view(1, -1)
+    return measure_cost_model(plain.target, ids, target_profile_key(dart.target, dart.config),
+                              batches=sizes, nodes=(0, *BOUND_NODES), reps=reps)
 
 
-def physics(plain: Any, dart: Any, prompts: list[str], sizes: list[int], max_new: int, reps: int,
+def physics(profile: Any, dart: Any, prompts: list[str], sizes: list[int], max_new: int,
             console: Console) -> dict[str, Any]:
-    """The inputs of the physics bound (:mod:`specframe.bench.physics`) measured here, and the bound per batch size:
-    the target's forward over B rows of k + 1 tokens, tau at each fixed node count (DARTree pruned at that budget,
-    batch 1), and the draft + build + prune time of a round in which all B rows draft."""
+    """The physics bound (:mod:`specframe.bench.physics`) per batch size from the cost model ``profile`` (the one
+    the controller decides with): tau at each fixed node count (DARTree pruned at that budget, batch 1), and the
+    draft cost's fixed and per-row parts fitted to the draft + build + prune time of rounds in which all B rows
+    draft."""
     from specframe.bench.physics import physics_bound
+    from specframe.cost.draft_cost import DraftCost
 
-    ids = [plain.encode(p).view(-1) for p in prompts]
     tau: dict[int, float] = {}
     for k in BOUND_NODES:
         fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=k)
         results = decoded(fixed.generate_batch(prompts, max_new, batch_size=1), "the fixed-budget τ run")
         tau[k] = sum(len(r.tokens) for r in results) / max(sum(r.num_rounds for r in results), 1)
-    bounds: dict[str, Any] = {}
+    draft = DraftCost()
+    draft_at: dict[int, float] = {}
     for b in sizes:
         fixed = dart.with_stage("pruner", {"type": "deferred_topb", "beta": -0.2}, budget=7)
         drafted = decoded(fixed.generate_batch((prompts * b)[:b], 16, batch_size=b), f"the draft timing at batch {b}")
-        draft_ms = statistics.median([sum(r.stage_ns.get(s, 0) for s in ("draft", "build", "prune")) / 1e6
-                                      for res in drafted for r in res.rounds if r.drafted] or [0.0])
-        curve = {t: forward_ms(plain.target, b, t, ids, reps) for t in (1, *(k + 1 for k in BOUND_NODES))}
-        bound = physics_bound(b, lambda q, b=b, curve=curve: curve[q // b], draft_ms, tau)
-        bounds[str(b)] = {"speedup": round(bound.speedup, 3), "nodes": bound.nodes, "draft_ms": round(draft_ms, 2),
-                          "forward_ms": {str(t): round(v, 2) for t, v in curve.items()}}
-        console.print(f"physics bound at batch {b}: {bound.speedup:.2f}x (k = {bound.nodes}), draft {draft_ms:.1f} ms, "
-                      f"forwards {', '.join(f'{t}: {v:.1f}' for t, v in curve.items())} ms", highlight=False)
-    return {"tau_by_nodes": {str(k): round(v, 3) for k, v in tau.items()}, "by_batch": bounds}
+        draft_at[b] = statistics.median([sum(r.stage_ns.get(s, 0) for s in ("draft", "build", "prune")) / 1e6
+                                         for res in drafted for r in res.rounds if r.drafted] or [0.0])
+        draft.observe(b, draft_at[b])
+    split = draft.split()
+    bounds: dict[str, Any] = {}
+    for b in sizes:
+        bound = physics_bound(b, profile, split, tau)
+        forwards = {t: profile.cost(b, b * t) for t in (1, *(k + 1 for k in BOUND_NODES))}
+        bounds[str(b)] = {"speedup": round(bound.speedup, 3), "nodes": bound.nodes, "draft_ms": round(draft_at[b], 2),
+                          "forward_ms": {str(t): round(v, 2) for t, v in forwards.items()}}
+        console.print(f"physics bound at batch {b}: {bound.speedup:.2f}x (k = {bound.nodes}), draft {draft_at[b]:.1f} "
+                      f"ms, C(B, B t) {', '.join(f'{t}: {v:.1f}' for t, v in forwards.items())} ms", highlight=False)
+    return {"tau_by_nodes": {str(k): round(v, 3) for k, v in tau.items()}, "by_batch": bounds,
+            "draft_split_ms": [round(v, 3) for v in split], "cost_model": profile.to_json()}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -229,7 +225,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--repeats", type=count(), default=3, help="alternating runs per method and batch size (median)")
     ap.add_protocol()
     ap.add_argument("--no-bound", dest="bound", action="store_false",
-                    help="skip the physics bound (its measurements take about a minute per batch size)")
+                    help="skip the physics bound (its tau and draft measurements take about a minute per batch size)")
     ap.add_smoke("2 prompts, 4 tokens, batch sizes 1 and 2, one repeat")
     ap.add_output("runs/batch-decoding.json")
     args = ap.parse_args(argv)
@@ -257,15 +253,20 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
     overrides = [f"target.device={args.device}"] if args.device else []
     host = PluginHost()
     plain = Pipeline.from_yaml(root / "plain.yaml", host=host, overrides=overrides)
-    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
     per_set = -(-args.n // len(SPEED_SETS))
     sets = load_prompt_sets(data_dirs(args.data), n=per_set, split=args.split, names=SPEED_SETS)
     prompts = [text for _, text in interleaved(sets, args.n)]
     sizes = args.batch_sizes
     warm = [text for _, text in interleaved(load_prompt_sets(data_dirs(args.data), n=1, split="tune",
                                                              names=SPEED_SETS), 2)]
-    plain.generate_batch(warm, 4, batch_size=2)  # warm-up on tune prompts (and the cost profile of budget: auto)
-    dart.generate_batch(warm, 4, batch_size=2)
+    plain.generate_batch(warm, 4, batch_size=2)  # warm-up on tune prompts
+    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
+    profile = cost_model(plain, dart, warm, sizes, 1 if args.smoke else 3)  # what the controller and bound read
+    profile_file = args.out.with_suffix(".profile.json")
+    save_profile(profile, profile_file)
+    dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host,
+                              overrides=[f"auto_budget.profile={profile_file}"])
+    dart.generate_batch(warm, 4, batch_size=2)  # the controller's warm-up, on tune prompts too
     freeze = run.freeze_controllers([plain, dart])
     reference = [r.tokens for r in decoded(plain.generate_batch(prompts, args.max_new_tokens, batch_size=1),
                                            "the plain reference")]
@@ -288,8 +289,7 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
         rows.append(measure("plain decoding", runs["plain"], b, reference))
         rows.append(measure("DARTree pruned, budget: auto", runs["dart"], b, reference))
         console.print(*rows[-3:], highlight=False)
-    bound = physics(plain, dart, prompts, sizes, args.max_new_tokens, 1 if args.smoke else 3, console) \
-        if args.bound else None
+    bound = physics(profile, dart, prompts, sizes, args.max_new_tokens, console) if args.bound else None
     hf_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"].startswith("hf_generate")}
     plain_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"] == "plain decoding"}
     for r in rows:

@@ -1,12 +1,13 @@
 """How often the controller memory's nearest remembered prompts are of the same kind of text (math, code, chat).
 
-`budget: auto` starts a request from the gains of the earlier requests whose prompt signatures are most like its
-own (:mod:`specframe.cost.text_kind`, :class:`specframe.cost.memory.ControllerMemory`). This script measures
+An earlier `budget: auto` started a request from the gains of the earlier requests whose prompt signatures were
+most like its own (:mod:`specframe.cost.text_kind`); the current one does not (no ablation on a quiet machine has
+shown that it pays; the controller's exploration retries each request instead). This script measures
 whether "most like" means "the same kind": for each of ``--n`` prompts of the nine prompt sets (GSM8K, HumanEval,
 MT-Bench, Alpaca and Spec-Bench's five categories; :mod:`prompt_sets`, split ``--split``), templated and
 tokenized as a SmolLM2 pipeline encodes them (its chat template), it takes every *other* prompt as the remembered
-history, finds the neighbours the memory would use (centred cosine at least
-:data:`~specframe.cost.memory.SIMILAR`, the best :data:`~specframe.cost.memory.NEIGHBOURS`) and lets them vote,
+history, finds the neighbours that memory used (centred cosine at least :data:`SIMILAR`, the best
+:data:`NEIGHBOURS`) and lets them vote,
 weighted by similarity, on the kind. A prompt without neighbours is counted apart (the memory then falls back to
 the overall gain). Nothing is timed: the figures depend on the prompts and the tokenizer only.
 
@@ -31,10 +32,12 @@ from _frame import BenchParser, count, run_script
 from prompt_sets import SETS, data_dirs, load_prompt_sets, require_sets
 
 from specframe.bench.splits import SPLITS
-from specframe.cost.memory import NEIGHBOURS, SIMILAR
 from specframe.cost.text_kind import neighbours, prompt_signature
 from specframe.files import write_text
 
+#: Centred cosine similarity from which an earlier request counts as the same kind of text, and how many count.
+SIMILAR = 0.3
+NEIGHBOURS = 8
 #: The kind of text of each prompt set.
 KIND = {name: "math" if name in ("gsm8k", "spec_bench/math_reasoning") else "code" if name == "humaneval" else "chat"
         for name in SETS}

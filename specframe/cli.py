@@ -23,6 +23,7 @@ from specframe.cli_core import components, plugins, schema, validate
 from specframe.cli_output import err_console
 from specframe.cli_profile import profile
 from specframe.cli_run import run
+from specframe.cli_simulate import simulate
 from specframe.config.bounds import SizeWarning
 from specframe.errors import ContractError, SpecframeError
 from specframe.plugins import PluginHost
@@ -30,7 +31,7 @@ from specframe.startup import INTERRUPTED, started
 
 #: The core's commands, in help order.
 CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validate, run, bench, report, datasets,
-                                             profile)
+                                             profile, simulate)
 
 
 def make_cli(host: PluginHost) -> click.Group:

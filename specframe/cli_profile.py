@@ -33,11 +33,12 @@ from specframe.files import check_output_file, check_writable_dir, write_text
 @click.pass_context
 def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prompt: str, reps: int,
             out_dir: Path | None, as_json: bool) -> None:
-    """Measure PIPELINE's verify curve and stage costs, cache them for `budget: auto`, print a table."""
+    """Measure PIPELINE's cost model C(B, n) and stage costs, cache them for `budget: auto`, print tables."""
     from specframe.cost.measure import profile_path
     from specframe.cost.setup import target_profile_key
     from specframe.pipeline import Pipeline
     from specframe.profile_report import (
+        batch_rows,
         measure_pipeline_profile,
         memory_line,
         profile_rows,
@@ -73,6 +74,14 @@ def profile(ctx: click.Context, pipeline: Path, overrides: tuple[str, ...], prom
         table.add_row(str(r["tokens"]), f"{r['verify_ms']:.1f}", f"{r['ms_per_token']:.1f}",
                       f"{r['break_even_tau']:.2f}")
     console.print(table)
+    if measured.batch_ms:
+        batches = Table(title="C(B, n): B rows carrying n tokens in all (a plain round is n = B)")
+        for column in ("rows B", "tokens n", "forward ms", "plain tokens/ms at B"):
+            batches.add_column(column, justify="right")
+        for r in batch_rows(measured):
+            batches.add_row(str(r["batch"]), str(r["tokens"]), f"{r['forward_ms']:.1f}",
+                            f"{r['plain_tokens_per_ms']:.3f}")
+        console.print(batches)
     stages = ", ".join(f"{k} {v:.1f} ms" for k, v in measured.overhead_ms.items())
     err_console.print(f"per-round stages (median): {stages}", markup=False, highlight=False)
     err_console.print(memory_line(taken), markup=False, highlight=False)

@@ -1,11 +1,13 @@
 """`specframe profile`: measure a pipeline's round costs where it runs, print them, write JSON and a plot.
 
-Steps: build the pipeline; check the prompt fits the target's context; measure the target's verify curve on
-the prompt (`measure_verify_curve`); decode the prompt once with the pipeline at its (maximum) budget to time
-the draft, build, prune, verify and commit stages (medians over rounds); offer the profile to the cache that
-`budget: auto` reads (:func:`specframe.cost.measure.cache_profile`: only a plausible profile measured on a quiet
-machine that covers the cached one replaces it); print a table with,
-for every verify size, the acceptance length τ a drafted round needs just to break even with plain decoding:
+Steps: build the pipeline; check the prompt fits the target's context; measure the target's cost model on the
+prompt (`measure_cost_model`: the one-row curve ``C(1, n)`` and ``C(B, B (k + 1))`` for the batch sizes of
+:data:`~specframe.cost.profile.PROFILE_BATCHES` and node counts up to the budget); decode the prompt once with
+the pipeline at its (maximum) budget to time the draft, build, prune, verify and commit stages (medians over
+rounds); offer the profile to the cache that `budget: auto` reads (:func:`specframe.cost.measure.cache_profile`:
+only a plausible profile measured on a quiet machine that covers the cached one replaces it); print a table with,
+for every verify size, the acceptance length τ a drafted round needs just to break even with plain decoding, and
+one of ``C(B, n)`` per batch size:
 
     τ_even(n) = (draft + build + prune + T(n) + verify + commit) / T(1)
 
@@ -19,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specframe.cost.measure import cache_profile, measure_verify_curve
-from specframe.cost.profile import DEFAULT_GRID, CostProfile
+from specframe.cost.measure import cache_profile, measure_cost_model
+from specframe.cost.profile import DEFAULT_GRID, PROFILE_BATCHES, PROFILE_NODES, CostProfile
 from specframe.cost.setup import target_profile_key
 from specframe.decode.exclusive import exclusive
 from specframe.decode.request import Request
@@ -49,9 +51,11 @@ class MeasuredProfile:
     memory: dict[str, Any] = field(default_factory=dict)
 
 
-def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48) -> MeasuredProfile:
-    """The verify curve up to the pipeline's maximum budget and the median per-round stage overheads, with the
-    machine's load over both measurements (the profile is cached only from a quiet one)."""
+def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_tokens: int = 48,
+                             batches: tuple[int, ...] = PROFILE_BATCHES) -> MeasuredProfile:
+    """The cost model up to the pipeline's maximum budget (one row and the batch sizes of ``batches``) and the median
+    per-round stage overheads, with the machine's load over both measurements (the profile is cached only from a
+    quiet one)."""
     ids = pipe.request_inputs(Request(prompt, new_tokens), chat=None).ids  # a prompt the context cannot hold
     top = pipe.config.max_budget + 1
     grid = sorted({n for n in DEFAULT_GRID if n <= top} | {top})
@@ -59,7 +63,9 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
     with measuring() as window:
         try:
             with exclusive(pipe.target, "the verify-curve measurement"):
-                curve = measure_verify_curve(pipe.target, ids, grid=grid, reps=reps)
+                nodes = [k for k in PROFILE_NODES if k <= pipe.config.max_budget]
+                model = measure_cost_model(pipe.target, ids, target_profile_key(pipe.target, pipe.config), grid=grid,
+                                           batches=batches, nodes=nodes, reps=reps)
         except ValueError as exc:
             raise GenerationError(f"cannot measure the verify curve: {exc}",
                                   hint="use a target with a longer context, or fewer --reps") from None
@@ -69,7 +75,7 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
         values = [r.stage_ns.get(stage, 0) / 1e6 for r in result.rounds]
         if values:
             overhead[stage] = statistics.median(values)
-    profile = CostProfile(key=target_profile_key(pipe.target, pipe.config), verify_ms=curve, overhead_ms=overhead)
+    profile = CostProfile(key=model.key, verify_ms=model.verify_ms, batch_ms=model.batch_ms, overhead_ms=overhead)
     memory = pipeline_memory(pipe).at(result.prompt_len + len(result.tokens))
     return MeasuredProfile(profile, window.load, result.tau, result.decode_tokens_per_s, memory)
 
@@ -94,6 +100,13 @@ def break_even_tau(profile: CostProfile, tokens: int) -> float:
 def profile_rows(profile: CostProfile) -> list[dict[str, Any]]:
     return [{"tokens": n, "verify_ms": round(ms, 2), "ms_per_token": round(ms / n, 2),
              "break_even_tau": round(break_even_tau(profile, n), 2)} for n, ms in profile.verify_ms.items()]
+
+
+def batch_rows(profile: CostProfile) -> list[dict[str, Any]]:
+    """``C(B, n)`` of every measured batch size, with the plain rate ``lambda_B`` (tokens per ms) it implies."""
+    return [{"batch": b, "tokens": n, "forward_ms": round(ms, 2),
+             "plain_tokens_per_ms": round(profile.plain_rate(b), 4)}
+            for b, curve in profile.batch_ms.items() for n, ms in curve.items()]
 
 
 def write_plot(profile: CostProfile, path: Path) -> None:

@@ -17,7 +17,8 @@ specframe fields:
   repeat whose time is the median), ``total_ns_repeats`` (all repeats), ``batch_size`` (rows in flight in the
   batch it ran in; 1 without ``--batch-size``);
 * rounds — ``accepted`` (a_r per round), ``tree_nodes`` (draft nodes verified per round), ``budget`` (nodes
-  ``budget: auto`` chose per round, None with a fixed budget), ``plain_rounds``, ``tree_depth``,
+  ``budget: auto`` chose per round, None with a fixed budget), ``plain_rounds``, ``plain_reasons`` (rounds that
+  verified no draft node, counted by why: :data:`specframe.cost.reasons.PLAIN_REASONS`), ``tree_depth``,
   ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds),
   ``sibling_continuation`` (rows ``[depth, rank, continued, total]``: how often the next depth was accepted after an
   accepted node of that sibling rank, :mod:`specframe.metrics.siblings`);
@@ -38,6 +39,7 @@ counts and a missing ``memory`` as unknown.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -132,6 +134,7 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "tree_nodes": [r.nodes for r in result.rounds],
         "budget": [r.budget for r in result.rounds],
         "plain_rounds": sum(not r.drafted for r in result.rounds),  # `budget: auto` rounds without a draft
+        "plain_reasons": dict(Counter(r.plain_reason for r in result.rounds if r.plain_reason is not None)),
         "tree_depth": [r.depth for r in result.rounds],
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),

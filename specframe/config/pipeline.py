@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import Field, create_model, field_validator
 
 from specframe.config.base import ComponentConfig, StrictConfigModel
 from specframe.config.bounds import MAX_NEW_TOKENS
@@ -105,17 +105,6 @@ class AutoBudgetConfig(StrictModel):
     """Upper bound on verified draft nodes (builders and pruners work to this budget)."""
     profile: Optional[str] = None  # noqa: UP045
     """Cost-profile JSON to start from (default: the cache, measured on first use)."""
-    min_probe_interval: int = Field(4, ge=1, le=10_000)
-    """Plain rounds before the first probe after drafting stopped paying."""
-    max_probe_interval: int = Field(64, ge=1, le=10_000)
-    """Longest run of plain rounds between probes (the interval doubles after each probe that does not pay)."""
-
-    @model_validator(mode="after")
-    def _probe_intervals_ordered(self) -> AutoBudgetConfig:
-        if self.min_probe_interval > self.max_probe_interval:
-            raise ValueError(f"min_probe_interval ({self.min_probe_interval}) must not exceed max_probe_interval "
-                             f"({self.max_probe_interval}); lower the first or raise the second")
-        return self
 
 
 class PipelineConfigBase(StrictModel):

@@ -1,18 +1,19 @@
-"""Cost-aware speculation: the measured verify-cost profile and the `budget: auto` controller.
+"""Cost-aware speculation: the one cost model ``C(B, n)`` and the `budget: auto` controller that reads it.
 
-* `CostProfile` (:mod:`.profile`): the target forward's time as a function of tokens per forward, plus the
-  per-round overheads, updated online;
+* `CostProfile` (:mod:`.profile`): the target forward's time over ``B`` rows carrying ``n`` tokens, plus the
+  per-round overheads, measured and updated online;
 * `AcceptanceEstimator` (:mod:`.acceptance`): calibrated probabilities that a node's path is accepted;
-* `best_width` (:mod:`.chooser`): the verification width that maximises expected tokens per second;
+* :mod:`.planner`: the node rule and the row rule;
 * `AutoBudget` (:mod:`.auto_budget`): per round and row, draft or decode plainly, and how many nodes to verify;
-* `ControllerMemory` (:mod:`.memory`): what the controller learnt from earlier requests;
-* :mod:`.measure`: measuring the verify curve and the profile cache.
+* `ControllerMemory` (:mod:`.memory`): the calibration earlier requests left;
+* :mod:`.measure`: measuring the cost model and the profile cache.
 """
 
 from specframe.cost.acceptance import AcceptanceEstimator
 from specframe.cost.auto_budget import AutoBudget, AutoBudgetSettings
-from specframe.cost.chooser import best_width
 from specframe.cost.memory import ControllerMemory
+from specframe.cost.planner import node_counts, plan_counts
 from specframe.cost.profile import CostProfile
 
-__all__ = ["AcceptanceEstimator", "AutoBudget", "AutoBudgetSettings", "ControllerMemory", "CostProfile", "best_width"]
+__all__ = ["AcceptanceEstimator", "AutoBudget", "AutoBudgetSettings", "ControllerMemory", "CostProfile",
+           "node_counts", "plan_counts"]

@@ -1,46 +1,46 @@
-"""`DraftCost`: what drafting costs a round, split into a fixed part and a part per drafting row, learnt online.
+"""`DraftCost`: what drafting costs a round, a fixed part plus a part per drafting row, learnt online.
 
-`budget: auto` decides per row whether to draft. In a batch the question is marginal: what does *this* row cost if
-it drafts, given the others? Its share of the drafter's forward (the drafter runs once for all drafting rows, so a
-round pays a fixed part once and a part per row), plus the verify tokens its tree adds to the target's forward.
-:class:`DraftCost` fits the drafted rounds' draft + build + prune time as ``fixed + per_row * n`` (``n`` drafting
-rows) by decayed least squares, and keeps moving averages of the nodes a drafting row verifies and of how many rows
-draft together.
+`budget: auto` decides per row whether to draft. The drafter runs once for all drafting rows, so a round pays a
+fixed part ``a`` once and a part ``b`` per drafting row; a row that drafts is charged ``b + a / R`` (``R`` drafting
+rows share ``a``). :class:`DraftCost` fits the drafted rounds' draft + build + prune time as ``a + b R`` by decayed
+least squares (weight :data:`DRAFT_COST_DECAY` per round).
 
-Identification needs rounds with different ``n``; until then (and whenever the fit is degenerate or negative) the
+Identification needs rounds with different ``R``; until then (and whenever the fit is degenerate or negative) the
 split falls back to the prior that half a one-row round's cost is fixed, which is what the draft backbone measures
-on these CPUs (a one-row and a two-row draft forward of SmolLM2's drafter differ by about their half).
+on these CPUs (a one-row and a two-row draft forward of SmolLM2's drafter differ by about their half). Before any
+drafted round both parts are 0: the first drafted round is how the controller learns them.
 
-Example: rounds of 1 row at 10 ms and 3 rows at 20 ms give ``fixed = 5``, ``per_row = 5``; a row joining 2 others
-costs ``5 + 5 / 3`` ms of drafting.
+Example: rounds of 1 row at 10 ms and 3 rows at 20 ms give ``a = 5``, ``b = 5``; a row joining 2 others costs
+``5 + 5 / 3`` ms of drafting.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: Weight of a drafted round in the fit one round later (decision constant; about the last 20 rounds count).
+DRAFT_COST_DECAY = 0.95
+
 
 @dataclass
 class DraftCost:
-    """See the module docstring. ``decay`` weighs older rounds down (per observation)."""
+    """See the module docstring. ``frozen``: observations change nothing."""
 
-    decay: float = 0.95
+    decay: float = DRAFT_COST_DECAY
+    frozen: bool = False
     _w: float = 0.0  # decayed sums of the least-squares fit ms = a + b n
     _wn: float = 0.0
     _wnn: float = 0.0
     _wy: float = 0.0
     _wny: float = 0.0
-    kept: float | None = None  # moving average of nodes a drafting row verifies
-    together: float | None = None  # moving average of rows drafting in one round
 
-    def observe(self, rows: int, ms: float, kept: float) -> None:
-        """A drafted round: ``rows`` rows drafted, their draft + build + prune took ``ms``, each verified ``kept``
-        nodes on average."""
+    def observe(self, rows: int, ms: float) -> None:
+        """A drafted round: ``rows`` rows drafted and their draft + build + prune took ``ms``."""
+        if self.frozen or rows < 1 or not ms >= 0:
+            return
         d = self.decay
         self._w, self._wn, self._wnn = d * self._w + 1, d * self._wn + rows, d * self._wnn + rows * rows
         self._wy, self._wny = d * self._wy + ms, d * self._wny + rows * ms
-        self.kept = kept if self.kept is None else self.kept + (1 - d) * 4 * (kept - self.kept)
-        self.together = rows if self.together is None else self.together + (1 - d) * 4 * (rows - self.together)
 
     @property
     def observed(self) -> bool:
@@ -60,8 +60,7 @@ class DraftCost:
         per_row = mean_y / (mean_n + 1)  # the prior: a one-row round is half fixed
         return per_row, per_row
 
-    def marginal_ms(self) -> float:
-        """Drafting cost of one more drafting row: its own part plus its share of the fixed part among the rows
-        that usually draft together."""
+    def round_ms(self, rows: int) -> float:
+        """The draft + build + prune milliseconds of a round in which ``rows`` rows draft (0 for none)."""
         fixed, per_row = self.split()
-        return per_row + fixed / max(self.together or 1.0, 1.0)
+        return 0.0 if rows <= 0 else fixed + per_row * rows

@@ -21,6 +21,7 @@ cached one that the new one does not cover (:meth:`CostProfile.covers`), each wi
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import statistics
@@ -32,7 +33,7 @@ from typing import Any
 
 import torch
 
-from specframe.cost.profile import DEFAULT_GRID, CostProfile
+from specframe.cost.profile import DEFAULT_GRID, PROFILE_BATCHES, PROFILE_NODES, CostProfile
 from specframe.device_sync import synchronize
 from specframe.errors import SpecframeError
 from specframe.files import MiB, parse_json, read_text, write_text
@@ -233,3 +234,74 @@ def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid:
             times[n] = statistics.median(runs)
         target.reset()
     return times
+
+
+def measure_batch_costs(target: TargetModel, prompt_ids: torch.Tensor, *, batches: Sequence[int] = PROFILE_BATCHES,
+                        nodes: Sequence[int] = PROFILE_NODES, reps: int = 3) -> dict[int, dict[int, float]]:
+    """Median milliseconds of ``C(B, B (k + 1))``, the target's forward over ``B`` rows each verifying a chain of
+    ``k`` nodes on a copy of the prompt's cache, for ``B`` in ``batches`` (above 1) and ``k`` in ``nodes``.
+
+    A target that cannot batch (:meth:`TargetModel.ragged_batch` is None) has no batch curves (an empty result):
+    the controller then prices ``C(B, n)`` as ``C(1, n)`` and learns the batches it runs. The forwards are not
+    committed, so every size runs on the same cache length.
+
+    Args:
+        target: the target adapter (its own single-row state is left as it was).
+        prompt_ids: ``[1, P]`` the prompt every row holds (cut to leave room for the largest tree).
+        batches: batch sizes (1 is measured by :func:`measure_verify_curve`).
+        nodes: draft nodes per row (0: a plain round).
+        reps: timed runs per size (after one warm-up).
+    """
+    sizes = sorted({int(b) for b in batches if b > 1})
+    widths = sorted({int(k) for k in nodes if k >= 0})
+    limit = target.max_length
+    if limit is not None:
+        widths = [k for k in widths if k + 2 < limit] or [0]
+        prompt_ids = prompt_ids[:, :max(1, limit - max(widths) - 2)]
+    out: dict[int, dict[int, float]] = {}
+    device = target.device if isinstance(target, SharedEmbeddings) else torch.device("cpu")
+    fill = prompt_ids[0].tolist()
+    with torch.inference_mode():
+        for b in sizes:
+            rows = target.ragged_batch(())
+            if rows is None:
+                return {}
+            try:
+                for _ in range(b):
+                    rows.add_row(prompt_ids, capacity=int(prompt_ids.shape[1]) + max(widths) + 2)
+                curve: dict[int, float] = {}
+                for k in widths:
+                    chain = DraftTree.from_lists([fill[i % len(fill)] for i in range(k + 1)], [-1, *range(k)])
+                    tree = DraftTree.stack([chain] * b)
+                    runs = []
+                    for rep in range(reps + 1):
+                        synchronize(device)
+                        t0 = time.perf_counter_ns()
+                        rows.forward_tree(tree)
+                        synchronize(device)
+                        if rep:
+                            runs.append((time.perf_counter_ns() - t0) / 1e6)
+                    curve[b * (k + 1)] = statistics.median(runs)
+                out[b] = curve
+            finally:
+                rows.close()
+    return out
+
+
+def measure_cost_model(target: TargetModel, prompt_ids: torch.Tensor, key: dict[str, Any], *,
+                       grid: Sequence[int] = DEFAULT_GRID, batches: Sequence[int] = PROFILE_BATCHES,
+                       nodes: Sequence[int] = PROFILE_NODES, reps: int = 3,
+                       overhead_ms: dict[str, float] | None = None) -> CostProfile:
+    """The cost model ``C(B, n)`` of ``target`` measured here: the one-row curve on ``grid``
+    (:func:`measure_verify_curve`) and every batch size of ``batches`` at ``nodes`` draft nodes a row
+    (:func:`measure_batch_costs`), each curve made non-decreasing (a forward over more tokens never costs less; a
+    busy core can make one read faster). What `specframe profile`, `budget: auto` and the benchmarks' physics bound
+    all read."""
+    def monotone(curve: dict[int, float]) -> dict[int, float]:
+        sizes = sorted(curve)
+        return dict(zip(sizes, itertools.accumulate((curve[n] for n in sizes), max), strict=True))
+
+    verify = monotone(measure_verify_curve(target, prompt_ids, grid=grid, reps=reps))
+    batch = {b: monotone(c) for b, c in measure_batch_costs(target, prompt_ids, batches=batches, nodes=nodes,
+                                                            reps=reps).items()}
+    return CostProfile(key=key, verify_ms=verify, batch_ms=batch, overhead_ms=dict(overhead_ms or {}))

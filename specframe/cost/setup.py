@@ -6,7 +6,9 @@ a profile measured under another key (device, dtype, threads, library versions) 
 none usable, the verify curve is measured on the first request's prompt (its longest prefix that leaves room for
 every size) before its clock starts (about a second on a CPU for a 135M target). A named profile that is not a
 readable, plausible profile file is a :class:`~specframe.errors.ConfigError` naming ``auto_budget.profile``. The
-controller's memory of earlier requests (`specframe.cost.memory`) is read from beside the profile. After every
+controller's memory of earlier requests (`specframe.cost.memory`: the calibration) is read from beside the profile.
+The first-use measurement is the one-row curve ``C(1, n)`` (batch sizes are learnt online as the loop runs them,
+or measured by `specframe profile`). After every
 request the learnt profile goes back to the cache through :func:`specframe.cost.measure.cache_profile` (unless it
 became implausible, was learnt on a busy machine or the cache holds one that measures more), and the memory is merged
 into the one beside it. A profile measured here while other processes kept the CPUs busy is used for this run but
@@ -37,7 +39,7 @@ from specframe.cost.measure import (
 from specframe.cost.memory import load_memory, memory_path, save_memory
 from specframe.cost.profile import CostProfile
 from specframe.errors import ConfigError, GenerationError
-from specframe.files.cache import busy_reason, measuring
+from specframe.files.cache import measuring
 from specframe.interfaces import TargetModel
 from specframe.metrics.machine_load import MachineLoad
 from specframe.notices import notify
@@ -109,8 +111,7 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
                                   hint="give auto_budget.profile (a JSON written by `specframe profile` on this "
                                        "machine), or use a fixed budget")
         cache_profile(profile, notify, load=window.load)
-    settings = AutoBudgetSettings(max_budget=cfg.max_budget, min_probe_interval=cfg.min_probe_interval,
-                                  max_probe_interval=cfg.max_probe_interval)
+    settings = AutoBudgetSettings(max_budget=cfg.max_budget, seed=getattr(config, "seed", None) or 0)
     memory_file = memory_path(key, pipeline_memory_key(config))
     return AutoBudget(profile, settings, sibling_prefix=sibling_prefix, memory=load_memory(memory_file, notify),
                       memory_file=memory_file)
@@ -118,9 +119,9 @@ def build_auto_budget(target: TargetModel, config: Any, prompt_ids: torch.Tensor
 
 def save_learned(auto: AutoBudget, load: MachineLoad | None = None) -> None:
     """Offer the controller's profile to the cache (:func:`cache_profile`: kept only when plausible, learnt on a quiet
-    machine and at least as complete as the cached one) and merge its memory into the one beside it
-    (:func:`save_memory`; the timings learnt on a busy machine are not kept). ``load``: the machine's load while the
-    decode call ran (None: unknown). Best effort: a cache that cannot be written is a notice."""
+    machine and at least as complete as the cached one) and write its memory beside it (:func:`save_memory`: the
+    calibration, no timings). ``load``: the machine's load while the decode call ran (None: unknown). Best effort: a
+    cache that cannot be written is a notice."""
     cache_profile(auto.profile, notify, load=load)
     if auto.memory_file is not None:
-        save_memory(auto.remember(), auto.memory_file, notify, quiet=busy_reason(load) is None)
+        save_memory(auto.remember(), auto.memory_file, notify)

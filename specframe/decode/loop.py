@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 import torch
 
 from specframe.cost.auto_budget import AutoBudget
-from specframe.cost.text_kind import prompt_signature
 from specframe.decode.acceptance_alarm import AcceptanceAlarm
 from specframe.decode.request import RefusedRequest, RequestInputs
 from specframe.decode.rounds import run_round
@@ -90,8 +89,9 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                       # `StageClock.every` on an accelerator even when stage timing is off for the records.
                       clock=StageClock(settings.devices, sync=settings.stage_timing or auto is not None), auto=auto,
                       alarm=alarm)
-    if auto is not None:  # the controller prices rounds on what this target's forward runs
+    if auto is not None:  # the controller prices rounds on what this target's forward runs, in the sizes it runs
         auto.packs = bool(getattr(session.target, "selective_batching", False))
+        auto.allowed = getattr(session.target, "node_buckets", None)
     plan = getattr(session.target, "plan", None)
     if plan is not None:  # an adapter that pools its KV memory sizes it once for the largest batch
         plan(sorted(_capacity(inputs, settings) for _, inputs in waiting)[-batch_size:])
@@ -138,8 +138,6 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         _keep(session, keep)
                         for r in done:
                             finish(r.index, r.result(batch_size))
-                            if session.auto is not None and r.budget is not None:
-                                session.auto.finish_row(r.budget)
                         rows = [rows[i] for i in keep]
     finally:
         session.target.close()
@@ -229,4 +227,4 @@ def _start(session: Session, row: Row) -> None:
     if session.drafter is not None:
         session.drafter.add_row(state, prefill)
     if session.auto is not None:
-        row.budget = session.auto.start_row(prompt_signature(row.inputs.ids.view(-1).tolist()))
+        row.budget = session.auto.start_row()

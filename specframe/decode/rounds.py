@@ -2,10 +2,11 @@
 
 ::
 
-    drafting = rows whose controller drafts this round         # all rows under a fixed budget
+    plan     = budget: auto's drafting rows and node counts      # from the last round's statistics; all rows
+                                                               # draft under a fixed budget
     proposal = drafter.propose(drafting rows)                  # ONE call for the drafting rows
     tree     = pruner.prune(builder.build(proposal, corrector))  # batched over the drafting rows
-    tree     = fit to each row's context; budget: auto keeps each row's k best nodes (one host read)
+    tree     = fit to each row's context; budget: auto keeps each row's planned k best nodes (no read)
     full     = the drafted rows' trees + root-only trees for the other rows, padded to one width   [B, N]
     out      = target.forward_tree(full)                       # ONE target forward
     result   = verifier.verify(full, out.logits)               # a plain round: the target's own draw
@@ -15,8 +16,9 @@
     rows take their tokens, check stop strings and record the round
 
 Host reads: the outcome is the round's one read for every verifier (none in build, prune or verify for the
-built-in stages, `tests/core/test_host_reads.py`); `budget: auto` adds one before the forward (the number of nodes
-it keeps sets the forward's shape, :mod:`specframe.cost.chooser`).
+built-in stages, `tests/core/test_host_reads.py`). `budget: auto` adds none: it plans the drafting rows and their
+node counts before the round from the statistics after the last one (:meth:`AutoBudget.plan`), so the forward's
+shape is known before drafting, and its drafted trees' sorted ``p`` ride along in the outcome's read.
 
 Every random draw is keyed by the row's request seed and the position it predicts (:mod:`specframe.sampling.noise`),
 so a row's tokens do not depend on its batch-mates, and with the WALK or greedy verifier they equal plain
@@ -30,6 +32,7 @@ from dataclasses import replace
 
 import torch
 
+from specframe.cost.auto_budget import RoundPlan
 from specframe.decode.row import Row
 from specframe.decode.session import Session
 from specframe.errors import ContractError
@@ -50,13 +53,13 @@ def run_round(session: Session, rows: list[Row]) -> None:
     assert all(s is not None for s in states), "every row starts before its first round"
     noise = RoundNoise.for_rows([r.inputs.seed for r in rows], [r.root_position for r in rows],
                                 session.target.device)
-    drafting = [i for i, row in enumerate(rows) if cfg.drafts and row.wants_draft]
-    if drafting and session.auto is not None:  # the guard, and no futile probe in a batch
-        budgets = [rows[i].budget for i in drafting]
-        drafting = session.auto.drafting_rows(drafting, budgets, len(rows))
-    probing = any(rows[i].probing for i in drafting)  # a probe, or a request's first drafted round
-    kept: list[int | None] = [None] * len(rows)
-    expected: list[float] = []
+    drafting = [i for i, row in enumerate(rows) if cfg.drafts]
+    rooms = [room_of(state, session.target.max_length) for state in states]  # type: ignore[arg-type]
+    plan = None
+    if drafting and session.auto is not None:  # decided before drafting, from the statistics after the last round
+        plan = session.auto.plan([row.budget for row in rows], rooms)  # type: ignore[misc]
+        drafting = plan.drafting
+    extra = None
     t0 = clock()
     if drafting:
         sub_noise = noise if len(drafting) == len(rows) else noise.rows(drafting)
@@ -68,11 +71,11 @@ def run_round(session: Session, rows: list[Row]) -> None:
         t2 = clock()
         tree = fit_context(st.pruner.prune(tree, ctx), proposal, session.target.max_length,
                            [states[i] for i in drafting])  # type: ignore[misc]
-        if session.auto is not None:
-            choice = session.auto.choose(tree, len(rows), explore=probing)
-            tree, expected = replace(choice.tree, row_nodes=tuple(k + 1 for k in choice.kept)), choice.expected
-            for i, k in zip(drafting, choice.kept, strict=True):
-                kept[i] = k
+        if plan is not None and session.auto is not None:  # each row's planned count of its best nodes: no read
+            counts = [plan.counts[i] for i in drafting]
+            tree, p_sorted = session.auto.keep(tree, counts)
+            tree = replace(tree, row_nodes=tuple(k + 1 for k in counts))
+            extra = session.auto.packed_profile(p_sorted, drafting, len(rows))
         full = merge_rows(tree, drafting, roots_of(states), len(rows))  # type: ignore[arg-type]
     else:
         full = DraftTree.root_only(roots_of(states))  # type: ignore[arg-type]
@@ -87,7 +90,7 @@ def run_round(session: Session, rows: list[Row]) -> None:
     round_ctx = RoundContext(budget=cfg.budget, sampling=cfg.sampling, noise=noise, check=cfg.check_trees)
     result = st.verifier.verify(full, out.logits, round_ctx) if drafting else plain_step(out.logits, round_ctx)
     t5 = clock()
-    outcome = RoundOutcome.read(full, result)
+    outcome = RoundOutcome.read(full, result, extra)
     session.target.commit(full, result.accepted_nodes, outcome.paths)
     DecodeState.append_rows(states, outcome.emitted)  # type: ignore[arg-type]  # one copy; the drafter sees them
     if session.drafter is not None:
@@ -101,35 +104,47 @@ def run_round(session: Session, rows: list[Row]) -> None:
         drafted[i] = True
     for i, row in enumerate(rows):  # a few integers per row (RoundLog), no object per row
         row.take_round(outcome.emitted[i], outcome.nodes[i], outcome.depths[i], outcome.accepted[i], drafted[i],
-                       kept[i], stages, outcome.ranks[i], outcome.end_has_children[i])
+                       None if plan is None else plan.counts[i], stages, outcome.ranks[i],
+                       outcome.end_has_children[i],
+                       plain_reason(i, plan, drafting, outcome.nodes[i], rooms[i], cfg.drafts))
         if session.alarm is not None:  # host counts this round has read already
             session.alarm.observe(outcome.nodes[i], outcome.accepted[i])
-    if session.auto is not None:
-        _observe(session, rows, drafting, full, result, expected, [k for k in kept if k is not None],
-                 stage_ns if timed else None,
-                 committed=sum(outcome.accepted) + len(rows), judged=not (probing and len(rows) == 1))
+    if session.auto is not None and plan is not None:
+        _observe(session, rows, plan, full, result, outcome, stage_ns if timed else None)
 
 
-def _observe(session: Session, rows: list[Row], drafting: list[int], full: DraftTree, result: VerifyResult,
-             expected: list[float], kept: list[int], stage_ns: dict[str, int] | None, *,
-             committed: int, judged: bool) -> None:
-    """Teach `budget: auto` what the round did: costs only from exactly timed rounds, ``committed`` (the tokens of
-    all rows) always for the rate drafting achieves, and to the measured-rate guard only when ``judged`` (not a
-    probe alone)."""
+def plain_reason(row: int, plan: RoundPlan | None, drafting: list[int], nodes: int, room: int,
+                 drafts: bool) -> str | None:
+    """Why row ``row`` verified no draft node this round (None: it verified some), one of
+    :data:`specframe.cost.reasons.PLAIN_REASONS`."""
+    if nodes > 0:
+        return None
+    if not drafts:
+        return "no_drafter"
+    if row not in drafting:
+        return plan.reasons[row] if plan is not None else "context_full"
+    return "context_full" if room <= 0 else "drafter_refused"
+
+
+def room_of(state: DecodeState, max_length: int | None) -> int:
+    """The deepest draft node the row's context still holds (a large number without a context limit)."""
+    return 1 << 30 if max_length is None else max_length - 1 - state.cached_len
+
+
+def _observe(session: Session, rows: list[Row], plan: RoundPlan, full: DraftTree, result: VerifyResult,
+             outcome: RoundOutcome, stage_ns: dict[str, int] | None) -> None:
+    """Teach `budget: auto` what the round did: calibration from every drafted row, each row's own calibration and
+    outlook from the round's read, and costs only from exactly timed rounds."""
     auto = session.auto
     assert auto is not None
-    budgets = [row.budget for row in rows]
-    stage_ms = {k: v / 1e6 for k, v in stage_ns.items()} if stage_ns is not None else {}
+    drafting = plan.drafting
     if drafting:
         index = torch.tensor(drafting, dtype=torch.long, device=full.tokens.device)
         auto.observe_tree(full.select_rows(index), result.accepted_nodes.index_select(0, index))
-        drafted = [budgets[i] for i in drafting]
-        plain = [b for i, b in enumerate(budgets) if i not in drafting]
-        ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
-        auto.observe_drafted(drafted, plain, expected, ran, stage_ms,  # type: ignore[arg-type]
-                             kept=kept, committed=committed, judged=judged)
-    else:
-        auto.observe_plain(budgets, stage_ms)  # type: ignore[arg-type]
+    stage_ms = {k: v / 1e6 for k, v in stage_ns.items()} if stage_ns is not None else {}
+    ran = getattr(session.target, "forward_tokens", None) or full.batch_size * full.capacity  # what really ran
+    auto.observe_round([row.budget for row in rows], plan, outcome.extra, outcome.nodes,  # type: ignore[misc]
+                       outcome.accepted, stage_ms, ran)
 
 
 def roots_of(states: list[DecodeState]) -> torch.Tensor:  # [B] int64
@@ -201,7 +216,9 @@ class RoundOutcome:
     """What the host needs from a round, for every row, read in one device-to-host transfer and checked here."""
 
     def __init__(self, nodes: list[int], depths: list[int], paths: list[list[int]], emitted: list[list[int]],
-                 ranks: list[list[int]] | None = None, end_has_children: list[bool] | None = None) -> None:
+                 ranks: list[list[int]] | None = None, end_has_children: list[bool] | None = None,
+                 extra: list[list[int]] | None = None) -> None:
+        self.extra = extra  # [B, E] the caller's extra integers (budget: auto's sorted p), read with the rest
         self.nodes = nodes  # [B] draft nodes verified (root excluded)
         self.depths = depths  # [B] deepest valid node
         self.paths = paths  # [B] accepted node indices, root first (what the target commits)
@@ -211,10 +228,11 @@ class RoundOutcome:
         self.end_has_children = end_has_children or [False] * len(paths)  # [B] the path's last node has a child
 
     @classmethod
-    def read(cls, tree: DraftTree, result: VerifyResult) -> RoundOutcome:
-        """Pack every row's node count, depth, accepted count, bonus, path, path tokens and the path nodes' sibling
-        ranks and child flags (:mod:`specframe.tree.siblings`) into one tensor, read it once, and check the
-        verifier's path on the host (root first, increasing, inside the tree, -1 padded)."""
+    def read(cls, tree: DraftTree, result: VerifyResult, extra: torch.Tensor | None = None) -> RoundOutcome:
+        """Pack every row's node count, depth, accepted count, bonus, path, path tokens, the path nodes' sibling
+        ranks and child flags (:mod:`specframe.tree.siblings`) and ``extra`` ``[B, E]`` int64 (when given) into one
+        tensor, read it once, and check the verifier's path on the host (root first, increasing, inside the tree,
+        -1 padded)."""
         b = tree.batch_size
         shapes = (tuple(result.accepted_nodes.shape), tuple(result.num_accepted.shape), tuple(result.bonus_token.shape))
         if len(shapes[0]) != 2 or shapes[0][0] != b or shapes[1] != (b,) or shapes[2] != (b,):
@@ -228,13 +246,15 @@ class RoundOutcome:
         tokens = tree.tokens.to(dev).gather(1, nodes.clamp(0, tree.capacity - 1))  # [B, D + 1]
         depth = torch.where(tree.valid, tree.depth, torch.zeros_like(tree.depth)).amax(dim=1)  # [B]
         ranks, has_child = path_sibling_ranks(tree, nodes)  # [B, D + 1] each
-        packed = torch.cat([tree.num_nodes.to(dev)[:, None] - 1, depth.to(dev)[:, None],
-                            result.num_accepted.long()[:, None], result.bonus_token.long()[:, None], nodes, tokens,
-                            ranks, has_child.long()], dim=1).tolist()  # [B, 4 + 4 (D + 1)]: the round's one read
+        columns = [tree.num_nodes.to(dev)[:, None] - 1, depth.to(dev)[:, None], result.num_accepted.long()[:, None],
+                   result.bonus_token.long()[:, None], nodes, tokens, ranks, has_child.long()]
+        if extra is not None:
+            columns.append(extra.to(dev))
+        packed = torch.cat(columns, dim=1).tolist()  # [B, 4 + 4 (D + 1) + E]: the round's one read
         paths, emitted, path_ranks, end_open = [], [], [], []
         for b, row in enumerate(packed):
             path_row, token_row = row[4 : 4 + width], row[4 + width : 4 + 2 * width]
-            rank_row, child_row = row[4 + 2 * width : 4 + 3 * width], row[4 + 3 * width :]
+            rank_row, child_row = row[4 + 2 * width : 4 + 3 * width], row[4 + 3 * width : 4 + 4 * width]
             count = row[2] + 1
             path = path_row[:count]
             if not (path and path[0] == 0 and all(a < c for a, c in itertools.pairwise(path))
@@ -247,4 +267,5 @@ class RoundOutcome:
             path_ranks.append(rank_row[1:count])
             end_open.append(bool(child_row[count - 1]))
         return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], paths=paths, emitted=emitted,
-                   ranks=path_ranks, end_has_children=end_open)
+                   ranks=path_ranks, end_has_children=end_open,
+                   extra=None if extra is None else [r[4 + 4 * width:] for r in packed])

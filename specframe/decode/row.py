@@ -35,16 +35,6 @@ class Row:
         self.reason: str | None = None
 
     @property
-    def wants_draft(self) -> bool:
-        return self.budget is None or self.budget.wants_draft
-
-    @property
-    def probing(self) -> bool:
-        """A probe (`budget: auto` drafts this round to test whether drafting pays again for this request) or the
-        request's first drafted round: either way a round that must teach the controller something."""
-        return self.budget is not None and (not self.budget.drafting or self.budget.drafted_rounds == 0)
-
-    @property
     def root_position(self) -> int:
         """Absolute position of the row's root token (its last committed token)."""
         return self.inputs.prompt_len + len(self.new) - 1
@@ -63,15 +53,16 @@ class Row:
 
     def take_round(self, tokens: list[int], nodes: int, depth: int, accepted: int, drafted: bool,
                    budget: int | None, stage_ns: dict[str, int] | None, path_ranks: Sequence[int] = (),
-                   end_has_children: bool = False) -> None:
+                   end_has_children: bool = False, plain_reason: str | None = None) -> None:
         """Take a round's ``tokens`` (:meth:`take`) and record the round: ``committed`` is what the request kept
         (after EOS, length and stop-string trimming), ``accepted`` at most that. ``stage_ns`` is the round's
         shared dict of stage times (None when not timed); ``path_ranks`` and ``end_has_children`` the verifier's
-        verdict before any trimming (:attr:`specframe.metrics.records.RoundRecord.path_ranks`)."""
+        verdict before any trimming (:attr:`specframe.metrics.records.RoundRecord.path_ranks`); ``plain_reason`` why
+        the row verified no draft node (None: it verified some)."""
         taken, removed = self._take(tokens)
         committed = len(taken) - (removed or 0)  # tokens, counts and speed never include what the user does not get
         self.rounds.append(nodes, depth, min(accepted, committed), committed, drafted, budget, stage_ns,
-                           path_ranks, end_has_children)
+                           path_ranks, end_has_children, plain_reason)
 
     def _take(self, tokens: list[int]) -> tuple[list[int], int | None]:
         room = self.inputs.cap - len(self.new)

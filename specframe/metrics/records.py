@@ -40,6 +40,7 @@ class RoundRecord:
     #: EOS or length trimming) and whether the last accepted node (the root when none) had a child in the tree.
     path_ranks: list[int] = field(default_factory=list)
     end_has_children: bool = False
+    plain_reason: str | None = None  # why no draft node was verified (`specframe.cost.reasons`; None: some were)
 
     @property
     def round_ns(self) -> int:
@@ -51,8 +52,9 @@ class RoundLog(Sequence[RoundRecord]):
 
     Storage: ``_ints`` holds :data:`FIELDS` integers per round (``drafted`` and ``end_has_children`` as 0/1,
     ``budget`` -1 for None); ``_ranks`` every round's ``path_ranks`` one after another, round ``i``'s ending at
-    ``_rank_ends[i]``; ``_stages`` the round's stage times, a dict the round's rows share (read-only here; None when
-    not timed). E.g. after ``log.append(4, 3, 2, 3, True, None, None, [0, 1], True)``:
+    ``_rank_ends[i]``; ``_reasons`` each round's ``plain_reason`` (a shared string or None); ``_stages`` the round's
+    stage times, a dict the round's rows share (read-only here; None when not timed). E.g. after
+    ``log.append(4, 3, 2, 3, True, None, None, [0, 1], True)``:
     ``log[0] == RoundRecord(4, 3, 2, 3, {}, True, None, [0, 1], True)``.
     """
 
@@ -64,19 +66,21 @@ class RoundLog(Sequence[RoundRecord]):
         self._ints = array("q")  # [rounds * len(FIELDS)]
         self._ranks = array("q")  # [sum of the rounds' path lengths]
         self._rank_ends = array("q")  # [rounds]
+        self._reasons: list[str | None] = []
         self._stages: list[dict[str, int] | None] = []
         for r in records:
             self.append(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget, r.stage_ns or None,
-                        r.path_ranks, r.end_has_children)
+                        r.path_ranks, r.end_has_children, r.plain_reason)
 
     def append(self, nodes: int, depth: int, accepted: int, committed: int, drafted: bool, budget: int | None,
                stage_ns: dict[str, int] | None, path_ranks: Sequence[int] = (),
-               end_has_children: bool = False) -> None:
+               end_has_children: bool = False, plain_reason: str | None = None) -> None:
         """Record a round; ``stage_ns`` is kept by reference (the caller does not change it afterwards)."""
         self._ints.extend((nodes, depth, accepted, committed, drafted, -1 if budget is None else budget,
                            end_has_children))
         self._ranks.extend(path_ranks)
         self._rank_ends.append(len(self._ranks))
+        self._reasons.append(plain_reason)
         self._stages.append(stage_ns)
 
     def __len__(self) -> int:
@@ -100,7 +104,7 @@ class RoundLog(Sequence[RoundRecord]):
                            stage_ns=dict(stage) if stage else {}, drafted=bool(drafted),
                            budget=None if budget < 0 else budget,
                            path_ranks=self._ranks[first : self._rank_ends[i]].tolist(),
-                           end_has_children=bool(end_has_children))
+                           end_has_children=bool(end_has_children), plain_reason=self._reasons[i])
 
     def __iter__(self) -> Iterator[RoundRecord]:
         return (self[i] for i in range(len(self)))

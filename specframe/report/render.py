@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specframe.cost.reasons import PLAIN_REASONS
 from specframe.files import ensure_dir, write_text
 from specframe.metrics.machine_load import CONTENDED_OTHER_CPUS
 from specframe.report.memory import memory_rows, memory_table
@@ -32,6 +33,7 @@ from specframe.report.tables import (
     main_table,
     markdown,
     paired_table,
+    plain_reason_table,
     reference_table,
     stage_rows,
     stage_table,
@@ -79,6 +81,7 @@ class Report:
             *self._memory_section(),
             "## Latency per round and stage (all datasets pooled)", "",
             markdown(stage_table(s, self.speedup)), "",
+            *self._plain_section(),
         ]
         return "\n".join(parts)
 
@@ -105,6 +108,15 @@ class Report:
                 "tensors shared with the target are the target's), their share of the target's, and the per-request "
                 "KV cache of the target and the drafter's own context cache at the records' mean context length "
                 "(prompt + generated tokens; docs/metrics.md).", "", markdown(table), ""]
+
+    def _plain_section(self) -> list[str]:
+        """Rounds without a verified draft node per method and reason, when the records say why."""
+        table = plain_reason_table(self.summary)
+        if not table[1]:
+            return []
+        meaning = "; ".join(f"`{k}`: {PLAIN_REASONS[k]}" for k in table[0][2:] if k in PLAIN_REASONS)
+        return ["## Plain rounds and why (all datasets pooled)", "", f"Rounds in which a row verified no draft "
+                f"node, by reason ({meaning}).", "", markdown(table), ""]
 
     def _reference_section(self) -> list[str]:
         """Speedups over transformers' ``generate()``, when the files hold its records."""

@@ -82,6 +82,7 @@ class CellStats:
     versus_reference: Versus = field(default_factory=lambda: Versus())  # against transformers' generate()
     siblings: SiblingTable = field(default_factory=lambda: SiblingTable({}))  # continuation by depth and rank
     memory: dict[str, Any] | None = None  # parameters and mean per-request state (specframe.metrics.memory)
+    plain_reasons: dict[str, int] = field(default_factory=dict)  # rounds without a verified draft node, by reason
 
     @property
     def tokens_per_s(self) -> float:
@@ -244,6 +245,9 @@ def _cell(method: str, dataset: str, records: Sequence[Record], partners: Partne
     pairs = _pairs(records, partners)
     behind = {id(r): r for r in records} | ({} if is_baseline else {id(b): b for _, b in pairs})
     stats.contended = sum(is_contended(r) for r in behind.values())
+    for r in records:  # absent in files written before the reasons were recorded
+        for reason, n in (r.get("plain_reasons") or {}).items():
+            stats.plain_reasons[str(reason)] = stats.plain_reasons.get(str(reason), 0) + int(n)
     stats.versus_reference = _versus(records, references, options, is_reference)
     versus = _versus(records, partners, options, is_baseline)  # the baseline itself: speedup 1 by definition
     stats.speedup_aggregate, stats.speedup_geomean = versus.aggregate, versus.geomean

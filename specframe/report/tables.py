@@ -166,6 +166,19 @@ def stage_table(summary: Summary, speedup: SpeedupKind = "aggregate") -> Table:
     return header, rows
 
 
+def plain_reason_table(summary: Summary) -> Table:
+    """Per method, its rounds without a verified draft node counted by why (`specframe.cost.reasons`); methods
+    whose records hold no reason (older files, or none plain) are left out."""
+    reasons = sorted({k for c in summary.cells.values() for k in c.plain_reasons})
+    rows = []
+    for m in summary.methods:
+        cell = summary.cell(m.name, ALL)
+        if cell is None or not cell.plain_reasons:
+            continue
+        rows.append([m.name, str(cell.rounds), *[str(cell.plain_reasons.get(k, 0)) for k in reasons]])
+    return ["method", "rounds", *reasons], rows
+
+
 def markdown(table: Table) -> str:
     header, rows = table
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

@@ -191,3 +191,17 @@ def test_speedups_against_the_generate_reference_sit_beside_those_against_the_ba
     assert "| gen | d1" not in report
     plain = Report(summarize(fixture_records(), SummaryOptions(resamples=200))).markdown()
     assert "generate()" not in plain  # files without reference records: no reference columns
+
+
+def test_plain_rounds_are_counted_per_reason() -> None:
+    """Records that say why rounds went plain (`plain_reasons`) give a table of counts per method and reason; files
+    without reasons give none. (Made to fail once by summing only the first record's reasons.)"""
+    records = fixture_records()
+    records[2]["plain_reasons"] = {"no_gain": 2, "context_full": 1}
+    records[3]["plain_reasons"] = {"no_gain": 1, "explore_declined": 4}
+    summary = summarize(records, SummaryOptions(resamples=50))
+    assert summary.cell("m", ALL).plain_reasons == {"no_gain": 3, "context_full": 1, "explore_declined": 4}
+    text = Report(summary).markdown()
+    assert "## Plain rounds and why" in text and "| m | 7 | 1 | 4 | 3 |" in text
+    without = Report(summarize(fixture_records(), SummaryOptions(resamples=50))).markdown()
+    assert "## Plain rounds and why" not in without

@@ -107,3 +107,41 @@ def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
         "break_even_tau"] >= 1.0
     write_plot(profile, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_the_cost_model_prices_batches_from_their_own_curves() -> None:
+    """The module docstring's example: C(4, 4) from the batch curve, C(2, 2) between C(1, 1) and C(4, 4) at one token
+    a row, and a format-1 profile (one-row curve only) prices a batch as one row carrying all its tokens."""
+    p = CostProfile(key={}, verify_ms={1: 50.0, 9: 120.0, 17: 130.0}, batch_ms={4: {4: 60.0, 36: 200.0}})
+    assert p.cost(4, 4) == 60.0 and p.cost(1, 5) == pytest.approx(85.0)
+    assert p.cost(2, 2) == pytest.approx(50.0 + (60.0 - 50.0) / 3)
+    assert p.plain_rate(4) == pytest.approx(4 / 60.0)
+    one_row = CostProfile.from_json({"format": 1, "key": {}, "verify_ms": {"1": 50.0, "9": 120.0}})
+    assert one_row.cost(4, 9) == 120.0 and one_row.batches == [1]
+
+
+def test_a_timed_forward_at_a_new_batch_size_starts_its_curve_and_frozen_profiles_learn_nothing() -> None:
+    p = CostProfile(key={}, verify_ms={1: 40.0, 2: 44.0, 5: 50.0})
+    for _ in range(80):
+        p.observe(4, 8, 90.0)
+    assert 4 in p.batches and p.cost(4, 8) == pytest.approx(90.0, rel=0.02)
+    assert p.cost(1, 2) == 44.0  # the one-row curve is untouched
+    again = CostProfile.from_json(json.loads(p.dumps()))
+    assert again.cost(4, 8) == pytest.approx(p.cost(4, 8)) and again.covers(p) and not CostProfile(
+        key={}, verify_ms={1: 40.0, 2: 44.0, 5: 50.0}).covers(p)
+    frozen = CostProfile(key={}, verify_ms={1: 40.0, 2: 44.0}, frozen=True)
+    frozen.observe(4, 8, 90.0)
+    frozen.observe(1, 2, 10.0)
+    frozen.observe_overhead("plain", 3.0)
+    assert frozen.batches == [1] and frozen.verify_ms == {1: 40.0, 2: 44.0} and frozen.overhead_ms == {}
+
+
+@pytest.mark.parametrize(("batch_ms", "reason"), [
+    ({"4": {"2": 30.0, "8": 40.0}}, "carries 4 to"),  # fewer tokens than rows
+    ({"4": {"4": 90.0, "8": 40.0}}, "less than half"),
+    ({"0": {"4": 30.0}}, "positive count"),
+    ({"4": {}}, "batch_ms['4']"),
+])
+def test_implausible_batch_curves_are_refused(batch_ms: dict, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason.replace("[", r"\[").replace("]", r"\]")):
+        CostProfile.from_json({"format": 2, "key": {}, "verify_ms": {"1": 5.0, "3": 6.0}, "batch_ms": batch_ms})

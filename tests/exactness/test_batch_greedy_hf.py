@@ -159,7 +159,7 @@ def auto_batch(host: PluginHost, ref: Reference, builder: dict[str, Any], pruner
     """A batch under `budget: auto` with a frozen steep cost curve; every row checked against generate()."""
     from tests.exactness.test_auto_budget_exact import STEEP
 
-    data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10, "min_probe_interval": 2},
+    data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10},
             "drafter": {"type": "oracle"}, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
             "verifier": verifier, "corrector": {"type": "identity"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)

@@ -66,7 +66,7 @@ def walk_pipeline(ref: Reference, host: Any, sampling: dict[str, Any], builder: 
             "tree_builder": fit_builder(builder, pruner), "pruner": pruner, "corrector": {"type": "identity"},
             "verifier": {"type": "walk"}}
     if auto:
-        data.update(budget="auto", auto_budget={"max_budget": 10, "min_probe_interval": 2})
+        data.update(budget="auto", auto_budget={"max_budget": 10})
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
     if auto:  # a steep frozen curve, so the controller trims trees and stops drafting where it does not pay
         freeze_auto_budget(pipe, STEEP)

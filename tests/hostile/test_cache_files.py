@@ -268,15 +268,16 @@ def test_kernel_timings_that_cannot_be_measurements_are_refused(cache: Path, tim
     assert len(notes) == 1 and "measuring again" in notes[0]
 
 
-def test_two_runs_saving_one_memory_keep_both_runs_requests(tmp_path: Path, cache: Path) -> None:
-    """Two runs of one pipeline at once (both read the memory before either saved): the requests each learnt are
-    both in the file afterwards, not only the last writer's."""
+def test_two_runs_saving_one_memory_leave_a_readable_file_with_the_last_runs_calibration(
+        tmp_path: Path, cache: Path) -> None:
+    """Two runs of one pipeline at once (both read the memory before either saved): the file afterwards is a whole
+    memory, the calibration of the run that saved last."""
     first, second = auto_pipe(tmp_path), auto_pipe(tmp_path)
     second.prepare_auto_budget(torch.tensor([[1, 2, 3]]))  # reads the memory before the first run saves
     first.generate("what is two and two", 12)
     second.generate("def sieve(n): return [p for p in range(n)]", 12)
-    requests = json.loads(cached_files(cache)["memory"].read_text())["requests"]
-    assert len(requests) == 2
+    saved = json.loads(cached_files(cache)["memory"].read_text())
+    assert saved["format"] == 3 and saved["calibration"] == second.auto_budget.estimator.state()
 
 
 def test_profiles_at_one_and_two_threads_keep_a_file_each(tmp_path: Path, cache: Path) -> None:
@@ -310,8 +311,9 @@ def test_a_profile_measured_on_a_busy_machine_is_used_but_not_cached(
     busy = auto_pipe(tmp_path)
     busy.generate("what is two and two", 12)
     assert profile_path(key).read_bytes() == cached
-    requests = json.loads(cached_files(cache)["memory"].read_text())["requests"]
-    assert len(requests) == 3  # acceptance is not a timing: the busy runs' requests are remembered
+    saved = json.loads(cached_files(cache)["memory"].read_text())
+    assert saved["calibration"] == busy.auto_budget.estimator.state()  # acceptance is not a timing: remembered
+    assert "draft_ms" not in saved  # and the memory holds no timing
 
 
 def test_profile_command_on_a_busy_machine_prints_but_does_not_cache(

@@ -200,14 +200,12 @@ def test_budget_auto_batches_draft_subsets_of_rows(host, targets, checkpoints, d
     import specframe.decode.loop as loop_module
     from specframe.decode.request import Request
     from specframe.testing.clock import TickClock
-    from specframe.testing.frozen_budget import without_batch_policy
 
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
     monkeypatch.setattr(loop_module, "StageClock", TickClock)  # stage times read the same on every machine
-    without_batch_policy(monkeypatch)  # the drafter's subset path is under test, not which rows draft
     model, _ = targets["random"]  # drafts rarely hit: the controller turns plain for some rows and probes again
     config = batch_config(checkpoints[("random", layout)], layout, "dartree_pruned", budget="auto")
-    config["auto_budget"] = {"max_budget": 10, "min_probe_interval": 2}
+    config["auto_budget"] = {"max_budget": 10}
     pipe = Pipeline.from_dict(config, target=HFTarget.from_model(model), host=host)
     freeze_auto_budget(pipe, STEEP)
     limits = [32, 5, 32]  # the third request joins when the second ends, out of step with the first

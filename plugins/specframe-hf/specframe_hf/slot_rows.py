@@ -36,7 +36,7 @@ import torch
 from specframe.errors import ContractError, GenerationError
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
-from specframe_hf.captured import BucketedVerify, bucket
+from specframe_hf.captured import LADDER, BucketedVerify, bucket
 from specframe_hf.decoder import DecoderForward
 from specframe_hf.kv_pool import KVPool
 from specframe_hf.paged_attention import RowRead, tree_mask
@@ -87,6 +87,14 @@ class SlotRows:
     @property
     def batch_size(self) -> int:
         return self.cache.rows
+
+    @property
+    def node_buckets(self) -> tuple[int, ...] | None:
+        """Draft node counts (root excluded) a row may verify so the round fills a capture bucket exactly: a tree of
+        k nodes runs at N = k + 1 padded to a power of two (:data:`specframe_hf.captured.LADDER`), so k = 1, 3, 7,
+        15, ... waste no padding; ``budget: auto`` rounds its per-row counts down to these. None without capture
+        (every count runs at its exact shape)."""
+        return None if self.bucketed is None else tuple(n - 1 for n in LADDER if n > 1)
 
     @property
     def kv_allocations(self) -> int:

@@ -60,6 +60,15 @@ def test_each_bucket_compiles_once_without_graph_breaks_and_scores_like_the_per_
     assert counter.frame_count == len(captured.bucketed.shapes)
 
 
+def test_captured_rows_offer_budget_auto_the_node_counts_that_fill_a_bucket(tiny_model) -> None:
+    model = tiny_model("llama")
+    captured = HFTarget.from_model(model, capture="compile", capture_backend=CompileCounter()).ragged_batch()
+    assert HFTarget.from_model(model).ragged_batch().node_buckets is None  # exact shapes: any count
+    buckets = captured.node_buckets
+    assert buckets is not None and buckets[:4] == (1, 3, 7, 15)
+    assert all(bucket(k + 1) == k + 1 for k in buckets)  # root + k nodes fill their bucket: no padding node
+
+
 #: Greedy speculative decoding with the prompt-lookup drafter: chains of up to 5 nodes.
 CONFIG: dict[str, Any] = {"drafter": {"type": "ngram", "num_speculative_tokens": 4}, "corrector": {"type": "identity"},
                           "tree_builder": {"type": "chain"}, "pruner": {"type": "none"}, "verifier": {"type": "greedy"},

@@ -20,7 +20,7 @@ from specframe import ComponentConfig, ComponentSpec, DecodeState, Drafter, Draf
 from specframe.device_sync import HostSyncCounter
 from specframe.pipeline import Pipeline
 from specframe.testing.clock import TickClock
-from specframe.testing.frozen_budget import freeze_auto_budget, without_batch_policy
+from specframe.testing.frozen_budget import freeze_auto_budget
 
 #: Reads per request outside the rounds: the prompt's id range (2), the target's own check (2), the first token.
 PER_REQUEST = 5
@@ -69,7 +69,7 @@ def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("budget", [6, "auto"])
 @pytest.mark.parametrize(("drafter", "builder", "per_round"), [
     ({"type": "none"}, {"type": "chain"}, 2),  # plain rounds: the commit check and the round's outcome
-    ({"type": "spread"}, {"type": "chain"}, 5),  # + the tree's assembly, its path size, budget: auto's choice
+    ({"type": "spread"}, {"type": "chain"}, 5),  # + the tree's assembly and its path size
     ({"type": "spread"}, {"type": "heap"}, 7),  # + the heap's host-side expansion (3 transfers, all rows at once)
     ({"type": "spread"}, {"type": "dartree", "mode": "pruned", "width": 3}, 6),  # + the pruner's one read
 ])
@@ -86,7 +86,6 @@ def test_syncs_per_round_are_bounded_and_do_not_grow_with_rows(
     prompts = [list(range(3, 12 + r)) for r in range(rows)]
     if budget == "auto":
         freeze_auto_budget(pipe, FLAT)  # a synthetic curve on which drafting pays, whatever this machine measures
-        without_batch_policy(monkeypatch)  # drafted rounds are counted here, not the guard's decisions
     pipe.generate_batch(prompts, 10, batch_size=rows)  # warm-up (the controller learns the drafter's acceptance)
     with HostSyncCounter() as counter:
         results = pipe.generate_batch(prompts, 10, batch_size=rows)
@@ -94,3 +93,33 @@ def test_syncs_per_round_are_bounded_and_do_not_grow_with_rows(
     drafted = sum(r.drafted and r.nodes > 0 for res in results for r in res.rounds)
     assert rounds >= 3 and (drafter["type"] == "none" or drafted > 0)
     assert counter.total <= PER_REQUEST * rows + per_round * rounds, counter.by_op
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_budget_auto_adds_no_host_read_to_a_round(tiny_model: Callable[..., Any], rows: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`budget: auto` plans a round before it drafts (the statistics after the last round) and its trees' sorted
+    p ride in the outcome's read: a drafted round reads the host as often as under a fixed budget, counted inside
+    the rounds. (Made to fail once by reading the planned counts back from the device in `AutoBudget.keep`.)"""
+    monkeypatch.setattr(loop_module, "StageClock", TickClock)
+    target = HFTarget(tiny_model("llama"), None)
+    reads: dict[Any, list[int]] = {}
+    inner = loop_module.run_round
+
+    def counted(session: Any, batch: Any) -> None:
+        with HostSyncCounter() as counter:
+            inner(session, batch)
+        reads[session.settings.budget if session.auto is None else "auto"].append(counter.total)
+
+    monkeypatch.setattr(loop_module, "run_round", counted)
+    for budget in (6, "auto"):
+        data = {"drafter": {"type": "spread"}, "corrector": {"type": "identity"}, "tree_builder": {"type": "chain"},
+                "pruner": {"type": "none"}, "verifier": {"type": "walk"}, "budget": budget,
+                "sampling": {"temperature": 0.0}, "generation": {"stop_at_eos": False}}
+        pipe = Pipeline.from_dict(data, target=target, host=host())
+        if budget == "auto":
+            freeze_auto_budget(pipe, FLAT)
+        reads[budget] = []
+        results = pipe.generate_batch([list(range(3, 12 + r)) for r in range(rows)], 10, batch_size=rows)
+        assert all(r.drafted and r.nodes > 0 for res in results for r in res.rounds)
+    assert max(reads["auto"]) <= min(reads[6]), reads

@@ -2,7 +2,7 @@
 
 A real pipeline (toy target, toy drafter and corrector, the `sampled_tree` builder, `tree_rejection`) decodes
 thousands of requests with `budget: auto`: the real `AcceptanceEstimator` calibrates online and a steep
-synthetic cost curve (50 ms + 12 ms per node) makes the controller trim every round's tree to the nodes it
+synthetic cost curve (50 ms + 5 ms per node) makes the controller trim every round's tree to the nodes it
 expects to pay. Under a rejection verifier the controller keys its estimates by depth and sibling rank, never by
 the drawn tokens' scores, so which children a node keeps is independent of their tokens given the history. Every
 token a drafted round emits is G-tested against the target's exact conditional law given its context.
@@ -10,18 +10,16 @@ token a drafted round emits is G-tested against the target's exact conditional l
 Negative controls, at the same number of requests as the positive tests (a control that needs more requests
 than its test says the test could not see the bug at its own size), one per variant:
 
-* tree: the estimator keyed by path score (the rule before this fix: a child is kept when the probability of the
-  token that happened to be drawn is high). Its emitted law must be rejected.
-* chain: score-keyed trimming is no bug there (cutting a chain after a drawn token is an adaptive draft length,
-  which speculative sampling allows: at 400 requests it measured G 175.9 on 180 degrees of freedom, p 0.57), so
-  the chain's control is the classic verifier bug instead: after a rejection, sampling from the target's law
-  rather than from the residual ``normalize(max(p - q, 0))``.
+* tree: a controller whose decision depends on this round's draws (each row keeps, up to its planned count, the
+  nodes whose drawn path probability reaches :data:`DRAWN_CUT`: an earlier version chose the count after
+  drafting, from the drawn tokens' scores). Its emitted law must be rejected. Choosing *which* nodes by score with
+  the count planned before the round (score-keyed estimates alone) was no longer detectable: G 149.4 / 180, p 0.95.
+* chain: the classic verifier bug: after a rejection, sampling from the target's law rather than from the
+  residual ``normalize(max(p - q, 0))``.
 
-Measured at 800 requests each (G, degrees of freedom, n, p; each test prints its own): tree 170.8 / 180 / 18002 /
-0.68 and its control 376.2 / 180 / 14926 / 6e-16, nine orders of magnitude below α; chain 175.3 / 180 / 18100 /
-0.58 and its control 1577.2 / 180 / 17874 / 1e-221. At 400 requests the tree control reached only p 2.3e-5 (G 267.8,
-n 7359) after the [3/5] controller changes, which trim different rounds: a control this near
-α is a test that cannot see its bug, so both sizes doubled together.
+Measured at 800 requests each with the planner of `specframe.cost.planner` (G, degrees of freedom, n, p; each
+test prints its own, busy 2-core machine): tree 171.2 / 180 / 18400 / 0.67 and its control 766.5 / 180 / 7646 /
+2e-73; chain 177.3 / 180 / 18400 / 0.54 and its control 1681.0 / 180 / 18400 / 1e-241.
 
 The test: counts of (two previous tokens, token) against the target's conditional law, each context's count
 taken as given, so the statistic is the sum of per-context G statistics with cells - contexts degrees of freedom
@@ -33,6 +31,7 @@ from __future__ import annotations
 
 import math
 import types
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import pytest
@@ -42,7 +41,8 @@ from verifier_scenarios import PROMPT, make_corrector, make_drafter, make_target
 import specframe.decode.loop as loop_module
 from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
 from specframe.cost.acceptance import AcceptanceEstimator
-from specframe.cost.round_rates import RoundRates
+from specframe.cost.auto_budget import AutoBudget
+from specframe.cost.chooser import keep_first, verification_order
 from specframe.decode.request import Request
 from specframe.pipeline import Pipeline
 from specframe.sampling import probs
@@ -50,6 +50,7 @@ from specframe.testing.clock import TickClock
 from specframe.testing.frozen_budget import freeze_auto_budget
 from specframe.testing.stats import GTestResult, conditional_g_test
 from specframe.testing.toy import ToyTarget
+from specframe.tree import DraftTree
 from specframe.types import SamplingParams
 
 ALPHA = 1e-6
@@ -57,7 +58,9 @@ ALPHA = 1e-6
 REQUESTS = 800
 NEW_TOKENS = 24
 PARAMS = SamplingParams(temperature=1.0)
-STEEP = {n: 50.0 + 12.0 * (n - 1) for n in (1, 2, 3, 5, 9, 17)}
+#: A cost model on which the controller trims most rounds (a node pays from p = 0.1 on); at 12 ms a node the
+#: score-keyed control's pessimistic outlook (p about 0.12 a node) left it almost no drafted round to test.
+STEEP = {n: 50.0 + 5.0 * (n - 1) for n in (1, 2, 3, 5, 9, 17)}
 
 
 class _ToyDrafterConfig(ComponentConfig):
@@ -101,7 +104,7 @@ def decode_many(key: str, shape: str = "tree", requests: int = REQUESTS) -> tupl
     target = make_target()
     target.max_length = 256
     data = {"sampling": {"temperature": PARAMS.temperature}, "budget": "auto",
-            "auto_budget": {"max_budget": 6, "min_probe_interval": 2, "max_probe_interval": 4},
+            "auto_budget": {"max_budget": 6},
             "drafter": {"type": "toy"}, "corrector": {"type": "toy_head"},
             "tree_builder": builder, "pruner": {"type": "none"},
             "verifier": {"type": verifier}, "generation": {"stop_at_eos": False}}
@@ -147,14 +150,27 @@ def margin(res: GTestResult) -> str:
             f"(log10 p - log10 α = {log_p - math.log10(ALPHA):+.1f})")
 
 
+#: The tree control keeps the nodes whose drawn path probability reaches this.
+DRAWN_CUT = 0.3
+
+
+def keep_by_drawn_scores(self: AutoBudget, tree: DraftTree, counts: Sequence[int]) -> tuple[DraftTree, torch.Tensor]:
+    """The tree control's `AutoBudget.keep`: each row keeps (up to its planned count) the nodes whose drawn path
+    probability is at least :data:`DRAWN_CUT`, so the count depends on what this round drew (the outlook it reports
+    is the calibrated one, as `AutoBudget.keep`'s)."""
+    drawn = torch.exp(tree.score.double().clamp(max=0.0))  # [R, N] the drawn tokens' path probabilities
+    order, drawn_sorted = verification_order(tree, drawn, sibling_prefix=self.sibling_prefix)
+    planned = torch.tensor(list(counts), dtype=torch.long, device=order.device)
+    k = torch.minimum((drawn_sorted >= DRAWN_CUT).sum(dim=1), planned)  # [R] chosen after the draws
+    kept = tree.subtree(keep_first(tree, order, k), capacity=min(max(counts, default=0) + 1, tree.capacity))
+    _, p_sorted = verification_order(tree, self.estimator.estimate(tree), sibling_prefix=self.sibling_prefix)
+    return kept, p_sorted[:, :self.settings.max_budget]
+
+
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("SPECFRAME_CACHE", str(tmp_path))
     monkeypatch.setattr(loop_module, "StageClock", TickClock)  # the controller's decisions do not depend on load
-    # The measured-rate guard compares the rounds' measured times, which the tick clock makes synthetic (every
-    # stage one tick): it would hold drafting on them and leave fewer drafted rounds to test. Whether a round
-    # drafts is decided before its draws either way, so the guard is outside what these tests examine.
-    monkeypatch.setattr(RoundRates, "allows_drafting", lambda self, rows, **_: True)
 
 
 @pytest.mark.parametrize("shape", list(SAMPLED))
@@ -173,13 +189,16 @@ def test_auto_trimmed_rejection_rounds_stay_lossless(shape: str, record_property
 @pytest.mark.parametrize("shape", list(SAMPLED))
 def test_negative_controls_are_rejected_at_the_same_size(shape: str, record_property: Any,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tree: the old rule (keep a child by the probability of the token it drew) biases the emitted law by a few
-    percent per drafted token. Chain: a residual drawn from the target's law after a rejection. At the positive
-    tests' own size the test must see each."""
+    """Tree: a controller whose decision depends on this round's draws (how many nodes a row keeps set by the
+    probabilities of the tokens it drew: the rule of an earlier version, which chose the count after drafting)
+    biases the emitted law by a few percent per drafted token. Chain: a residual drawn from the target's law after
+    a rejection. At the positive tests' own size the test must see each."""
     import specframe_verifiers.tree_rejection as tree_rejection
 
     if shape == "chain":
         monkeypatch.setattr(tree_rejection, "residual_law", lambda p, q: p)
+    else:
+        monkeypatch.setattr(AutoBudget, "keep", keep_by_drawn_scores)
     target, results = decode_many("score" if shape == "tree" else "rank", shape)
     res = emitted_law_test(target, drafted_round_counts(results, target.vocab_size))
     record_property("g_test", margin(res))
