@@ -34,16 +34,16 @@ def test_a_run_gets_a_cold_cache_of_its_own_with_the_models_linked_and_nothing_l
 
 
 def test_every_restore_brings_back_the_frozen_controller_whatever_the_request_learnt() -> None:
-    auto = SimpleNamespace(memory=ControllerMemory(gain=1.5), memory_file=Path("/somewhere"))
+    auto = SimpleNamespace(memory=ControllerMemory(outlook=[0.9, 0.5]), memory_file=Path("/somewhere"))
     pipe, fixed = SimpleNamespace(auto_budget=auto), SimpleNamespace(auto_budget=None)
     freeze = ControllerFreeze([pipe, fixed])
-    pipe.auto_budget.memory.observe_request((0.1,) * 4, 3.0)  # a measured request teaches the controller
-    pipe.auto_budget.memory.gain = 9.0
+    pipe.auto_budget.memory.outlook.append(0.1)  # a measured request teaches the controller (in place)
+    pipe.auto_budget.memory.calibration = {"learnt": 1}
     freeze.restore()
-    assert pipe.auto_budget.memory.gain == 1.5 and pipe.auto_budget.memory.requests == []
+    assert pipe.auto_budget.memory.outlook == [0.9, 0.5] and pipe.auto_budget.memory.calibration is None
     assert pipe.auto_budget.memory_file is None and fixed.auto_budget is None  # nothing learnt is saved
-    pipe.auto_budget.memory.gain = 7.0
+    pipe.auto_budget.memory.outlook[0] = 0.2
     freeze.restore()
-    assert pipe.auto_budget.memory.gain == 1.5
+    assert pipe.auto_budget.memory.outlook == [0.9, 0.5]
     assert freeze.record() == {"memory": "frozen", "controllers": 1, "restores": 2,
                                "learnt_from": "the run's untimed warm-up on tune-split prompts"}
