@@ -2,13 +2,19 @@
 
 ::
 
-    rows = []
-    while requests wait or rows are in flight:
-        while a request waits and len(rows) < batch_size:     # join: prefill alone, first token drawn
+    rows, joining = [], None
+    while requests wait or rows are in flight or a prompt is joining:
+        while a request waits and len(rows) + joining < batch_size:  # join: prefill alone, first token drawn
             if the target's KV pool has no room for it: wait   # (refused if it can never fit)
-            rows.append(start(request))
+            if its prompt is longer than the target's prefill_chunk: joining = begin_row(request)
+            else: rows.append(start(request))
+        if joining: one chunk of its prompt; after the last, it starts and rows.append(it)
         run_round(rows)                                       # specframe.decode.rounds: every row advances
         rows that ended leave (their results are final)
+
+A target that prefills in chunks (``prefill_chunk`` and ``begin_row``, e.g. the ``hf`` lean engine) takes a long
+prompt a chunk per round, so rows in flight keep decoding while it joins (one such prompt at a time, in order);
+its first token is drawn, and its drafter begins with the whole prompt's taps, after its last chunk.
 
 A request that cannot run is refused on its own (`RefusedRequest`, naming it); the others decode. So is a request
 that fails while decoding: a prefill that raises refuses that request alone, and a round that raises is retried
@@ -23,6 +29,8 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 import torch
 
@@ -39,6 +47,7 @@ from specframe.interfaces import DecodeState, TargetModel
 from specframe.metrics.records import GenerationResult
 from specframe.sampling import sample
 from specframe.sampling.noise import TARGET, RoundNoise
+from specframe.types import TargetOutput
 
 #: Called with (request index, new text) while decoding.
 StreamFn = Callable[[int, str], None]
@@ -96,13 +105,37 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
     if plan is not None:  # an adapter that pools its KV memory sizes it once for the largest batch
         plan(sorted(_capacity(inputs, settings) for _, inputs in waiting)[-batch_size:])
     rows: list[Row] = []
+    joining: tuple[Row, Any] | None = None  # a long prompt prefilled a chunk per round, and its chunked prefill
+
+    def join(row: Row, start: Callable[[], bool | None]) -> bool:
+        """Prefill and start ``row`` by ``start()`` (False: a chunked prefill has chunks left, and this returns
+        False); it then decodes, ends on its prefill token, or is refused."""
+        try:
+            if start() is False:
+                return False
+        except ContractError:
+            raise
+        except Exception as exc:  # this request alone fails (e.g. its prefill runs out of memory)
+            _keep(session, list(range(len(rows))))  # whatever it left in the caches leaves
+            finish(row.index, RefusedRequest(row.index, _failure(exc, "its prefill")))
+            return True
+        if row.reason is None:
+            rows.append(row)
+        else:  # ended on its prefill token: it leaves at once
+            _keep(session, list(range(len(rows))))
+            finish(row.index, row.result(batch_size))
+        return True
+
     try:
         with torch.inference_mode():
-            while waiting or rows:
-                while waiting and len(rows) < batch_size:
+            while waiting or rows or joining:
+                while waiting and len(rows) + (joining is not None) < batch_size:
                     index, inputs = waiting[0]
+                    begin = _begin_row(session, inputs)
+                    if begin is not None and joining is not None:
+                        break  # one prompt joins in chunks at a time
                     room = _room(session, inputs)
-                    if room is False and rows:
+                    if room is False and (rows or joining):
                         break  # the target's KV pool is full: the request waits until rows leave
                     waiting.popleft()
                     if isinstance(room, GenerationError):  # it can never fit: refused alone
@@ -110,19 +143,17 @@ def decode(target: TargetModel, stages: Stages, settings: DecodeSettings,
                         continue
                     row_stream = None if stream is None else (lambda text, i=index: stream(i, text))
                     row = Row(index, inputs, tokenizer=target.tokenizer, eos=eos, stream=row_stream)
-                    try:
-                        _start(session, row)
-                    except ContractError:
-                        raise
-                    except Exception as exc:  # this request alone fails (e.g. its prefill runs out of memory)
-                        _keep(session, list(range(len(rows))))  # whatever it left in the caches leaves
-                        finish(index, RefusedRequest(index, _failure(exc, "its prefill")))
+                    if begin is None:
+                        join(row, partial(_start, session, row))
                         continue
-                    if row.reason is None:
-                        rows.append(row)
-                    else:  # ended on its prefill token: it leaves at once
-                        _keep(session, list(range(len(rows))))
-                        finish(index, row.result(batch_size))
+                    try:
+                        joining = (row, begin(inputs.ids, capacity=_capacity(inputs, settings)))
+                    except Exception as exc:
+                        finish(index, RefusedRequest(index, _failure(exc, "its prefill")))
+                if joining is not None:  # one chunk of the joining prompt between two rounds
+                    row, job = joining
+                    if join(row, partial(_chunk, session, row, job)):
+                        joining = None  # its last chunk ran (or it was refused)
                 if rows:
                     try:
                         run_round(session, rows)
@@ -211,10 +242,30 @@ def _keep(session: Session, rows: list[int]) -> None:
         session.drafter.keep_rows(rows)
 
 
-def _start(session: Session, row: Row) -> None:
-    """Prefill the row's prompt alone, draw its first token, start its drafter and controller state."""
+def _begin_row(session: Session, inputs: RequestInputs) -> Callable[..., Any] | None:
+    """The target's ``begin_row`` when it prefills this request's prompt in chunks between rounds (`_chunk`): a
+    prompt longer than its ``prefill_chunk``; else None (the prompt is prefilled in one forward, `_start`)."""
+    chunk = getattr(session.target, "prefill_chunk", None)
+    begin = getattr(session.target, "begin_row", None)
+    return begin if chunk is not None and begin is not None and inputs.prompt_len > chunk else None
+
+
+def _chunk(session: Session, row: Row, job: Any) -> bool:
+    """Prefill the next chunk of a joining row's prompt (``job`` from the target's ``begin_row``); after its last
+    chunk the row starts (`_start`) and this returns True. A chunk that raises gives the row's reservation back."""
+    prefill = job.step()
+    if prefill is None:
+        return False
+    _start(session, row, prefill)
+    return True
+
+
+def _start(session: Session, row: Row, prefill: TargetOutput | None = None) -> None:
+    """Prefill the row's prompt alone (unless ``prefill`` holds its chunked prefill's output), draw its first
+    token, start its drafter and controller state."""
     cfg = session.settings
-    prefill = session.target.add_row(row.inputs.ids, capacity=_capacity(row.inputs, cfg))
+    if prefill is None:
+        prefill = session.target.add_row(row.inputs.ids, capacity=_capacity(row.inputs, cfg))
     noise = RoundNoise.for_rows([row.inputs.seed], [row.inputs.prompt_len - 1], session.target.device)
     u = None if cfg.sampling.greedy else noise.uniforms(TARGET, torch.zeros(1, dtype=torch.long))
     first = int(sample(prefill.logits[:, -1], cfg.sampling, u)[0])

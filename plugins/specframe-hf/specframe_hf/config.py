@@ -51,6 +51,12 @@ KvMemoryOption = Annotated[int | str | None, AfterValidator(_kv_memory), Field(
                       "when it can never fit; unset: sized once for the batch's largest requests "
                       "(specframe_hf.kv_pool)")]
 
+PrefillChunkOption = Annotated[int, Field(
+    512, ge=1, description="the lean engine prefills a joining prompt longer than this in chunks of this many "
+                           "tokens, one chunk between two decode rounds, so rows in flight keep decoding while a "
+                           "long prompt joins (vLLM's chunked prefill); shorter prompts are prefilled in one forward "
+                           "(specframe_hf.chunked_prefill)")]
+
 CaptureOption = Annotated[Literal["off", "compile", "reduce-overhead"], Field(
     "off", description="compile: verify rounds of the lean engine at bucketed shapes (rows, nodes and KV blocks "
                        "padded to powers of two), each bucket compiled once with torch.compile(fullgraph=True, "
@@ -83,6 +89,7 @@ class HFTargetConfig(ComponentConfig):
     compile: CompileOption
     engine: EngineOption
     kv_memory: KvMemoryOption
+    prefill_chunk: PrefillChunkOption
     capture: CaptureOption
     device_map: Literal["auto", "balanced", "balanced_low_0", "sequential"] | dict[str, int | str] | None = Field(
         None, description="split the model across devices with accelerate (a strategy, or {module: GPU index, "

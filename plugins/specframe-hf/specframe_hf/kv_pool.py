@@ -16,7 +16,9 @@ Life of a row (vLLM's KV-cache space, reserved up front the way a single-process
   row as a view; else any free blocks (the forward then gathers the row through its table). :meth:`fits` says
   whether a reservation fits now, :meth:`ever_fits` whether it fits in an empty pool: the decode loop admits a
   request only when it fits, waits for departures when it does not, and refuses one that never can, so no round
-  runs out of memory mid-batch;
+  runs out of memory mid-batch. A prompt prefilled in chunks (:mod:`specframe_hf.chunked_prefill`) takes its blocks
+  the same way (:meth:`reserve`) but becomes a row only after its last chunk (:meth:`attach`; :meth:`release`
+  gives them back if it never does), so rounds of the rows in flight never see it;
 * **rounds** allocate nothing: writes and reads index the pool through the tables;
 * **commit** (:meth:`commit`) moves only the accepted nodes' entries, within the row's own blocks, in one indexed
   copy for every layer and row (a chain moves nothing);
@@ -125,16 +127,30 @@ class KVPool:
     def admit(self, slots: int) -> int:
         """Append a row reserving ``slots`` logical slots (length 0); returns its row index. A fixed pool that
         lacks the blocks raises `MemoryError` (callers ask :meth:`fits` first); a growable pool grows."""
+        return self.attach(self.reserve(slots), 0)
+
+    def reserve(self, slots: int) -> list[int]:
+        """Take the blocks of a reservation of ``slots`` logical slots for a row not yet among the rows (a prompt
+        prefilled in chunks, :class:`specframe_hf.slot_rows.ChunkedPrefill`); :meth:`attach` makes it a row,
+        :meth:`release` gives the blocks back. Raises like :meth:`admit`."""
         count = self.blocks_for(slots)
         if count > len(self.free):
             if self.fixed:
                 raise MemoryError(f"the KV pool has {len(self.free)} free blocks of {self.total_blocks}; "
                                   f"a row of {slots} slots needs {count}")
             self._grow(self.total_blocks - len(self.free) + count)
-        self.tables.append(self._take(count))
-        self.runs.append(self._run_of(self.tables[-1]))
-        self.lengths.append(0)
+        return self._take(count)
+
+    def attach(self, table: list[int], length: int) -> int:
+        """Append a row owning the reserved blocks ``table`` with ``length`` committed slots; its row index."""
+        self.tables.append(table)
+        self.runs.append(self._run_of(table))
+        self.lengths.append(length)
         return self.rows - 1
+
+    def release(self, table: list[int]) -> None:
+        """Return the blocks of a reservation that never became a row to the free list."""
+        self.free = sorted(self.free + table)
 
     def extend(self, row: int, slots: int) -> None:
         """Make row ``row`` hold at least ``slots`` logical slots (a round past the row's reservation: only rows
@@ -185,9 +201,17 @@ class KVPool:
         first = table[0]
         return first * self.block_size if table == list(range(first, first + len(table))) else None
 
+    def run_of(self, table: list[int]) -> int | None:
+        """:meth:`run` of a reservation ``table`` (a row's or one not yet attached)."""
+        return self._run_of(table)
+
     def physical(self, row: int, start: int, count: int) -> list[int]:
         """The physical slots of row ``row``'s logical slots ``[start, start + count)``."""
-        s, table = self.block_size, self.tables[row]
+        return self.slots_of(self.tables[row], start, count)
+
+    def slots_of(self, table: list[int], start: int, count: int) -> list[int]:
+        """The physical slots of logical slots ``[start, start + count)`` through the block table ``table``."""
+        s = self.block_size
         return [table[i // s] * s + i % s for i in range(start, start + count)]
 
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -24,7 +24,8 @@ def build_hf_target(config: HFTargetConfig, ctx: BuildContext) -> HFTarget:
     return HFTarget.from_pretrained(config.model, dtype=config.dtype, device=config.device, attn=config.attn,
                                     taps=config.taps, cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
                                     placement=placement, engine=config.engine, compile=config.compile,
-                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture)
+                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture,
+                                    prefill_chunk=config.prefill_chunk)
 
 
 @specframe.hookimpl

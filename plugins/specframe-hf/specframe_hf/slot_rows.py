@@ -15,7 +15,8 @@ others use :class:`specframe_hf.rows.HFRows` over transformers' own forward). Pe
 A row's whole reservation (its prompt, the loop's token cap and one tree) is taken from the pool when it joins
 (:meth:`SlotRows.room` tells the decode loop whether it fits now, later or never), so rounds never allocate cache
 memory; a departure frees blocks and copies nothing. ``cache.allocations`` counts allocations of the pool. A single
-request is one row.
+request is one row. A prompt longer than ``prefill_chunk`` joins in chunks between rounds (:meth:`SlotRows.begin_row`,
+:mod:`specframe_hf.chunked_prefill`): its blocks are reserved at once, it becomes a row after its last chunk.
 
 Example (a pool of 16-slot blocks, two rows)::
 
@@ -37,6 +38,7 @@ from specframe.errors import ContractError, GenerationError
 from specframe.tree import DraftTree
 from specframe.types import TargetOutput
 from specframe_hf.captured import LADDER, BucketedVerify, bucket
+from specframe_hf.chunked_prefill import ChunkedPrefill
 from specframe_hf.decoder import DecoderForward
 from specframe_hf.kv_pool import KVPool
 from specframe_hf.paged_attention import RowRead, tree_mask
@@ -44,17 +46,24 @@ from specframe_hf.runner import ModelRunner
 
 #: Slots reserved beyond a prompt when the caller does not say how many tokens the row will decode.
 DEFAULT_ROOM = 256
+#: Prompt tokens per forward of a joining row's chunked prefill (the ``prefill_chunk`` option's default).
+PREFILL_CHUNK = 512
 
 
 class SlotRows:
     """See the module docstring. ``taps`` are returned with every forward's output; ``kv_memory``: the pool's
     budget in bytes (None: sized from the capacities the decode loop announces, :meth:`plan`); ``bucketed``:
     verify rounds run at bucketed shapes through it (compiled once per bucket; :mod:`specframe_hf.captured`),
-    None: the per-row forward."""
+    None: the per-row forward; ``prefill_chunk``: the decode loop prefills a joining prompt longer than this in
+    chunks of this many tokens, one per decode round (:meth:`begin_row`, :mod:`specframe_hf.chunked_prefill`)."""
 
     def __init__(self, runner: ModelRunner, taps: Sequence[int] = (), *,
                  compiled: DecoderForward | None = None, kv_memory: int | None = None,
-                 bucketed: BucketedVerify | None = None) -> None:
+                 bucketed: BucketedVerify | None = None, prefill_chunk: int = PREFILL_CHUNK) -> None:
+        if prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be at least 1, got {prefill_chunk}")
+        self.prefill_chunk = prefill_chunk
+        self._joining: list[ChunkedPrefill] = []  # prompts being prefilled in chunks, their blocks reserved
         self.runner = runner
         self.decoder = compiled or DecoderForward(runner.model)  # a torch.compile'd forward when the target has one
         self.vocab_size = runner.vocab_size
@@ -77,6 +86,8 @@ class SlotRows:
         self.forward_tokens = 0  # tokens the last forward_tree ran through the token-wise layers
 
     def close(self) -> None:
+        for job in list(self._joining):
+            job.cancel()
         self.cache.clear()
         self._pending = 0
 
@@ -169,6 +180,29 @@ class SlotRows:
             self.cache.lengths[r] = length
         hidden = None if hidden is None else hidden.view(count, length, -1)
         return TargetOutput(logits=logits.view(count, 1, -1), hidden=hidden)
+
+    def begin_row(self, input_ids: torch.Tensor, capacity: int | None = None) -> ChunkedPrefill:
+        """Reserve a joining row's blocks for ``input_ids`` ``[1, P]`` (``capacity`` as :meth:`add_row`) and return
+        the chunked prefill that fills them, ``prefill_chunk`` tokens per :meth:`ChunkedPrefill.step`; the row is
+        appended after its last chunk. Raises `GenerationError` like :meth:`add_row` when the pool has no room."""
+        length = self.runner.check_prompt_ids(input_ids)
+        if int(input_ids.shape[0]) != 1:
+            raise ValueError(f"begin_row prefills one prompt, got {int(input_ids.shape[0])}")
+        slots = self._slots(length, capacity)
+        if not self.cache.fits(slots):
+            room = self.room(slots)
+            raise room if isinstance(room, GenerationError) else GenerationError(
+                f"the KV pool has no room for a row of {slots} slots now",
+                hint="admit it after other rows leave, or raise target.kv_memory")
+        if self.bucketed is not None:
+            self.cache.take_scratch()  # before the row's blocks, as add_row
+        job = ChunkedPrefill(self, input_ids, self.cache.reserve(slots), self.prefill_chunk)
+        self._joining.append(job)
+        return job
+
+    def joined(self, job: ChunkedPrefill) -> None:
+        """``job`` finished or was cancelled: it no longer holds a reservation outside the rows."""
+        self._joining.remove(job)
 
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Keep only ``rows`` (in this order); the others leave and their blocks are free again."""

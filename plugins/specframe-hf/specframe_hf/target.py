@@ -46,7 +46,7 @@ from specframe_hf.loading import check_tokenizer_matches, load_model, load_token
 from specframe_hf.reference import native_generate, native_generate_batch
 from specframe_hf.rows import HFRows
 from specframe_hf.runner import ModelRunner
-from specframe_hf.slot_rows import SlotRows
+from specframe_hf.slot_rows import PREFILL_CHUNK, SlotRows
 
 Rows = HFRows | SlotRows
 
@@ -79,11 +79,14 @@ class HFTarget(TargetModel, SharedEmbeddings):
             ``torch.compile(fullgraph=True, dynamic=False)`` (:mod:`specframe_hf.captured`); ``"reduce-overhead"``:
             the same, captured as CUDA graphs. ``capture_backend``: torch.compile's backend (default inductor;
             tests pass a counting backend).
+        prefill_chunk: the lean engine prefills a joining prompt longer than this in chunks of this many tokens,
+            one per decode round (:mod:`specframe_hf.chunked_prefill`).
     """
 
     def __init__(self, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
                  source: str = "the in-memory model", engine: str = "auto", compile: bool = False,
-                 kv_memory: int | None = None, capture: str = "off", capture_backend: Any = None) -> None:
+                 kv_memory: int | None = None, capture: str = "off", capture_backend: Any = None,
+                 prefill_chunk: int = PREFILL_CHUNK) -> None:
         check_supported(model)
         self.model = model.eval()
         self.source = source
@@ -110,6 +113,10 @@ class HFTarget(TargetModel, SharedEmbeddings):
                                                                  "lean engine runs (the Llama family)")
         self.compile = compile
         self.kv_memory = kv_memory
+        if prefill_chunk < 1:
+            raise ConfigError(f"target.prefill_chunk must be at least 1, got {prefill_chunk}",
+                              hint=f"use the default {PREFILL_CHUNK}, or a smaller chunk for shorter stalls")
+        self.prefill_chunk = prefill_chunk
         if capture not in ("off", "compile", "reduce-overhead"):
             raise ConfigError(f"target.capture must be off, compile or reduce-overhead, got {capture!r}",
                               hint="capture: compile (or reduce-overhead on a GPU) runs verify rounds at bucketed "
@@ -123,18 +130,20 @@ class HFTarget(TargetModel, SharedEmbeddings):
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any = None, *, taps: Sequence[int] = (),
                    attn: str | None = None, engine: str = "auto", compile: bool = False,
-                   kv_memory: int | None = None, capture: str = "off", capture_backend: Any = None) -> HFTarget:
+                   kv_memory: int | None = None, capture: str = "off", capture_backend: Any = None,
+                   prefill_chunk: int = PREFILL_CHUNK) -> HFTarget:
         """Wrap an in-memory model; ``attn`` ('sdpa' / 'eager') switches its attention backend first."""
         if attn is not None:
             model.set_attn_implementation(attn)
         return cls(model, tokenizer, taps=taps, engine=engine, compile=compile, kv_memory=kv_memory,
-                   capture=capture, capture_backend=capture_backend)
+                   capture=capture, capture_backend=capture_backend, prefill_chunk=prefill_chunk)
 
     @classmethod
     def from_pretrained(cls, path: str, *, dtype: str = "float32", device: str = "auto", attn: str = "sdpa",
                         taps: Sequence[int] = (), cpu_linear: str = "default", logits_dtype: str = "auto",
                         placement: DeviceMap | None = None, engine: str = "auto",
-                        compile: bool = False, kv_memory: int | None = None, capture: str = "off") -> HFTarget:
+                        compile: bool = False, kv_memory: int | None = None, capture: str = "off",
+                        prefill_chunk: int = PREFILL_CHUNK) -> HFTarget:
         """Load model and tokenizer from a local directory (``local_files_only``; nothing is downloaded).
 
         ``cpu_linear='onednn'`` prepacks the linear layers for oneDNN (:mod:`specframe.cpu_linear`), ``'auto'``
@@ -163,7 +172,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
         if not split:
             apply_cpu_linear(model, cpu_linear, what=f"the target '{directory}'")
         target = cls(model, tokenizer, taps=taps, source=f"'{directory}'", engine=engine, compile=compile,
-                     kv_memory=kv_memory, capture=capture)
+                     kv_memory=kv_memory, capture=capture, prefill_chunk=prefill_chunk)
         target.tensor_parallel = placement is not None and placement.tensor_parallel
         return target
 
@@ -198,7 +207,7 @@ class HFTarget(TargetModel, SharedEmbeddings):
     def _new_rows(self, taps: Sequence[int]) -> Rows:
         if self.lean_blocker is None:
             return SlotRows(self.runner, taps, compiled=self._compiled_forward(), kv_memory=self.kv_memory,
-                            bucketed=self._bucketed_forward(taps))
+                            bucketed=self._bucketed_forward(taps), prefill_chunk=self.prefill_chunk)
         return HFRows(self.runner, taps)
 
     @property

@@ -18,6 +18,7 @@ from specframe_hf.config import (
     EngineOption,
     KvMemoryOption,
     LogitsDtypeOption,
+    PrefillChunkOption,
     kv_memory_bytes,
 )
 
@@ -43,6 +44,7 @@ class SmolLM2TargetConfig(ComponentConfig):
     compile: CompileOption
     engine: EngineOption
     kv_memory: KvMemoryOption
+    prefill_chunk: PrefillChunkOption
     capture: CaptureOption
 
 
@@ -59,4 +61,5 @@ def build_smollm2_target(config: SmolLM2TargetConfig, ctx: BuildContext) -> HFTa
     return HFTarget.from_pretrained(str(directory), dtype=config.dtype, device=config.device, attn=config.attn,
                                     cpu_linear=config.cpu_linear, logits_dtype=config.logits_dtype,
                                     engine=config.engine, compile=config.compile,
-                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture)
+                                    kv_memory=kv_memory_bytes(config.kv_memory), capture=config.capture,
+                                    prefill_chunk=config.prefill_chunk)
