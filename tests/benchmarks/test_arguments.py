@@ -13,7 +13,7 @@ import torch
 
 SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness",
            "corrector_ablation", "draft_vocab", "loop_overhead", "smollm2_eval", "smollm2_heldout",
-           "smollm2_recipe_ablations", "text_kind_neighbours", "tree_construction")
+           "smollm2_recipe_ablations", "tree_construction")
 RECIPE = "recipes/smollm2/drafter-stage3.yaml"
 
 
@@ -92,8 +92,6 @@ CASES = [
     ("smollm2_heldout", [RECIPE, "--drafter", "a=no/such/dir"], "--drafter"),
     ("smollm2_recipe_ablations", ["--steps", "1"], "--steps"),
     ("smollm2_recipe_ablations", ["--variants", "base,nope"], "--variants"),
-    ("text_kind_neighbours", ["--n", "-1"], "--n"),
-    ("text_kind_neighbours", ["--tokenizer", "no/such/dir"], "--tokenizer"),
     ("tree_construction", ["--rounds", "0"], "--rounds"),
     ("tree_construction", ["--threads", "-3"], "--threads"),
     ("tree_construction", ["--methods", "heap,nope"], "--methods"),

@@ -113,6 +113,7 @@ def test_auto_budget(smoke_env: Path, tmp_path: Path) -> None:
 @real_model
 def test_batch_decoding(smoke_env: Path, tmp_path: Path) -> None:
     from specframe.bench.physics import physics_bound
+    from specframe.cost.profile import CostProfile
 
     needs_sets(*SPEED_SETS)
     report = run("batch_decoding", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "batch.json")
@@ -121,9 +122,12 @@ def test_batch_decoding(smoke_env: Path, tmp_path: Path) -> None:
     bound = report["physics_bound"]
     assert set(bound["by_batch"]) == {"1", "2"}
     tau = {int(k): v for k, v in bound["tau_by_nodes"].items()}
+    model = CostProfile.from_json(bound["cost_model"])  # the C(B, n) the controller decided with
+    fixed, per_row = bound["draft_split_ms"]
     for b, at in bound["by_batch"].items():  # the bound is its formula on the recorded inputs
-        curve = {int(t): ms for t, ms in at["forward_ms"].items()}
-        again = physics_bound(int(b), lambda q, b=int(b), curve=curve: curve[q // b], at["draft_ms"], tau)
+        assert {int(t): ms for t, ms in at["forward_ms"].items()} == pytest.approx(
+            {t: model.cost(int(b), int(b) * t) for t in map(int, at["forward_ms"])}, abs=0.01)
+        again = physics_bound(int(b), model, (fixed, per_row), tau)
         assert again.nodes == at["nodes"] and again.speedup == pytest.approx(at["speedup"], rel=0.02), (b, at)
     for r in report["rows"]:
         if r["method"].startswith("hf_generate"):
@@ -194,25 +198,6 @@ def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
         assert gain["low"] <= gain["value"] <= gain["high"], c
     assert {c["shape"] for c in cells} == {"chain", "tree"}
     assert_protocol(report, memory="none: fixed budgets")
-
-
-@real_model
-def test_text_kind_neighbours(smoke_env: Path, tmp_path: Path) -> None:
-    """The script behind docs/concepts/budget-auto.md's "165 of the 179 prompts" (the tokenizer only)."""
-    from prompt_sets import SETS
-
-    needs_sets(*SETS)
-    report = run("text_kind_neighbours", ["--smoke"], tmp_path / "kinds.json")
-    assert report["prompts"] == 27 and 0 < report["right_kind"] <= report["with_neighbours"] <= 27
-
-
-def test_the_published_text_kind_figure_is_the_one_in_the_docs() -> None:
-    root = Path(__file__).resolve().parents[2]
-    report = json.loads((root / "docs" / "benchmarks" / "text-kind" / "results.json").read_text())
-    claim = (f"name the right kind (math, code, chat) for {report['right_kind']} of the {report['with_neighbours']} "
-             "prompts that")
-    text = " ".join((root / "docs" / "concepts" / "budget-auto.md").read_text().split())
-    assert claim in text and report["n"] == 20 and not report["smoke"]
 
 
 @pytest.fixture(scope="module")
