@@ -90,13 +90,17 @@ CHILD = textwrap.dedent("""
         return forward(self, tree)
 
     ToyTarget.forward_tree = stopping_forward
-    from specframe import profile_report
-    measure = profile_report.measure_verify_curve
+    from specframe.cost import measure as cost_measure
+    curve, batches = cost_measure.measure_verify_curve, cost_measure.measure_batch_costs
 
     def steady_curve(*args, **kwargs):  # the real measurement, its times replaced by a plausible, monotone curve
-        return {n: 10.0 * n for n in measure(*args, **kwargs)}  # (a loaded machine's noise cannot refuse it)
+        return {n: 10.0 * n for n in curve(*args, **kwargs)}  # (a loaded machine's noise cannot refuse it)
 
-    profile_report.measure_verify_curve = steady_curve
+    def steady_batches(*args, **kwargs):  # likewise for C(B, n) at every batch size
+        return {b: {k: 10.0 * b * (k + 1) for k in at} for b, at in batches(*args, **kwargs).items()}
+
+    cost_measure.measure_verify_curve = steady_curve
+    cost_measure.measure_batch_costs = steady_batches
     atexit.register(lambda: print(f"write operations: {seen[0]}", file=sys.stderr, flush=True))
     sys.addaudithook(hook)
     from specframe.cli import run_cli
