@@ -19,6 +19,9 @@ block                  result file                             script
                        ``results.json``
 ``loop-overhead``      ``docs/benchmarks/loop-overhead/``      ``benchmarks/loop_overhead.py``
                        ``tiny.json``, ``smollm2.json``
+``loop-overhead-       ``docs/benchmarks/loop-overhead/``      ``benchmarks/loop_overhead.py`` of the engine
+change``               ``*-before.json``, ``tiny.json``,       change's parent commit, then of this one
+                       ``smollm2-after.json``
 ``ablation-table``     ``checkpoints/smollm2-135m/eval.json``  ``benchmarks/corrector_ablation.py``
                        (``corrector_ablation``)
 ``draft-vocab-table``  ``docs/benchmarks/draft-vocab/``        ``benchmarks/draft_vocab.py``
@@ -54,6 +57,10 @@ EVAL_JSON = "checkpoints/smollm2-135m/eval.json"
 BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
 DRAFT_VOCAB_JSON = "docs/benchmarks/draft-vocab/results.json"
 LOOP_JSON = {"tiny": "docs/benchmarks/loop-overhead/tiny.json", "smollm2": "docs/benchmarks/loop-overhead/smollm2.json"}
+#: Loop overhead before the engine's round ([3/5]) and after it, measured back to back: (models, before, after).
+LOOP_CHANGE = (("tiny", "docs/benchmarks/loop-overhead/tiny-before.json", LOOP_JSON["tiny"]),
+               ("smollm2", "docs/benchmarks/loop-overhead/smollm2-before.json",
+                "docs/benchmarks/loop-overhead/smollm2-after.json"))
 #: Display names of the auto-budget benchmark's sets and groups.
 SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (first turns)", "alpaca": "Alpaca",
           **{f"spec_bench/{c}": f"Spec-Bench {c.replace('_', ' ')}"
@@ -254,6 +261,42 @@ def loop_overhead_table(page: str) -> str:
     return "\n".join(out).rstrip()
 
 
+def loop_overhead_change_table(page: str) -> str:
+    """docs/benchmarks.md: per pipeline and batch size, a round's "everything else" (the round minus its forwards),
+    its target forward and the whole round before the engine's round and after it, from runs made back to back
+    (:data:`LOOP_CHANGE`)."""
+    out: list[str] = []
+    for models, before_rel, after_rel in LOOP_CHANGE:
+        before, after = load(before_rel), load(after_rel)
+        old = {(r["pipeline"], r["batch"]): r for r in before["rows"]}
+        new = {(r["pipeline"], r["batch"]): r for r in after["rows"]}
+        batches = sorted({b for _, b in old} & {b for _, b in new})
+        pipelines = [p for p in dict.fromkeys(p for p, _ in new) if any((p, b) in old for b in batches)]
+        out += [f"`--models {models}`: before ([JSON]({link(page, before_rel)}), the script of commit "
+                f"{before.get('code_commit', 'not recorded')} on its code) and after "
+                f"([JSON]({link(page, after_rel)})), "
+                f"{machine_text(after)}, {after['max_new_tokens']} new tokens, {after['repeats']} repeat(s); per round "
+                "(median, ms): everything else before → after (after / before); target forward before → after; whole "
+                "round before → after:", "",
+                "| pipeline | " + " | ".join(f"batch {b}" for b in batches) + " |", "|---|" + "---|" * len(batches)]
+        for name in pipelines:
+            cells = []
+            for b in batches:
+                o, n = old.get((name, b)), new.get((name, b))
+                if o is None or n is None:
+                    cells.append("-")
+                    continue
+                e0, e1 = o["else"]["median_ms"], n["else"]["median_ms"]
+                ratio = f" ({e1 / e0:.2f}×)" if e0 > 0 else ""
+                cells.append(f"{e0:.2f} → {e1:.2f}{ratio}; {o['target']['median_ms']:.1f} → "
+                             f"{n['target']['median_ms']:.1f}; {o['round']['median_ms']:.1f} → "
+                             f"{n['round']['median_ms']:.1f}")
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        out += ["", "Before: " + status_line(before, per_set=False), "",
+                "After: " + status_line(after, per_set=False), ""]
+    return "\n".join(out).rstrip()
+
+
 def ablation_table(page: str) -> str:
     """The corrector ablation per prompt kind: τ, draft ms per round and speed over the plain loop per budget."""
     report = load(EVAL_JSON)["corrector_ablation"]
@@ -306,7 +349,7 @@ def draft_vocab_table(page: str) -> str:
 
 
 #: Blocks that quote per-round times, not speedups (the two-gains rule of the speed claims does not apply).
-TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead")}
+TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead"), ("docs/benchmarks.md", "loop-overhead-change")}
 
 #: (file, block name) -> renderer; links are relative to the file.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
@@ -317,6 +360,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "batch-table"): lambda: batch_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "draft-vocab-table"): lambda: draft_vocab_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "loop-overhead"): lambda: loop_overhead_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "loop-overhead-change"): lambda: loop_overhead_change_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),
     ("checkpoints/smollm2-135m/path-selector/README.md", "ablation-table"):
         lambda: ablation_table("checkpoints/smollm2-135m/path-selector/README.md"),

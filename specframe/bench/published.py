@@ -49,7 +49,10 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("checkpoints/smollm2-135m/eval.json", "smollm2_eval", per_set=True),
     ResultFile("checkpoints/smollm2-135m/eval.json", "corrector_ablation", per_set=True, key="corrector_ablation"),
     ResultFile("docs/benchmarks/batch-decoding/results.json", "batch_decoding", per_set=True),
-    ResultFile("docs/benchmarks/loop-overhead/tiny.json", "loop_overhead", per_set=False),
+    ResultFile("docs/benchmarks/loop-overhead/tiny.json", "loop_overhead", per_set=False, published=True),
+    ResultFile("docs/benchmarks/loop-overhead/tiny-before.json", "loop_overhead", per_set=False),
+    ResultFile("docs/benchmarks/loop-overhead/smollm2-before.json", "loop_overhead", per_set=False),
+    ResultFile("docs/benchmarks/loop-overhead/smollm2-after.json", "loop_overhead", per_set=False),
     ResultFile("docs/benchmarks/loop-overhead/smollm2.json", "loop_overhead", per_set=False),
     ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True),
 )
