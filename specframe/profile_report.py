@@ -75,6 +75,9 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
         values = [r.stage_ns.get(stage, 0) / 1e6 for r in result.rounds]
         if values:
             overhead[stage] = statistics.median(values)
+    if result.rounds and all(r.stage_ns for r in result.rounds):  # every round timed: the rest is the loop's own
+        inside = sum(sum(r.stage_ns.values()) for r in result.rounds)
+        overhead["loop"] = max(result.total_ns - result.prefill_ns - inside, 0) / 1e6 / len(result.rounds)
     profile = CostProfile(key=model.key, verify_ms=model.verify_ms, batch_ms=model.batch_ms, overhead_ms=overhead)
     memory = pipeline_memory(pipe).at(result.prompt_len + len(result.tokens))
     return MeasuredProfile(profile, window.load, result.tau, result.decode_tokens_per_s, memory)

@@ -9,7 +9,9 @@ or :func:`roofline_profile` of a named accelerator) and predicts each method's t
    ``n̄`` draft nodes verified per row-round on average and a share ``d`` that verified any;
 2. the rows run ``B`` at a time, so the group runs ``N / B`` forwards (the tail in which fewer rows are left is
    not modelled), each over ``B (1 + n̄)`` tokens: ``C(B, B (1 + n̄))`` plus the round's other stages
-   (``verify + commit`` of the profile when anything was drafted, its ``plain`` overhead when not);
+   (``verify + commit`` of the profile, or its ``plain`` overhead when nothing was drafted and the profile has
+   one) and the loop's
+   own time per round outside every stage (``loop``: on the tiny pair as much as the forward itself);
 3. a forward in which rows drafted also pays the draft: ``a + b B d`` ms (``--draft-ms a,b``; by default the
    records' own measured draft + build + prune time per forward, which holds on the machine they were measured on);
 4. every request's prefill costs ``C(1, prompt tokens)``;
@@ -101,8 +103,9 @@ def simulate(records: Sequence[Mapping[str, Any]], profile: CostProfile,
         mean_nodes = sum(nodes) / rounds
         drafted = sum(n > 0 for n in nodes) / rounds
         forwards = rounds / batch
-        other = (profile.overhead("verify") + profile.overhead("commit")) if drafted else profile.overhead("plain")
-        forward_ms = profile.cost(batch, batch * (1.0 + mean_nodes)) + other
+        stages = profile.overhead("verify") + profile.overhead("commit")  # a plain round verifies and commits too
+        other = stages if drafted or "plain" not in profile.overhead_ms else profile.overhead("plain")
+        forward_ms = profile.cost(batch, batch * (1.0 + mean_nodes)) + other + profile.overhead("loop")
         if draft_ms is not None:
             draft_total = forwards * (draft_ms[0] + draft_ms[1] * batch * drafted) if drafted else 0.0
         else:

@@ -44,8 +44,9 @@ from typing import Any
 #: Points of the verify curve measured by `specframe profile` (tokens per forward: root + nodes).
 DEFAULT_GRID: tuple[int, ...] = (1, 2, 3, 5, 9, 17, 33, 65)
 
-#: Per-round overheads besides the target forward, in the loop's stage names.
-OVERHEADS: tuple[str, ...] = ("draft", "build", "prune", "verify", "commit", "plain")
+#: Per-round overheads besides the target forward, in the loop's stage names; ``loop`` is the round's time outside
+#: every timed stage (the loop's own bookkeeping, measured by `specframe profile`; read by the simulator).
+OVERHEADS: tuple[str, ...] = ("draft", "build", "prune", "verify", "commit", "plain", "loop")
 
 PROFILE_FORMAT = 2
 #: Formats this version reads: 1 has the one-row curve only (``C(B, n)`` is then priced as ``C(1, n)``; run

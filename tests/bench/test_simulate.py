@@ -87,7 +87,9 @@ def test_simulated_tokens_per_second_match_the_measured_ones_on_the_tiny_pair(
     measured = measure_pipeline_profile(pipes["ngram"], prompts[0], reps=3, new_tokens=16).profile  # type: ignore
     profile = CostProfile(key=target_profile_key(target, pipes["ngram"].config), verify_ms=measured.verify_ms,
                           batch_ms=measured.batch_ms, overhead_ms={"verify": measured.overhead("verify"),
-                                                                   "commit": measured.overhead("commit")})
+                                                                   "commit": measured.overhead("commit"),
+                                                                   "loop": measured.overhead("loop")})
+    assert measured.overhead("loop") > 0  # the loop's own time per round, outside every timed stage
     by_method = {p.method: p for p in simulate(lines, profile)}
     assert set(by_method) == {"plain", "ngram"} and by_method["ngram"].nodes_per_round > 0
     quiet = busy_reason(window.load) is None
