@@ -5,8 +5,6 @@ and losslessness under the greedy and WALK verifiers on the toy target."""
 from __future__ import annotations
 
 import math
-import types
-from typing import Literal
 
 import pytest
 import torch
@@ -22,11 +20,12 @@ from specframe_trees.builders.fanout_cap import (
 )
 from trees_testkit import ctx
 
-from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
+from specframe import PluginHost
 from specframe.builtin.identity import IdentityCorrector
 from specframe.pipeline import Pipeline
 from specframe.testing.strategies import proposals
-from specframe.testing.toy import ToyDrafter, ToyTarget
+from specframe.testing.toy import ToyTarget
+from specframe.testing.toy_host import toy_drafter_host
 from specframe.tree import check_tree
 from specframe.types import DraftProposal
 
@@ -101,22 +100,8 @@ def test_accum_logp_fills_the_budget_when_the_candidates_allow(p: DraftProposal,
     assert int(tree.num_nodes.min()) - 1 == min(budget, available)
 
 
-class ToyConfig(ComponentConfig):
-    type: Literal["toy"] = "toy"
-
-
 def host(target: ToyTarget) -> PluginHost:
-    mod = types.ModuleType("toy_drafter")
-
-    @hookimpl
-    def specframe_drafters():  # type: ignore[no-untyped-def]
-        yield ComponentSpec(kind="drafter", name="toy", config=ToyConfig, summary="toy",
-                            factory=lambda cfg, ctx: ToyDrafter(target, depth=4, num_candidates=4, distance=0.8))
-
-    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
-    h = PluginHost(autoload=True, allowlist={"trees", "verifiers"}, disabled=(), trace=False)
-    h.register(mod, "toy_drafter")
-    return h
+    return toy_drafter_host(target, depth=4, num_candidates=4, distance=0.8)
 
 
 @pytest.mark.parametrize("builder", [{"type": "accum_logp", "candidates": 3},

@@ -9,31 +9,15 @@ that agree with the rounds' accepted lengths.
 
 from __future__ import annotations
 
-import types
-from typing import Literal
-
-from specframe import ComponentConfig, ComponentSpec, PluginHost, hookimpl
+from specframe import PluginHost
 from specframe.metrics.siblings import SiblingTable, count_rows
 from specframe.pipeline import Pipeline
-from specframe.testing.toy import ToyDrafter, ToyTarget
-
-
-class ToyConfig(ComponentConfig):
-    type: Literal["toy"] = "toy"
+from specframe.testing.toy import ToyTarget
+from specframe.testing.toy_host import toy_drafter_host
 
 
 def host(target: ToyTarget) -> PluginHost:
-    mod = types.ModuleType("toy_drafter")
-
-    @hookimpl
-    def specframe_drafters():  # type: ignore[no-untyped-def]
-        yield ComponentSpec(kind="drafter", name="toy", config=ToyConfig, summary="toy",
-                            factory=lambda cfg, ctx: ToyDrafter(target, depth=5, num_candidates=4, distance=1.0))
-
-    mod.specframe_drafters = specframe_drafters  # type: ignore[attr-defined]
-    h = PluginHost(autoload=True, allowlist={"trees", "verifiers"}, disabled=(), trace=False)
-    h.register(mod, "toy_drafter")
-    return h
+    return toy_drafter_host(target, depth=5, num_candidates=4, distance=1.0)
 
 
 def run(builder: dict[str, object], budget: int) -> SiblingTable:
