@@ -9,6 +9,7 @@ Definitions in :mod:`specframe.metrics.memory`; records written before the field
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from specframe.metrics.memory import format_bytes
@@ -21,15 +22,19 @@ def _num(value: float, digits: int = 2) -> str:
     return "—" if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+def _with_memory(summary: Summary) -> Iterator[tuple[Any, Any, dict[str, Any]]]:
+    """Each method whose pooled cell carries memory figures, with that cell and its figures."""
+    for m in summary.methods:
+        cell = summary.cell(m.name, ALL)
+        if cell is not None and cell.memory is not None:
+            yield m, cell, cell.memory
+
+
 def memory_table(summary: Summary) -> Table:
     header = ["method", "τ", "tokens/s", "drafter params", "heads params", "vs target", "KV cache / request",
               "drafter cache / request", "context tokens"]
     rows = []
-    for m in summary.methods:
-        cell = summary.cell(m.name, ALL)
-        if cell is None or cell.memory is None:
-            continue
-        mem = cell.memory
+    for m, cell, mem in _with_memory(summary):
         heads = mem["heads"]
         extra = (mem["drafter_bytes"] or 0) + sum(heads.values())
         share = f"{extra / mem['target_bytes']:.1%}" if mem.get("target_bytes") else "—"
@@ -45,11 +50,7 @@ def memory_table(summary: Summary) -> Table:
 def memory_rows(summary: Summary) -> list[dict[str, Any]]:
     """Long-format rows for ``memory.csv`` (one per method, all datasets pooled)."""
     rows = []
-    for m in summary.methods:
-        cell = summary.cell(m.name, ALL)
-        if cell is None or cell.memory is None:
-            continue
-        mem = cell.memory
+    for m, cell, mem in _with_memory(summary):
         rows.append({"method": m.name, "tau_per_response": cell.tau_per_response, "tokens_per_s": cell.tokens_per_s,
                      "target_bytes": mem.get("target_bytes"), "drafter_bytes": mem["drafter_bytes"],
                      "heads_bytes": sum(mem["heads"].values()),
