@@ -188,6 +188,15 @@ def _unreported(_: str) -> None:
     """What is wrong with the file being replaced was reported when it was read."""
 
 
+def timed_forward(rows: Any, tree: DraftTree, device: torch.device) -> float:
+    """Milliseconds of one ``rows.forward_tree(tree)``, the device synchronised before and after."""
+    synchronize(device)
+    t0 = time.perf_counter_ns()
+    rows.forward_tree(tree)
+    synchronize(device)
+    return (time.perf_counter_ns() - t0) / 1e6
+
+
 def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid: Sequence[int] = DEFAULT_GRID,
                          reps: int = 3) -> dict[int, float]:
     """Median milliseconds of ``target.forward_tree`` for chains of ``n`` tokens, ``n`` in ``grid``.
@@ -223,11 +232,7 @@ def measure_verify_curve(target: TargetModel, prompt_ids: torch.Tensor, *, grid:
             accepted[0, 0] = 0
             runs = []
             for rep in range(reps + 1):
-                synchronize(device)
-                t0 = time.perf_counter_ns()
-                target.forward_tree(tree)
-                synchronize(device)
-                elapsed = (time.perf_counter_ns() - t0) / 1e6
+                elapsed = timed_forward(target, tree, device)
                 target.commit(tree, accepted)
                 if rep:
                     runs.append(elapsed)
@@ -275,12 +280,9 @@ def measure_batch_costs(target: TargetModel, prompt_ids: torch.Tensor, *, batche
                     tree = DraftTree.stack([chain] * b)
                     runs = []
                     for rep in range(reps + 1):
-                        synchronize(device)
-                        t0 = time.perf_counter_ns()
-                        rows.forward_tree(tree)
-                        synchronize(device)
+                        elapsed = timed_forward(rows, tree, device)
                         if rep:
-                            runs.append((time.perf_counter_ns() - t0) / 1e6)
+                            runs.append(elapsed)
                     curve[b * (k + 1)] = statistics.median(runs)
                 out[b] = curve
             finally:
