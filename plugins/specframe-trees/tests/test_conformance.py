@@ -28,4 +28,6 @@ class TestTreesConformance(ConformanceSuite):
                         variant="narrow"),
         ConformanceCase("pruner", "deferred_topb"),
         ConformanceCase("pruner", "deferred_topb", config={"beta": 0.0}, variant="beta0"),
+        ConformanceCase("pruner", "taps"),
+        ConformanceCase("pruner", "taps", config={"sibling_discount": 1.0}, variant="marginals"),
     )

@@ -1,5 +1,6 @@
-"""Pruners: `deferred_topb` (DARTree's deferred global top-B); `none` is built into specframe."""
+"""Pruners: `deferred_topb` (DARTree's deferred global top-B), `taps` (TAPS); `none` is built into specframe."""
 
 from specframe_trees.pruners.deferred_topb import DeferredTopBConfig, DeferredTopBPruner
+from specframe_trees.pruners.taps import TapsConfig, TapsPruner, path_conditioned_log_acceptance
 
-__all__ = ["DeferredTopBConfig", "DeferredTopBPruner"]
+__all__ = ["DeferredTopBConfig", "DeferredTopBPruner", "TapsConfig", "TapsPruner", "path_conditioned_log_acceptance"]
