@@ -11,7 +11,8 @@ denominator) and transformers' ``generate()`` on the same prompts and token coun
   LiLiCorr's lattice reranker, each walking its corrected greedy path;
 * trees: DFlash + DDTree's heap (the drafter has no corrector, so DARTree is the heap: Lemma 1), DFlash + the heap
   over-expanded to 64 nodes and cut to the budget by the TAPS pruner (``taps.yaml``), and DARTree
-  pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head;
+  pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head; JetSpec's fan-out
+  builders over the DFlash drafter (``accum_logp`` and ``top2gap_fanout``, K = 4);
 * with ``--methods`` naming them, the chat zoo: the chat drafter (``recipes/smollm2/drafter-chat.yaml``) as a chain,
   and its GRU head (``ar-head-chat.yaml``) as a chain and inside DARTree (trained on the machine first: the
   weights are not shipped).
@@ -82,6 +83,8 @@ METHODS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
     ("path selector DARTree", "DFlash2 path selector", "tree", "path-selector-chain.yaml", DARTREE),
     ("lattice chain", "LiLiCorr lattice", "chain", "lilicorr-chain.yaml", ()),
     ("lattice DARTree", "LiLiCorr lattice", "tree", "lilicorr-chain.yaml", DARTREE),
+    ("DFlash + JetSpec accum_logp", "none (DFlash)", "tree", "accum-logp.yaml", ()),
+    ("DFlash + JetSpec top2gap fanout", "none (DFlash)", "tree", "top2gap-fanout.yaml", ()),
 ]
 #: The chat zoo's rows, run when named in ``--methods`` (its weights are trained on the machine, not shipped:
 #: ``checkpoints/smollm2-135m-chat/README.md``).

@@ -28,6 +28,9 @@ change``               ``*-before.json``, ``tiny.json``,       change's parent c
                        ``results.json``
 ``vllm-peer``          ``docs/benchmarks/vllm-peer/``          ``plugins/specframe-vllm/benchmarks/
                        ``peer.json``                           vllm_peer.py``
+``tree-baselines-      ``docs/benchmarks/tree-baselines/``     ``benchmarks/corrector_ablation.py --methods``
+table``                ``results.json`` ("not measured yet"    (:data:`TREE_BASELINE_METHODS`)
+                       while it is absent)
 =====================  ======================================  ===============================================
 
 Every block ends with the file's provenance line (:func:`specframe.bench.published.status_line`: the CPU, the load
@@ -59,6 +62,13 @@ EVAL_JSON = "checkpoints/smollm2-135m/eval.json"
 BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
 DRAFT_VOCAB_JSON = "docs/benchmarks/draft-vocab/results.json"
 PEER_JSON = "docs/benchmarks/vllm-peer/peer.json"
+#: The tree baselines beside DARTree (issue [5/5]): the labels of ``benchmarks/corrector_ablation.py`` it runs.
+TREE_BASELINES_JSON = "docs/benchmarks/tree-baselines/results.json"
+#: How a block whose (pending) result file is absent begins: it claims no figure.
+NOT_MEASURED = "Not measured yet"
+TREE_BASELINE_METHODS = ("DFlash + DDTree heap", "Domino GRU DARTree", "DFlash + JetSpec accum_logp",
+                         "DFlash + JetSpec top2gap fanout", "DFlash + JetSpec depth-rank histogram",
+                         "DFlash + TAPS pruner")
 LOOP_JSON = {"tiny": "docs/benchmarks/loop-overhead/tiny.json", "smollm2": "docs/benchmarks/loop-overhead/smollm2.json"}
 #: Loop overhead before the engine's round ([3/5]) and after it, measured back to back: (models, before, after).
 LOOP_CHANGE = (("tiny", "docs/benchmarks/loop-overhead/tiny-before.json", LOOP_JSON["tiny"]),
@@ -302,9 +312,29 @@ def loop_overhead_change_table(page: str) -> str:
 
 def ablation_table(page: str) -> str:
     """The corrector ablation per prompt kind: τ, draft ms per round and speed over the plain loop per budget."""
-    report = load(EVAL_JSON)["corrector_ablation"]
+    return ablation_body(load(EVAL_JSON)["corrector_ablation"], f"`{EVAL_JSON}`, key `corrector_ablation`")
+
+
+def tree_baselines_table(page: str, root: Path = ROOT) -> str:
+    """docs/benchmarks.md: the field's newest tree baselines beside DARTree (a ``corrector_ablation.py`` report of
+    :data:`TREE_BASELINE_METHODS`), rendered as the ablation table; a "not measured yet" line while the file is absent
+    (``root``: the repository, another folder in tests)."""
+    path = root / TREE_BASELINES_JSON
+    if not path.exists():
+        return (f"{NOT_MEASURED}: `{TREE_BASELINES_JSON}` is not in the repository. It is written by "
+                f"`benchmarks/corrector_ablation.py --split report --n 20 --max-new-tokens 64 --methods "
+                f"\"{','.join(TREE_BASELINE_METHODS)}\" --out {TREE_BASELINES_JSON}`.")
+    report = json.loads(path.read_text(encoding="utf-8"))
+    body = ablation_body(report, f"[JSON]({link(page, TREE_BASELINES_JSON)})")
+    measured = {c["method"] for kind in report["kinds"].values() for c in kind["cells"]}
+    missing = [m for m in TREE_BASELINE_METHODS if m not in measured]
+    return body if not missing else f"{body}\n\nNot in this file (not measured yet): {', '.join(missing)}."
+
+
+def ablation_body(report: Mapping[str, Any], source: str) -> str:
+    """A ``corrector_ablation.py`` report (``source``: where it is stored, as the page names it) per prompt kind."""
     budgets = report["budgets"]
-    out = [f"`benchmarks/corrector_ablation.py` (`{EVAL_JSON}`, key `corrector_ablation`), "
+    out = [f"`benchmarks/corrector_ablation.py` ({source}), "
            f"{machine_text(report)}, "
            f"{report['n']} held-out prompts per kind, {report['max_new_tokens']} new tokens, greedy, fixed budgets; "
            "each cell: τ · drafting ms per drafted round (the drafter, the head and the tree) · "
@@ -409,6 +439,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "loop-overhead"): lambda: loop_overhead_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "loop-overhead-change"): lambda: loop_overhead_change_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "tree-baselines-table"): lambda: tree_baselines_table("docs/benchmarks.md"),
     ("checkpoints/smollm2-135m/path-selector/README.md", "ablation-table"):
         lambda: ablation_table("checkpoints/smollm2-135m/path-selector/README.md"),
     ("checkpoints/smollm2-135m/lattice-head/README.md", "ablation-table"):

@@ -216,7 +216,8 @@ def render_catalog(registry: ComponentRegistry | None = None) -> str:
            "lists the components installed in your environment (third-party plugins included) and\n",
            "`specframe plugins` the distribution supplying each. Capabilities are the declared facts that\n",
            "pipeline validation reads ([concepts](../concepts/losslessness.md) explains the verifier ones);\n",
-           "only values that differ from the defaults are shown.\n\n"]
+           "only values that differ from the defaults are shown. Stages written from a paper, with their source,\n",
+           "tests, example pipeline and ablation row: [Methods from papers](index.md#methods-from-papers).\n\n"]
     for kind in STAGE_KINDS:
         records = registry.of_kind(kind)
         out += [f"## {KIND_TITLES[kind]}\n\n", "| name | provider | summary |\n|---|---|---|\n"]

@@ -64,6 +64,9 @@ def test_every_speed_claim_block_quotes_the_two_gains_apart() -> None:
 
     for (page, name), render in docs_claims.BLOCKS.items():
         text = render()
+        if text.startswith(docs_claims.NOT_MEASURED):  # a pending file, absent: no figure to quote
+            assert ".json" in text and "not in the repository" in text, (page, name)
+            continue
         if (page, name) in docs_claims.TIMING_BLOCKS:  # milliseconds per round: the result file, CPU and threads
             assert ".json" in text and " cores, " in text and "torch thread(s)" in text, (page, name)
             continue
