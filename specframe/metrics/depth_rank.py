@@ -56,7 +56,7 @@ FORMAT = "specframe.depth_rank_histogram/1"
 MAX_RANKS = 16
 #: Largest profile file read (a table of a few hundred integers is a few kB).
 MAX_BYTES = 1 << 20
-_FIX = "record a profile with `specframe profile-acceptance PIPELINE -o OUT.json` (docs: reference/cli.md)"
+_FIX = "record a profile with `specframe profile-acceptance PIPELINE -o OUT.json`"
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from specframe_hf.testing import random_ids
 
+from specframe import PluginHost
 from specframe.metrics.depth_rank import DepthRankCounts, dumps
 from tests.exactness import test_sampled_equals_plain as sampled
 from tests.exactness.test_greedy_exact_hf import MODELS, Reference, make_test_plugin, run
@@ -31,9 +32,7 @@ def pruner(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def greedy_host():  # type: ignore[no-untyped-def]
-    from specframe import PluginHost
-
+def greedy_host() -> PluginHost:
     h = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
     h.register(make_test_plugin(), "exact_drafters")
     return h
