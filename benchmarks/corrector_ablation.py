@@ -10,7 +10,8 @@ denominator) and transformers' ``generate()`` on the same prompts and token coun
 * chains: the DFlash drafter alone, Domino's GRU head, DSpark's Markov head, DFlash2's path selector and
   LiLiCorr's lattice reranker, each walking its corrected greedy path;
 * trees: DFlash + DDTree's heap (the drafter has no corrector, so DARTree is the heap: Lemma 1), DFlash + the heap
-  over-expanded to 64 nodes and cut to the budget by the TAPS pruner (``taps.yaml``), and DARTree
+  over-expanded to 64 nodes and cut to the budget by the TAPS pruner (``taps.yaml``), DFlash + a heap of 48 cut by
+  JetSpec's depth-rank histogram pruner (its profile recorded on the tune split), and DARTree
   pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head; JetSpec's fan-out
   builders over the DFlash drafter (``accum_logp`` and ``top2gap_fanout``, K = 4);
 * with ``--methods`` naming them, the chat zoo: the chat drafter (``recipes/smollm2/drafter-chat.yaml``) as a chain,
@@ -74,6 +75,7 @@ METHODS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
     ("DFlash chain", "none (DFlash)", "chain", "dflash-chain.yaml", ()),
     ("DFlash + DDTree heap", "none (DFlash)", "tree", "ddtree.yaml", ()),
     ("DFlash + TAPS pruner", "none (DFlash)", "tree", "taps.yaml", ()),
+    ("DFlash + JetSpec depth-rank histogram", "none (DFlash)", "tree", "depth-rank-histogram.yaml", ()),
     ("Domino GRU chain", "Domino GRU", "chain", "domino-chain.yaml", ()),
     ("Domino GRU DARTree", "Domino GRU", "tree", "domino-chain.yaml", DARTREE),
     ("DSpark Markov chain", "DSpark Markov", "chain", "dspark-chain.yaml", ()),

@@ -18,6 +18,7 @@ from typing import Any
 import click
 from rich.markup import escape
 
+from specframe.cli_acceptance import profile_acceptance
 from specframe.cli_bench import bench, datasets, report
 from specframe.cli_core import components, plugins, schema, validate
 from specframe.cli_output import err_console
@@ -31,7 +32,7 @@ from specframe.startup import INTERRUPTED, started
 
 #: The core's commands, in help order.
 CORE_COMMANDS: tuple[click.Command, ...] = (plugins, components, schema, validate, run, bench, report, datasets,
-                                             profile, simulate)
+                                             profile, profile_acceptance, simulate)
 
 
 def make_cli(host: PluginHost) -> click.Group:

@@ -2,7 +2,7 @@
 
 Correctors: ``random_gru``, ``random_markov``, ``random_path_selector``, ``random_lilicorr``. Tree builders:
 ``heap``, ``heap_sequential``, ``dartree``, ``chain_then_heap``, ``pctree``, ``accum_logp``, ``top2gap_fanout``
-(JetSpec). Pruners: ``deferred_topb``, ``taps`` (TAPS). Plus a
+(JetSpec). Pruners: ``deferred_topb``, ``depth_rank_histogram`` (JetSpec), ``taps`` (TAPS). Plus a
 ``specframe_validate_pipeline`` check (see :mod:`specframe_trees.validation`).
 
 Capabilities of the learned correctors are the most any of their configurations needs: ``random_markov``
@@ -41,6 +41,7 @@ from specframe_trees.correctors.random_heads import (
     build_random_path_selector,
 )
 from specframe_trees.pruners.deferred_topb import DeferredTopBConfig, build_deferred_topb
+from specframe_trees.pruners.depth_rank_histogram import DepthRankHistogramConfig, build_depth_rank_histogram
 from specframe_trees.pruners.taps import TapsConfig, build_taps
 from specframe_trees.validation import pipeline_problems
 
@@ -110,6 +111,11 @@ def specframe_pruners() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="pruner", name="deferred_topb", config=DeferredTopBConfig, factory=build_deferred_topb,
         summary="global top-B by path score + beta * depth (beta <= 0, Lemma 1)",
+    )
+    yield ComponentSpec(
+        kind="pruner", name="depth_rank_histogram", config=DepthRankHistogramConfig,
+        factory=build_depth_rank_histogram,
+        summary="JetSpec: top-B by the product of an offline depth x rank acceptance profile along each path",
     )
     yield ComponentSpec(
         kind="pruner", name="taps", config=TapsConfig, factory=build_taps,

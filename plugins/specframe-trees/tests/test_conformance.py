@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from specframe.metrics.depth_rank import DepthRankCounts, dumps
 from specframe.testing.conformance import ConformanceCase, ConformanceSuite
+
+
+def depth_rank_profile(workdir: Path) -> dict[str, Any]:
+    """A profile that prefers a first-level sibling to the chain (so the kept set is not the heap's)."""
+    path = workdir / "profile.json"
+    path.write_text(dumps(DepthRankCounts(trials=[10, 8, 6], accepted=[[4, 5, 1], [6, 1], [3]])))
+    return {"profile": str(path)}
 
 
 class TestTreesConformance(ConformanceSuite):
@@ -30,4 +41,5 @@ class TestTreesConformance(ConformanceSuite):
         ConformanceCase("pruner", "deferred_topb", config={"beta": 0.0}, variant="beta0"),
         ConformanceCase("pruner", "taps"),
         ConformanceCase("pruner", "taps", config={"sibling_discount": 1.0}, variant="marginals"),
+        ConformanceCase("pruner", "depth_rank_histogram", config=depth_rank_profile),
     )

@@ -18,7 +18,7 @@ from specframe.registry import ComponentSpec, CorrectorCapabilities, DrafterCapa
 EXPECTED = {  # the null stages (identity, chain, none) are the core's built-ins
     "corrector": {"random_gru", "random_markov"},
     "tree_builder": {"heap", "heap_sequential", "dartree", "chain_then_heap"},
-    "pruner": {"deferred_topb"},
+    "pruner": {"deferred_topb", "taps"},
 }
 INTERFACE = {"corrector": Corrector, "tree_builder": TreeBuilder, "pruner": Pruner}
 
