@@ -112,12 +112,17 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_input("--eval-json", None, kind="file",
                  help="also store the report under 'corrector_ablation' in this eval.json (the published one: "
                       "checkpoints/smollm2-135m/eval.json)")
+    ap.add_input("--extend", None, kind="file",
+                 help="add this run's method rows to this earlier result file of the same split, prompt count, token "
+                      "limit and budgets (rows of the same label are replaced); the file keeps every run's protocol")
     ap.add_threads(1)
     ap.add_protocol()
     ap.add_smoke("1 prompt per kind, 4 tokens, budget 4, 4 methods unless --methods names others")
     args = ap.parse_args(argv)
     if args.methods is not None and args.eval_json is not None:
         ap.error("argument --eval-json: publishes the whole table, --methods runs a subset: give one of them")
+    if args.extend is not None and args.eval_json is not None:
+        ap.error("argument --extend: adds rows to a --methods file, --eval-json publishes the whole table: give one")
     if args.smoke:
         args.n, args.max_new_tokens, args.budgets = 1, 4, [4]
     return args
@@ -196,6 +201,39 @@ def table(kind: str, result: dict[str, Any], budgets: list[int]) -> Table:
     return t
 
 
+#: What two runs must share for one table to hold rows of both (the same prompts: a split's first ``n`` questions).
+SAME_RUN_KEYS = ("smoke", "split", "n", "max_new_tokens", "budgets", "threads")
+
+
+def extended(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``earlier`` with ``new``'s method rows added per kind (a row of the same label replaced), the plain loop and
+    ``generate()`` figures of ``earlier`` kept (each row's speed ratio is against the plain loop of its own run, on
+    the same prompts); ``runs`` lists every run's protocol and methods, and ``protocol`` is the one that fails the
+    measurement protocol first, so the table's provenance line judges the file by its weakest run.
+
+    Example: a file with DDTree's rows, extended by a run of a new pruner, holds both, and ``runs`` says which run
+    measured which."""
+    from specframe.bench.published import verdict
+
+    differing = [k for k in SAME_RUN_KEYS if earlier.get(k) != new.get(k)]
+    if differing or set(earlier.get("kinds", {})) != set(new["kinds"]):
+        what = ", ".join(f"{k}={earlier.get(k)!r} there, {new.get(k)!r} here" for k in differing) or "other kinds"
+        raise SystemExit(f"error: argument --extend: the file was measured with other settings ({what}); run with "
+                         "the same --split, --n, --max-new-tokens, --budgets and --threads, or write a new file")
+    out = json.loads(json.dumps(earlier))
+    runs = out.setdefault("runs", [{"methods": sorted({c["method"] for k in earlier["kinds"].values()
+                                                        for c in k["cells"]}), "protocol": earlier.get("protocol")}])
+    added = sorted({c["method"] for k in new["kinds"].values() for c in k["cells"]})
+    runs.append({"methods": added, "protocol": new.get("protocol")})
+    for kind, result in new["kinds"].items():
+        kept = [c for c in out["kinds"][kind]["cells"] if c["method"] not in added]
+        out["kinds"][kind]["cells"] = kept + result["cells"]
+    weakest = [r for r in runs if not verdict({**out, "protocol": r["protocol"]}).published]
+    out["protocol"] = (weakest[0] if weakest else runs[-1])["protocol"]
+    out["wall_seconds"] = round(sum(float(x.get("wall_seconds") or 0) for x in (earlier, new)), 1)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     require_sets(tuple(KINDS.values()), data_dirs(args.data))
@@ -223,6 +261,8 @@ def ablate(args: Any, run: RunProtocol) -> int:
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
     report["protocol"] = run.record(prompts_per_set=args.n, controller={"memory": "none: fixed budgets"})
+    if args.extend is not None:
+        report = extended(json.loads(Path(args.extend).read_text(encoding="utf-8")), report)
     write_text(Path(args.out), json.dumps(report, indent=2) + "\n", what="--out file")
     if args.eval_json is not None:
         evaluation = json.loads(Path(args.eval_json).read_text(encoding="utf-8"))

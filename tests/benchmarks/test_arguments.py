@@ -182,3 +182,30 @@ def test_the_corrector_ablation_runs_the_methods_named_even_in_a_smoke_run() -> 
     assert [m[0] for m in ablation.selected_methods(None, True)] == [
         m[0] for m in ablation.METHODS if m[0] in ablation.SMOKE_METHODS]
     assert ablation.selected_methods(None, False) == ablation.METHODS  # the chat zoo only when named
+
+
+def _ablation_file(methods: list[str], *, n: int = 20, quiet: bool = True) -> dict[str, Any]:
+    cells = [{"method": m, "budget": b, "tau": 2.0, "draft_ms_per_round": 8.0, "vs_plain_loop": {"value": 1.1}}
+             for m in methods for b in (4, 8)]
+    protocol = {"split": "report", "prompts_per_set": n, "smoke": False,
+                "quiet": {"threads": 1, "start": 0.1, "during_max": 1.1 if quiet else 2.0, "samples": 3}}
+    return {"smoke": False, "split": "report", "n": n, "max_new_tokens": 64, "budgets": [4, 8], "threads": 1,
+            "protocol": protocol, "wall_seconds": 10.0,
+            "kinds": {k: {"plain_loop_tokens_per_s": 15.0, "cells": [dict(c) for c in cells]} for k in ("math", "code")}}
+
+
+def test_an_ablation_file_extended_by_a_later_run_holds_both_runs_rows_and_is_judged_by_its_weakest_run() -> None:
+    extended = script("corrector_ablation").extended
+    earlier = _ablation_file(["DFlash + DDTree heap", "old pruner"])
+    later = _ablation_file(["old pruner", "new pruner"], quiet=False)
+    out = extended(earlier, later)
+    for kind in out["kinds"].values():
+        rows = [(c["method"], c["budget"]) for c in kind["cells"]]
+        assert rows == [("DFlash + DDTree heap", 4), ("DFlash + DDTree heap", 8), ("old pruner", 4),
+                        ("old pruner", 8), ("new pruner", 4), ("new pruner", 8)]
+        assert kind["plain_loop_tokens_per_s"] == 15.0  # the earlier run's plain loop stays the header
+    assert [r["methods"] for r in out["runs"]] == [["DFlash + DDTree heap", "old pruner"], ["new pruner", "old pruner"]]
+    assert out["protocol"] is not None and out["protocol"]["quiet"]["during_max"] == 2.0  # the run that was not quiet
+    assert earlier["kinds"]["math"]["cells"][2]["method"] == "old pruner"  # the earlier file is not changed in place
+    with pytest.raises(SystemExit, match="n=20 there, 8 here"):
+        extended(earlier, _ablation_file(["new pruner"], n=8))
