@@ -21,7 +21,9 @@ specframe fields:
   verified no draft node, counted by why: :data:`specframe.cost.reasons.PLAIN_REASONS`), ``tree_depth``,
   ``accept_depth_counts`` (histogram of a_r), ``stage_ns`` (nanoseconds per stage, summed over rounds),
   ``sibling_continuation`` (rows ``[depth, rank, continued, total]``: how often the next depth was accepted after an
-  accepted node of that sibling rank, :mod:`specframe.metrics.siblings`);
+  accepted node of that sibling rank, :mod:`specframe.metrics.siblings`), ``path_order`` (per round, the score
+  order of each accepted node, :attr:`specframe.metrics.records.RoundRecord.path_order`: what
+  :mod:`specframe.bench.simulate` needs to replay the round at a smaller budget);
 * ``memory`` — parameter bytes of the target, the drafter and each head, and the per-request state (the target's KV
   cache, the drafter's context cache) at this turn's context length, prompt + generated tokens
   (:mod:`specframe.metrics.memory`);
@@ -30,10 +32,11 @@ specframe fields:
   turn's repeats ran, and whether that was contention (:class:`specframe.metrics.machine_load.MachineLoad`);
 * ``sampling`` — ``temperature``, ``top_k`` and ``top_p`` of the run.
 
-``machine``, ``machine_load``, ``sampling``, ``sibling_continuation`` and ``memory`` are absent in files written
-before they existed; readers treat a missing ``machine`` as unknown (paired only with records that lack it too), a
-missing ``sampling`` as ``temperature`` with no top-k or top-p filtering, a missing ``sibling_continuation`` as no
-counts and a missing ``memory`` as unknown.
+``machine``, ``machine_load``, ``sampling``, ``sibling_continuation``, ``path_order`` and ``memory`` are absent in
+files written before they existed; readers treat a missing ``machine`` as unknown (paired only with records that
+lack it too), a missing ``sampling`` as ``temperature`` with no top-k or top-p filtering, a missing
+``sibling_continuation`` as no counts, a missing ``memory`` as unknown and a missing ``path_order`` as rounds that
+replay only at their own budget.
 """
 
 from __future__ import annotations
@@ -139,6 +142,7 @@ def build_record(info: RunInfo, sample: Sample, turn: int, result: GenerationRes
         "accept_depth_counts": accept_histogram(accepted),
         "stage_ns": result.stage_totals(),
         "sibling_continuation": count_rows(result.rounds),
+        "path_order": [r.path_order for r in result.rounds],
         **({"memory": info.memory.at(result.prompt_len + len(result.tokens))} if info.memory is not None else {}),
         **({"machine": info.machine} if info.machine is not None else {}),
         **({"machine_load": machine_load.to_dict()} if machine_load is not None else {}),

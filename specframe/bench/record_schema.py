@@ -12,7 +12,9 @@ record must agree with itself:
 * ``prefill_ns`` is at most ``total_ns``, and the stage times (``stage_ns``, measured inside the turn) add up to no
   more than :data:`STAGE_SLACK` times ``total_ns``;
 * ``sampling`` (when present) holds the record's ``temperature``;
-* ``sibling_continuation`` (when present) has depths in range and no more continued than observed nodes.
+* ``sibling_continuation`` (when present) has depths in range and no more continued than observed nodes;
+* ``path_order`` (when present) has one list per round, at least as long as the round's ``accepted`` (it is recorded
+  before any trimming), each order below the round's ``tree_nodes``.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class RecordSchema(_Strict):
     stage_ns: dict[str, Nanoseconds]
     #: Rows [depth, rank, continued, total] (:mod:`specframe.metrics.siblings`; absent in older files).
     sibling_continuation: list[Annotated[list[Count], Field(min_length=4, max_length=4)]] | None = None
+    #: Per round, the score order of each accepted node (:mod:`specframe.tree.score_order`; absent in older files).
+    path_order: list[list[Annotated[int, Field(ge=0, le=MAX_TREE_NODES)]]] | None = None
     memory: MemoryFieldSchema | None = None
 
     @model_validator(mode="after")
@@ -148,6 +152,15 @@ class RecordSchema(_Strict):
             if not 1 <= depth <= MAX_DRAFT_DEPTH or continued > total:
                 raise ValueError(f"sibling_continuation row {row} is not [depth 1..{MAX_DRAFT_DEPTH}, rank, continued, "
                                  "total] with continued <= total")
+        if self.path_order is not None:
+            if len(self.path_order) != rounds:
+                raise ValueError(f"path_order must have one list per round, got {len(self.path_order)} for {rounds} "
+                                 "rounds")
+            for r, (order, accepted, nodes) in enumerate(zip(self.path_order, self.accepted, self.tree_nodes,
+                                                             strict=True)):
+                if len(order) < accepted or any(o >= nodes for o in order):
+                    raise ValueError(f"path_order of round {r}, {order}, does not fit its {accepted} accepted of "
+                                     f"{nodes} verified nodes (one order below {nodes} per accepted node)")
         if self.sampling is not None and self.sampling.temperature != self.temperature:
             raise ValueError(f"sampling.temperature ({self.sampling.temperature}) is not the record's temperature "
                              f"({self.temperature})")

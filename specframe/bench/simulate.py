@@ -27,6 +27,39 @@ were measured on, with its own measured profile, the prediction should be close 
 Example: 10 row-rounds at ``B = 2`` verifying 3 nodes each (``d = 1``), ``C(2, 8) = 20`` ms, no overheads, a draft
 of ``4 + 1 B`` ms, prompts of 5 tokens at ``C(1, 5) = 6`` ms, 40 new tokens from two requests: 5 forwards of
 ``20 + 6`` ms plus 12 ms of prefill = 142 ms: 282 tokens per second.
+
+**Replay at another budget** (``budget=k``, `specframe simulate --budget k`): every round is re-priced as if the
+verifier had seen only the first ``k`` draft nodes of the recorded tree in its ranking by path score
+(:mod:`specframe.tree.score_order`; path scores never increase along an edge, so every prefix of the ranking is
+ancestor-closed, and it is the tree a top-``k`` pruner by path score would have kept). The records carry, per round,
+the score order of each accepted node (``path_order``). Per request with recorded rounds ``r = 1..R``:
+
+a. the round's accepted draft tokens become ``a'_r = min(a_r, the number of leading path nodes whose order is
+   below k)``: under greedy verification the accepted path in the kept tree is the recorded path's prefix inside
+   it (the target's argmax at each kept node is the same), plus the bonus token;
+b. its verified draft nodes become ``n'_r = min(k, n_r)``: a budget above a recorded tree verifies that tree, as the
+   replay cannot verify nodes that were never drafted (so ``k`` above the recorded budget reproduces the record);
+c. the request still emits its recorded tokens, at ``a'_r + 1`` a round instead of ``a_r + 1``, so it needs
+   ``R' = R · Σ (a_r + 1) / Σ (a'_r + 1)`` rounds, and every recorded round stands for ``R' / R`` replayed ones
+   (the node counts and the draft time scale the same way; ``τ' = Σ committed / R'``).
+
+The approximation in (c): after a shorter acceptance the following tokens are the same target tokens, but the next
+round's tree would have been drafted from a different position, and that tree was never recorded. The replay
+assumes it would accept, at budget ``k``, as the recorded rounds did on average, i.e. it reuses the request's
+per-round acceptance statistics at ``k`` for the rounds it adds. It holds for greedy verification only (a sampled
+verifier's acceptance in a smaller tree is not a prefix of the recorded one), so records with a temperature above
+0, and records written before ``path_order`` existed, replay only at their own budget (an error names them).
+At ``k`` at or above every recorded tree the replay is the plain simulation above. Where the pipeline ranked its
+nodes otherwise, the replayed tree is still the top ``k`` by path score of the tree that was verified: for
+``deferred_topb`` with a depth bonus ``beta < 0`` the pruner's own top ``k`` can differ in a few nodes, and for a
+``budget: auto`` record (nodes kept by calibrated ``p``) the replay answers "this run's trees, cut to ``k`` by path
+score", not what a fixed-budget run would have drafted. A tree with two siblings of the same token (which no
+built-in builder makes) could accept through the dropped one; the replay then counts the path as cut.
+
+Example at ``k = 2``: a request of 3 rounds that accepted ``a = 3, 1, 0`` draft tokens from trees of 4 nodes, with
+path orders ``[0, 2, 3]``, ``[0]`` and ``[]``: ``a' = 1, 1, 0`` (the first path leaves the kept tree at order 2),
+so the 7 tokens the rounds emitted take ``R' = 3 · 7 / 5 = 4.2`` rounds of 2 nodes each, τ = 7 / 4.2 = 1.67
+instead of 7 / 3 = 2.33.
 """
 
 from __future__ import annotations
@@ -68,15 +101,17 @@ def roofline_profile(accelerator: str, params: float, bytes_per_param: float = 2
 
 @dataclass(frozen=True)
 class Prediction:
-    """One method at one batch size: what its records measured and what the cost model predicts."""
+    """One method at one batch size and budget: what its records measured and what the cost model predicts."""
 
     method: str
     batch_size: int
     requests: int
-    row_rounds: int
+    row_rounds: float  # replayed row-rounds (the recorded count at the recorded budget)
     nodes_per_round: float
     measured_tokens_per_s: float
     predicted_tokens_per_s: float
+    budget: int | None = None  # the replayed budget; None: as recorded (a fixed budget, or the controller's choices)
+    tau: float = 0.0  # committed tokens per replayed round (the bonus counted, the prefill's token not)
 
     @property
     def ratio(self) -> float:
@@ -84,10 +119,74 @@ class Prediction:
         return self.predicted_tokens_per_s / self.measured_tokens_per_s if self.measured_tokens_per_s else 0.0
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """One request's rounds replayed at a budget (:func:`replay_request`): all counts over its replayed rounds."""
+
+    rounds: float  # R'
+    nodes: float  # verified draft nodes, summed
+    drafted: float  # rounds that verified any draft node
+    scale: float  # R' / R: how many replayed rounds each recorded round stands for
+
+
+def kept_prefix(order: Sequence[int], budget: int) -> int:
+    """How many leading nodes of an accepted path with score orders ``order`` lie in the first ``budget`` nodes."""
+    n = 0
+    for o in order:
+        if o >= budget:
+            break
+        n += 1
+    return n
+
+
+def replay_request(record: Mapping[str, Any], budget: int | None) -> Replayed:
+    """``record``'s rounds replayed at ``budget`` (None: as recorded); see the module docstring, steps (a) to (c).
+
+    Raises:
+        ValueError: a budget was given and the record lacks ``path_order`` or was sampled (temperature above 0).
+    """
+    nodes = [int(n) for n in record["tree_nodes"]]
+    accepted = [int(a) for a in record.get("accepted", [0] * len(nodes))]
+    if budget is None:
+        return Replayed(len(accepted), sum(nodes), sum(n > 0 for n in nodes), 1.0)
+    where = f"{record.get('method')!r} (question {record.get('question_id')!r})"
+    if float(record.get("temperature", 0.0) or 0.0) > 0:
+        raise ValueError(f"the records of {where} were sampled (temperature {record.get('temperature')}); a replay "
+                         "at another budget holds for greedy records only; leave out --budget to simulate them at "
+                         "their own budget")
+    orders = record.get("path_order")
+    if orders is None:
+        raise ValueError(f"the records of {where} have no path_order (written before it existed); re-run "
+                         "`specframe bench` to replay them at another budget, or leave out --budget to simulate "
+                         "them at their own budget")
+    kept = [min(a, kept_prefix(o, budget)) for a, o in zip(accepted, orders, strict=True)]  # (a)
+    replay_nodes = [min(budget, n) for n in nodes]  # (b)
+    recorded_tokens = sum(a + 1 for a in accepted)
+    scale = recorded_tokens / sum(a + 1 for a in kept) if accepted else 1.0  # (c)
+    return Replayed(len(accepted) * scale, sum(replay_nodes) * scale, sum(n > 0 for n in replay_nodes) * scale,
+                    scale)
+
+
+def committed_tokens(record: Mapping[str, Any]) -> int:
+    """Tokens the request's rounds committed (Spec-Bench's ``accept_lengths``; without them, every token but the
+    prefill's)."""
+    choices = record.get("choices")
+    if choices:
+        return sum(int(c) for c in choices[0]["accept_lengths"])
+    return max(len(record["tokens"]) - 1, 0)
+
+
 def simulate(records: Sequence[Mapping[str, Any]], profile: CostProfile,
-             draft_ms: tuple[float, float] | None = None) -> list[Prediction]:
-    """Predictions per (method, batch size) of ``records`` under ``profile``; see the module docstring.
-    ``draft_ms``: ``(a, b)`` of the draft cost (None: the records' own measured draft time)."""
+             draft_ms: tuple[float, float] | None = None, budget: int | None = None) -> list[Prediction]:
+    """Predictions per (method, batch size) of ``records`` under ``profile``, replayed at ``budget`` (None: as
+    recorded); see the module docstring. ``draft_ms``: ``(a, b)`` of the draft cost (None: the records' own
+    measured draft time, scaled by the replay's drafted rounds).
+
+    Raises:
+        ValueError: ``budget`` is below 1, or a record cannot be replayed at it (:func:`replay_request`).
+    """
+    if budget is not None and budget < 1:
+        raise ValueError(f"a replayed budget must be at least 1 draft node, got {budget}")
     groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in records:
         if r.get("reference"):
@@ -95,26 +194,31 @@ def simulate(records: Sequence[Mapping[str, Any]], profile: CostProfile,
         groups.setdefault((str(r["method"]), int(r.get("batch_size", 1) or 1)), []).append(r)
     out = []
     for (method, batch), group in sorted(groups.items()):
-        nodes = [int(n) for r in group for n in r["tree_nodes"]]
-        rounds = len(nodes)
+        replays = [replay_request(r, budget) for r in group]
+        rounds = sum(p.rounds for p in replays)
         if rounds == 0:
             continue
         tokens = sum(len(r["tokens"]) for r in group)
-        mean_nodes = sum(nodes) / rounds
-        drafted = sum(n > 0 for n in nodes) / rounds
+        committed = sum(committed_tokens(r) for r in group)
+        mean_nodes = sum(p.nodes for p in replays) / rounds
+        drafted = sum(p.drafted for p in replays) / rounds
         forwards = rounds / batch
         stages = profile.overhead("verify") + profile.overhead("commit")  # a plain round verifies and commits too
         other = stages if drafted or "plain" not in profile.overhead_ms else profile.overhead("plain")
         forward_ms = profile.cost(batch, batch * (1.0 + mean_nodes)) + other + profile.overhead("loop")
         if draft_ms is not None:
             draft_total = forwards * (draft_ms[0] + draft_ms[1] * batch * drafted) if drafted else 0.0
-        else:
-            measured = sum(r["stage_ns"].get(s, 0) for r in group for s in ("draft", "build", "prune")) / 1e6
-            draft_total = measured / batch
+        else:  # each request's measured draft time, for as many drafting rounds as its replay has
+            draft_total = 0.0
+            for r, p in zip(group, replays, strict=True):
+                measured = sum(r["stage_ns"].get(s, 0) for s in ("draft", "build", "prune")) / 1e6
+                recorded = sum(int(n) > 0 for n in r["tree_nodes"])
+                draft_total += measured * (p.drafted / recorded if recorded else 0.0) / batch
         prefill = sum(profile.cost(1, max(int(r.get("prompt_tokens", 1)), 1)) for r in group)
         predicted_ms = forwards * forward_ms + draft_total + prefill
         measured_s = sum(int(r["total_ns"]) for r in group) / 1e9 / batch
-        out.append(Prediction(method, batch, len(group), rounds, round(mean_nodes, 3),
+        out.append(Prediction(method, batch, len(group), round(rounds, 3), round(mean_nodes, 3),
                               tokens / measured_s if measured_s > 0 else 0.0,
-                              tokens / (predicted_ms / 1e3) if predicted_ms > 0 else 0.0))
+                              tokens / (predicted_ms / 1e3) if predicted_ms > 0 else 0.0,
+                              budget, round(committed / rounds, 4)))
     return out

@@ -40,6 +40,7 @@ from specframe.interfaces import DecodeState, RoundContext
 from specframe.sampling import sample
 from specframe.sampling.noise import TARGET, RoundNoise
 from specframe.tree import DraftTree, check_tree
+from specframe.tree.score_order import path_score_order
 from specframe.tree.siblings import path_sibling_ranks
 from specframe.types import DraftProposal, VerifyResult
 
@@ -106,7 +107,7 @@ def run_round(session: Session, rows: list[Row]) -> None:
         row.take_round(outcome.emitted[i], outcome.nodes[i], outcome.depths[i], outcome.accepted[i], drafted[i],
                        None if plan is None else plan.counts[i], stages, outcome.ranks[i],
                        outcome.end_has_children[i],
-                       plain_reason(i, plan, drafting, outcome.nodes[i], rooms[i], cfg.drafts))
+                       plain_reason(i, plan, drafting, outcome.nodes[i], rooms[i], cfg.drafts), outcome.orders[i])
         if session.alarm is not None:  # host counts this round has read already
             session.alarm.observe(outcome.nodes[i], outcome.accepted[i])
     if session.auto is not None and plan is not None:
@@ -217,7 +218,7 @@ class RoundOutcome:
 
     def __init__(self, nodes: list[int], depths: list[int], paths: list[list[int]], emitted: list[list[int]],
                  ranks: list[list[int]] | None = None, end_has_children: list[bool] | None = None,
-                 extra: list[list[int]] | None = None) -> None:
+                 extra: list[list[int]] | None = None, orders: list[list[int]] | None = None) -> None:
         self.extra = extra  # [B, E] the caller's extra integers (budget: auto's sorted p), read with the rest
         self.nodes = nodes  # [B] draft nodes verified (root excluded)
         self.depths = depths  # [B] deepest valid node
@@ -226,11 +227,13 @@ class RoundOutcome:
         self.accepted = [len(p) - 1 for p in paths]  # [B] draft tokens accepted (the bonus excluded)
         self.ranks = ranks or [[] for _ in paths]  # [B] sibling rank of each accepted node (root excluded)
         self.end_has_children = end_has_children or [False] * len(paths)  # [B] the path's last node has a child
+        self.orders = orders or [[] for _ in paths]  # [B] score order of each accepted node (root excluded)
 
     @classmethod
     def read(cls, tree: DraftTree, result: VerifyResult, extra: torch.Tensor | None = None) -> RoundOutcome:
         """Pack every row's node count, depth, accepted count, bonus, path, path tokens, the path nodes' sibling
-        ranks and child flags (:mod:`specframe.tree.siblings`) and ``extra`` ``[B, E]`` int64 (when given) into one
+        ranks and child flags (:mod:`specframe.tree.siblings`), their score orders (:mod:`specframe.tree.score_order`)
+        and ``extra`` ``[B, E]`` int64 (when given) into one
         tensor, read it once, and check the verifier's path on the host (root first, increasing, inside the tree,
         -1 padded)."""
         b = tree.batch_size
@@ -247,11 +250,12 @@ class RoundOutcome:
         depth = torch.where(tree.valid, tree.depth, torch.zeros_like(tree.depth)).amax(dim=1)  # [B]
         ranks, has_child = path_sibling_ranks(tree, nodes)  # [B, D + 1] each
         columns = [tree.num_nodes.to(dev)[:, None] - 1, depth.to(dev)[:, None], result.num_accepted.long()[:, None],
-                   result.bonus_token.long()[:, None], nodes, tokens, ranks, has_child.long()]
+                   result.bonus_token.long()[:, None], nodes, tokens, ranks, has_child.long(),
+                   path_score_order(tree, nodes)]
         if extra is not None:
             columns.append(extra.to(dev))
-        packed = torch.cat(columns, dim=1).tolist()  # [B, 4 + 4 (D + 1) + E]: the round's one read
-        paths, emitted, path_ranks, end_open = [], [], [], []
+        packed = torch.cat(columns, dim=1).tolist()  # [B, 4 + 5 (D + 1) + E]: the round's one read
+        paths, emitted, path_ranks, end_open, orders = [], [], [], [], []
         for b, row in enumerate(packed):
             path_row, token_row = row[4 : 4 + width], row[4 + width : 4 + 2 * width]
             rank_row, child_row = row[4 + 2 * width : 4 + 3 * width], row[4 + 3 * width : 4 + 4 * width]
@@ -266,6 +270,7 @@ class RoundOutcome:
             emitted.append(token_row[1:count] + [row[3]])
             path_ranks.append(rank_row[1:count])
             end_open.append(bool(child_row[count - 1]))
+            orders.append(row[4 + 4 * width + 1 : 4 + 4 * width + count])
         return cls(nodes=[r[0] for r in packed], depths=[r[1] for r in packed], paths=paths, emitted=emitted,
-                   ranks=path_ranks, end_has_children=end_open,
-                   extra=None if extra is None else [r[4 + 4 * width:] for r in packed])
+                   ranks=path_ranks, end_has_children=end_open, orders=orders,
+                   extra=None if extra is None else [r[4 + 5 * width:] for r in packed])

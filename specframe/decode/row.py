@@ -53,16 +53,18 @@ class Row:
 
     def take_round(self, tokens: list[int], nodes: int, depth: int, accepted: int, drafted: bool,
                    budget: int | None, stage_ns: dict[str, int] | None, path_ranks: Sequence[int] = (),
-                   end_has_children: bool = False, plain_reason: str | None = None) -> None:
+                   end_has_children: bool = False, plain_reason: str | None = None,
+                   path_order: Sequence[int] = ()) -> None:
         """Take a round's ``tokens`` (:meth:`take`) and record the round: ``committed`` is what the request kept
         (after EOS, length and stop-string trimming), ``accepted`` at most that. ``stage_ns`` is the round's
         shared dict of stage times (None when not timed); ``path_ranks`` and ``end_has_children`` the verifier's
         verdict before any trimming (:attr:`specframe.metrics.records.RoundRecord.path_ranks`); ``plain_reason`` why
-        the row verified no draft node (None: it verified some)."""
+        the row verified no draft node (None: it verified some); ``path_order`` the accepted nodes' score orders
+        (:attr:`specframe.metrics.records.RoundRecord.path_order`)."""
         taken, removed = self._take(tokens)
         committed = len(taken) - (removed or 0)  # tokens, counts and speed never include what the user does not get
         self.rounds.append(nodes, depth, min(accepted, committed), committed, drafted, budget, stage_ns,
-                           path_ranks, end_has_children, plain_reason)
+                           path_ranks, end_has_children, plain_reason, path_order)
 
     def _take(self, tokens: list[int]) -> tuple[list[int], int | None]:
         room = self.inputs.cap - len(self.new)

@@ -41,6 +41,10 @@ class RoundRecord:
     path_ranks: list[int] = field(default_factory=list)
     end_has_children: bool = False
     plain_reason: str | None = None  # why no draft node was verified (`specframe.cost.reasons`; None: some were)
+    #: Score order of each accepted node, depth 1 first: its place among the round's verified draft nodes ranked by
+    #: path score (:mod:`specframe.tree.score_order`; before any trimming). A replay at a smaller budget ``k`` keeps
+    #: the path's prefix whose orders are all below ``k`` (:mod:`specframe.bench.simulate`).
+    path_order: list[int] = field(default_factory=list)
 
     @property
     def round_ns(self) -> int:
@@ -52,8 +56,9 @@ class RoundLog(Sequence[RoundRecord]):
 
     Storage: ``_ints`` holds :data:`FIELDS` integers per round (``drafted`` and ``end_has_children`` as 0/1,
     ``budget`` -1 for None); ``_ranks`` every round's ``path_ranks`` one after another, round ``i``'s ending at
-    ``_rank_ends[i]``; ``_reasons`` each round's ``plain_reason`` (a shared string or None); ``_stages`` the round's
-    stage times, a dict the round's rows share (read-only here; None when not timed). E.g. after
+    ``_rank_ends[i]``, and ``_orders`` their ``path_order`` likewise up to ``_order_ends[i]``; ``_reasons`` each
+    round's ``plain_reason`` (a shared string or None); ``_stages`` the round's stage times, a dict the round's rows
+    share (read-only here; None when not timed). E.g. after
     ``log.append(4, 3, 2, 3, True, None, None, [0, 1], True)``:
     ``log[0] == RoundRecord(4, 3, 2, 3, {}, True, None, [0, 1], True)``.
     """
@@ -66,20 +71,25 @@ class RoundLog(Sequence[RoundRecord]):
         self._ints = array("q")  # [rounds * len(FIELDS)]
         self._ranks = array("q")  # [sum of the rounds' path lengths]
         self._rank_ends = array("q")  # [rounds]
+        self._orders = array("q")  # [sum of the rounds' path lengths]
+        self._order_ends = array("q")  # [rounds]
         self._reasons: list[str | None] = []
         self._stages: list[dict[str, int] | None] = []
         for r in records:
             self.append(r.nodes, r.depth, r.accepted, r.committed, r.drafted, r.budget, r.stage_ns or None,
-                        r.path_ranks, r.end_has_children, r.plain_reason)
+                        r.path_ranks, r.end_has_children, r.plain_reason, r.path_order)
 
     def append(self, nodes: int, depth: int, accepted: int, committed: int, drafted: bool, budget: int | None,
                stage_ns: dict[str, int] | None, path_ranks: Sequence[int] = (),
-               end_has_children: bool = False, plain_reason: str | None = None) -> None:
+               end_has_children: bool = False, plain_reason: str | None = None,
+               path_order: Sequence[int] = ()) -> None:
         """Record a round; ``stage_ns`` is kept by reference (the caller does not change it afterwards)."""
         self._ints.extend((nodes, depth, accepted, committed, drafted, -1 if budget is None else budget,
                            end_has_children))
         self._ranks.extend(path_ranks)
         self._rank_ends.append(len(self._ranks))
+        self._orders.extend(path_order)
+        self._order_ends.append(len(self._orders))
         self._reasons.append(plain_reason)
         self._stages.append(stage_ns)
 
@@ -100,11 +110,13 @@ class RoundLog(Sequence[RoundRecord]):
         nodes, depth, accepted, committed, drafted, budget, end_has_children = self._ints[w * i : w * i + w]
         stage = self._stages[i]
         first = self._rank_ends[i - 1] if i else 0
+        first_order = self._order_ends[i - 1] if i else 0
         return RoundRecord(nodes=nodes, depth=depth, accepted=accepted, committed=committed,
                            stage_ns=dict(stage) if stage else {}, drafted=bool(drafted),
                            budget=None if budget < 0 else budget,
                            path_ranks=self._ranks[first : self._rank_ends[i]].tolist(),
-                           end_has_children=bool(end_has_children), plain_reason=self._reasons[i])
+                           end_has_children=bool(end_has_children), plain_reason=self._reasons[i],
+                           path_order=self._orders[first_order : self._order_ends[i]].tolist())
 
     def __iter__(self) -> Iterator[RoundRecord]:
         return (self[i] for i in range(len(self)))
