@@ -1,10 +1,11 @@
 """The depth x rank acceptance profile: how often the target accepts a child of each sibling rank, per depth.
 
-JetSpec's ``depth_rank_histogram`` (hao-ai-lab/JetSpec, ``jetflow/tree/profile_guided``) ranks draft nodes by an
-offline table ``h[d][r]``: for a node at depth ``d`` of sibling rank ``r`` (rank 0 = the drafter's top choice among
-its parent's children, :mod:`specframe.tree.siblings`), the probability that it is the child the target accepts,
-given that its parent was accepted and has children. This module records that table from decode rounds and reads
-and writes it as JSON (never pickle); the pruner that uses it is ``specframe_trees.pruners.depth_rank_histogram``.
+JetSpec's ``depth_rank_histogram`` (hao-ai-lab/JetSpec, ``jetspec/tree/profile_guided``) caps each depth's
+fan-out by an offline table ``h[d][r]``: for a node at depth ``d`` of sibling rank ``r`` (rank 0 = the drafter's
+top choice among its parent's children, :mod:`specframe.tree.siblings`), the probability that it is the child the
+target accepts, given that its parent was accepted and has children. This module records that table from decode
+rounds and reads and writes it as JSON (never pickle); the pruner that uses it is
+``specframe_trees.pruners.depth_rank_histogram``.
 
 Counts, per round with accepted nodes ``v_1 .. v_a`` of sibling ranks ``ρ_1 .. ρ_a``
 (:attr:`specframe.metrics.records.RoundRecord.path_ranks`):
@@ -15,8 +16,9 @@ Counts, per round with accepted nodes ``v_1 .. v_a`` of sibling ranks ``ρ_1 .. 
    all, so ``trials[a + 1] += 1`` and no rank is credited;
 3. rounds decoded without a draft (``budget: auto``'s plain rounds) are skipped.
 
-``h[d][r] = (accepted[d][r] + s) / (trials[d] + 2 s)`` with ``s`` the pruner's Laplace count: strictly inside
-``(0, 1)``, so a path's product of entries strictly falls along every edge.
+The pruner's default rule (``fanout_cap``, JetSpec's) compares the raw rate ``accepted[d][r] / trials[d]`` with
+its ``tau``; its ``path_product`` rule reads ``h[d][r] = (accepted[d][r] + s) / (trials[d] + 2 s)`` with ``s`` a
+Laplace count: strictly inside ``(0, 1)``, so a path's product of entries strictly falls along every edge.
 
 What the rounds cannot tell: how many children the accepted parent had. A rank-``r`` cell therefore estimates
 ``P(the accepted child has rank r | parent accepted with children)`` (JetSpec's pruner module documents its table

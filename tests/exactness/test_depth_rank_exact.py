@@ -3,8 +3,9 @@
 Greedy: the pipeline's tokens equal ``model.generate`` (the harness of :mod:`tests.exactness.test_greedy_exact_hf`:
 an oracle drafter with and without rank noise, a drafter that always misses). Sampling: WALK over the pruned trees
 emits plain decoding's tokens for the same seeds, alone, batched and with batch-mates (the harness of
-:mod:`tests.exactness.test_sampled_equals_plain`). The profile prefers first-level siblings to the drafter's chain,
-so the pruner keeps trees that no path-score pruner would, and over-expanded builders (24 nodes) are cut to 10.
+:mod:`tests.exactness.test_sampled_equals_plain`). Both rules run: JetSpec's fan-out cap (the default; two
+ranks at depth 1, chains below) and the path product, whose profile prefers first-level siblings to the drafter's
+chain, so it keeps trees that no path-score pruner would; over-expanded builders (24 nodes) are cut to 10.
 """
 
 from __future__ import annotations
@@ -24,11 +25,15 @@ BUILDERS = [{"type": "heap", "budget": 24}, {"type": "dartree", "mode": "pruned"
             {"type": "accum_logp", "budget": 24}]
 
 
-@pytest.fixture(scope="module")
-def pruner(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+#: Both rules; the fan-out cap's tau keeps ranks 0-1 at depth 1 and rank 0 below (caps [2, 1, 1]).
+RULES: list[dict[str, Any]] = [{"rule": "fanout_cap", "tau": 0.3}, {"rule": "path_product"}]
+
+
+@pytest.fixture(scope="module", params=RULES, ids=[r["rule"] for r in RULES])
+def pruner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = Path(tmp_path_factory.mktemp("profile")) / "profile.json"
     path.write_text(dumps(DepthRankCounts(trials=[20, 12, 8], accepted=[[8, 9, 2], [7, 3], [5]])))
-    return {"type": "depth_rank_histogram", "profile": str(path)}
+    return {"type": "depth_rank_histogram", "profile": str(path), **request.param}
 
 
 @pytest.fixture(scope="module")

@@ -115,7 +115,8 @@ def specframe_pruners() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="pruner", name="depth_rank_histogram", config=DepthRankHistogramConfig,
         factory=build_depth_rank_histogram,
-        summary="JetSpec: top-B by the product of an offline depth x rank acceptance profile along each path",
+        summary="JetSpec: per-depth fan-out cap from an offline depth x rank acceptance profile (how many ranks "
+                "reach tau), then top-B by path log-prob; or top-B by the profile's path product",
     )
     yield ComponentSpec(
         kind="pruner", name="taps", config=TapsConfig, factory=build_taps,

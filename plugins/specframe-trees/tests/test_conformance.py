@@ -16,6 +16,16 @@ def depth_rank_profile(workdir: Path) -> dict[str, Any]:
     return {"profile": str(path)}
 
 
+def depth_rank_path_product(workdir: Path) -> dict[str, Any]:
+    """The same profile under the path-product rule."""
+    return {**depth_rank_profile(workdir), "rule": "path_product"}
+
+
+def depth_rank_tight_cap(workdir: Path) -> dict[str, Any]:
+    """JetSpec's fan-out cap with a tau that caps every depth (caps [2, 1, 1])."""
+    return {**depth_rank_profile(workdir), "rule": "fanout_cap", "tau": 0.2}
+
+
 class TestTreesConformance(ConformanceSuite):
     plugin = "trees"
     cases = (
@@ -42,4 +52,6 @@ class TestTreesConformance(ConformanceSuite):
         ConformanceCase("pruner", "taps"),
         ConformanceCase("pruner", "taps", config={"sibling_discount": 1.0}, variant="marginals"),
         ConformanceCase("pruner", "depth_rank_histogram", config=depth_rank_profile),
+        ConformanceCase("pruner", "depth_rank_histogram", config=depth_rank_tight_cap, variant="tight-cap"),
+        ConformanceCase("pruner", "depth_rank_histogram", config=depth_rank_path_product, variant="path-product"),
     )
