@@ -243,6 +243,20 @@ def test_fanout_cap_counts_the_ranks_that_clear_tau_as_jetspec(tmp_path):
     assert kept_nodes(tree, pruned, 0) == {1}
 
 
+def test_fanout_cap_does_not_count_the_pooled_column_of_a_full_row_as_a_rank() -> None:
+    """The recorder pools ranks >= MAX_RANKS - 1 into a full row's last column: its rate caps nothing by itself (the
+    shipped profile's depth 1 has 6 of 294 there, over tau 0.02, beside five ranks that clear it: cap 5, not 6); a
+    full row whose every column clears tau is uncapped."""
+    from specframe_trees.pruners.depth_rank_histogram import UNCAPPED, fanout_caps
+
+    from specframe.metrics.depth_rank import MAX_RANKS
+
+    five_and_pool = [[50, 20, 10, 8, 7] + [0] * (MAX_RANKS - 6) + [6]]
+    assert fanout_caps(DepthRankCounts(trials=[100], accepted=five_and_pool), 0.05) == [5]
+    assert fanout_caps(DepthRankCounts(trials=[100], accepted=[[6] * MAX_RANKS]), 0.05) == [UNCAPPED]
+    assert fanout_caps(DepthRankCounts(trials=[100], accepted=[[6] * (MAX_RANKS - 1) + [1]]), 0.05) == [MAX_RANKS - 1]
+
+
 def test_fanout_cap_leaves_unprofiled_depths_uncapped_and_cuts_trees_within_the_budget(tmp_path):
     """Depth 2 has no trials and depth 3 is past the profile: full fan-out there; depth 1's cap of 1 still
     drops b from a tree that fits the budget."""
@@ -319,3 +333,17 @@ def test_pruner_outputs_stay_on_the_trees_device(tmp_path):
     tree = DraftTree.from_lists([7, 1, 2, 3], [-1, 0, 0, 1], logq=[0.0, -0.1, -0.9, -0.2])
     pruned = pruner_for(DepthRankCounts([4, 4], [[2, 1], [1, 0]]), tmp_path, budget=1).prune(tree, ctx(99))
     assert pruned.tokens.device == torch.device("cpu") and pruned.capacity == 2
+
+
+def test_fanout_cap_refuses_builder_scores_that_rise_along_an_edge_when_checking(tmp_path):
+    """The cap keeps a top-B prefix of the builder's path scores, which is a tree only if no node outranks its
+    parent: the pipeline's checking mode names the first node that does (as deferred_topb does)."""
+    from dataclasses import replace
+
+    from specframe.errors import ContractError
+
+    tree = DraftTree.from_lists([9, 1, 2], [-1, 0, 1], score=[0.0, -1.0, -0.5])
+    pruner = pruner_for(DepthRankCounts(trials=[10, 10], accepted=[[9, 1], [9, 1]]), tmp_path, budget=1,
+                        rule="fanout_cap", tau=0.3)
+    with pytest.raises(ContractError, match="depth_rank_histogram: in row 0, node 2 ranks above its parent"):
+        pruner.prune(tree, replace(ctx(1), check=True))

@@ -65,10 +65,7 @@ class DeferredTopBPruner(Pruner):
         budget = self.config.budget if self.config.budget is not None else ctx.budget
         ranked = tree.score.double() + self.config.beta * tree.depth.double()  # [B, N]
         if ctx.check:  # the contract check reads the device: only in the pipeline's checking mode
-            parent_rank = ranked.gather(1, tree.parent.clamp(min=0))
-            rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)  # [B, N]
-            if bool(rises.any()):
-                self._report_rise(rises, ranked, parent_rank)
+            check_no_rise(tree, ranked, "deferred_topb", "score + beta * depth")
         if tree.capacity <= budget + 1:  # every row fits (a host fact: nothing to read)
             return tree
         with torch.inference_mode():
@@ -85,14 +82,20 @@ class DeferredTopBPruner(Pruner):
             # No row keeps more than budget + 1 nodes: the capacity is known without reading the device.
             return tree.subtree(keep, capacity=min(budget + 1, n))
 
-    @staticmethod
-    def _report_rise(rises: torch.Tensor, ranked: torch.Tensor, parent_rank: torch.Tensor) -> None:
-        """Raise the contract error naming the first node that ranks above its parent."""
-        b, i = (int(x) for x in rises.nonzero()[0])
-        raise ContractError(
-            f"deferred_topb: in row {b}, node {i} ranks above its parent (score + beta * depth "
-            f"{float(ranked[b, i]):.6g} > {float(parent_rank[b, i]):.6g}); path scores must never increase "
-            "along an edge (log-probs <= 0), or the global top-B is not a valid tree", stage="tree_builder")
+
+def check_no_rise(tree: DraftTree, ranked: torch.Tensor, pruner: str, what: str) -> None:
+    """The contract of a pruner that keeps a top-B prefix by ``ranked`` ``[B, N]``: no node ranks above its parent
+    (else the kept set may drop a parent); a `ContractError` naming the first such node. Reads the device: call it
+    only in the pipeline's checking mode (``ctx.check``)."""
+    parent_rank = ranked.gather(1, tree.parent.clamp(min=0))  # [B, N]
+    rises = tree.valid & (tree.parent >= 0) & (ranked > parent_rank)  # [B, N]
+    if not bool(rises.any()):
+        return
+    b, i = (int(x) for x in rises.nonzero()[0])
+    raise ContractError(
+        f"{pruner}: in row {b}, node {i} ranks above its parent ({what} {float(ranked[b, i]):.6g} > "
+        f"{float(parent_rank[b, i]):.6g}); path scores must never increase along an edge (log-probs <= 0), or the "
+        "global top-B is not a valid tree", stage="tree_builder")
 
 
 def build_deferred_topb(config: DeferredTopBConfig, ctx: BuildContext | None = None) -> DeferredTopBPruner:

@@ -74,6 +74,7 @@ from specframe.interfaces import BuildContext, Pruner, RoundContext
 from specframe.metrics.depth_rank import MAX_RANKS, DepthRankCounts, load_counts
 from specframe.tree import DraftTree
 from specframe.tree.siblings import path_sibling_ranks
+from specframe_trees.pruners.deferred_topb import check_no_rise
 
 #: A cap that never binds (no node has this many siblings).
 UNCAPPED = MAX_TREE_NODES + 1
@@ -105,9 +106,13 @@ def fanout_caps(counts: DepthRankCounts, tau: float) -> list[int]:
         if tau <= 0 or t == 0:
             caps.append(UNCAPPED)
             continue
-        clears = sum(1 for a in row if a / t >= tau)
-        # A full row whose pooled last column (ranks >= MAX_RANKS - 1) clears tau caps nothing.
-        caps.append(UNCAPPED if clears >= MAX_RANKS else max(1, clears))
+        # A full row's last column pools every rank >= MAX_RANKS - 1 (the recorder's bound, not a rank of its own):
+        # it counts no rank towards the cap, and when every rank below it and it too clear tau, nothing is capped.
+        pooled = len(row) == MAX_RANKS
+        ranks = row[:-1] if pooled else row
+        clears = sum(1 for a in ranks if a / t >= tau)
+        everything = pooled and clears == len(ranks) and row[-1] / t >= tau
+        caps.append(UNCAPPED if everything else max(1, clears))
     return caps
 
 
@@ -173,6 +178,8 @@ class DepthRankHistogramPruner(Pruner):
             n = tree.capacity
             index = torch.arange(n, device=tree.score.device)
             score = tree.score.double()  # [B, N]
+            if ctx.check and self.config.rule == "fanout_cap":  # reads the device: the checking mode only
+                check_no_rise(tree, score, "depth_rank_histogram", "builder path score")
             if self.config.rule == "fanout_cap":
                 # Step 3: best path score first among eligible nodes; the rest after them (two stable sorts,
                 # so equal scores keep the lower index, an ancestor, first).
