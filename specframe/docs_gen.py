@@ -1,5 +1,6 @@
 """Generators for the documentation pages that must never drift from the code, and for the blocks of hand-written
-pages that must never drift from the result files (:mod:`specframe.docs_claims`: every speed claim).
+pages that must never drift from the result files (:mod:`specframe.docs_claims`: every speed claim;
+:mod:`specframe.docs_siblings`: the sibling-conditional acceptance table, counts only).
 
 ``python -m specframe.docs_gen`` rewrites them; ``python -m specframe.docs_gen --check`` fails (status 1)
 when a committed page or block differs from what the code generates, which CI runs. A block is the text between
@@ -14,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from specframe import docs_claims, docs_reference, hookspecs
+from specframe import docs_claims, docs_reference, docs_siblings, hookspecs
 from specframe.files import write_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,10 @@ def _doc_to_md(doc: str) -> str:
 
 
 #: Blocks of hand-written pages: (page, block name) -> renderer.
-BLOCKS: dict[tuple[str, str], Callable[[], str]] = dict(docs_claims.BLOCKS)
+BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
+    **docs_claims.BLOCKS,
+    ("docs/benchmarks.md", "sibling-acceptance"): lambda: docs_siblings.sibling_acceptance_table("docs/benchmarks.md"),
+}
 
 PAGES: dict[str, Callable[[], str]] = {
     "docs/plugins/hooks.md": render_hooks,

@@ -2,8 +2,12 @@
 
 A figure is **published** when its run followed the measurement protocol (docs/concepts/benchmark-protocol.md):
 
-* it ran under the quiet rule (:func:`specframe.bench.quiet.judge` on the file's ``protocol.quiet`` record);
-* a per-set speed report read the held-out ``report`` split with at least :data:`MIN_PROMPTS` prompts per set;
+* it ran under the quiet rule (:func:`specframe.bench.quiet.judge` on the file's ``protocol.quiet`` record), when it
+  is a timed file: a file of counts (τ, acceptance rates; ``timed=False``) quotes no time, so the load is only
+  recorded and shown (it can reach the counts only through the linear kernel ``cpu_linear: auto`` measures and
+  picks, whose last-bit differences may flip a greedy near-tie; the plain loop it is checked against runs on the
+  same kernels);
+* a per-set report read the held-out ``report`` split with at least :data:`MIN_PROMPTS` prompts per set;
 * it was no smoke run.
 
 :data:`RESULT_FILES` lists every result file the README and ``docs/benchmarks.md`` render, with the script that
@@ -40,10 +44,11 @@ class ResultFile:
 
     path: str
     script: str
-    per_set: bool  # a speed report per prompt set (split and prompt count apply)
+    per_set: bool  # a report per prompt set (split and prompt count apply)
     published: bool = False  # what the docs claim; checked against the file
     key: str | None = None
     pending: bool = False  # may be absent: the docs then say "not measured yet" (its run is still to be made)
+    timed: bool = True  # quotes times or speeds (the quiet rule applies); False: counts only (τ, acceptance)
 
 
 RESULT_FILES: tuple[ResultFile, ...] = (
@@ -58,6 +63,8 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/loop-overhead/smollm2.json", "loop_overhead", per_set=False),
     ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True),
     ResultFile("docs/benchmarks/tree-baselines/results.json", "corrector_ablation", per_set=True, pending=True),
+    ResultFile("docs/benchmarks/siblings/smollm2.json", "sibling_acceptance", per_set=True, published=True,
+               timed=False),
 )
 
 
@@ -81,12 +88,13 @@ def start_load(report: Mapping[str, Any]) -> float | None:
     return None
 
 
-def verdict(report: Mapping[str, Any], *, per_set: bool = True) -> Verdict:
-    """Whether ``report`` (a result JSON) meets the measurement protocol (see the module docstring)."""
+def verdict(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = True) -> Verdict:
+    """Whether ``report`` (a result JSON) meets the measurement protocol (see the module docstring); ``timed``:
+    the file quotes times (the quiet rule applies), else counts only."""
     protocol = report.get("protocol") or {}
     reasons = []
     quiet, why = judge(protocol.get("quiet"))
-    if not quiet:
+    if timed and not quiet:
         start = start_load(report)
         reasons.append(why if start is None or protocol.get("quiet") else f"{why}; 1-minute load {start:.2f} at the "
                        "start")
@@ -102,7 +110,7 @@ def verdict(report: Mapping[str, Any], *, per_set: bool = True) -> Verdict:
     return Verdict(not reasons, reasons)
 
 
-def status_line(report: Mapping[str, Any], *, per_set: bool = True) -> str:
+def status_line(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = True) -> str:
     """The provenance line under a table: CPU, loads, split and prompts, commit, and the protocol's verdict."""
     machine = report.get("machine") or {}
     protocol = report.get("protocol") or {}
@@ -120,9 +128,12 @@ def status_line(report: Mapping[str, Any], *, per_set: bool = True) -> str:
     parts = [f"CPU: {machine.get('cpu', 'not recorded')}", load,
              f"split: {split}" + (f", {prompts} prompts per set" if per_set and prompts else ""),
              f"commit: {commit}", f"cache: {cache or 'the user cache (not recorded)'}"]
-    judged = verdict(report, per_set=per_set)
+    judged = verdict(report, per_set=per_set, timed=timed)
     quiet_ok = judge(protocol.get("quiet"))[0]
     head = "Measured under the protocol" if judged.published else \
-        ("**Not a published measurement**" if quiet_ok else "**Not under the quiet rule**") + \
+        ("**Not a published measurement**" if quiet_ok or not timed else "**Not under the quiet rule**") + \
         " (" + "; ".join(judged.reasons) + ")"
+    if judged.published and not timed:
+        head += " for counts (τ and acceptance, no times: the quiet rule does not apply" + \
+            ("" if quiet_ok else ", and the machine was not quiet") + ")"
     return f"{head}. " + "; ".join(parts) + "."

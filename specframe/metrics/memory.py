@@ -36,7 +36,13 @@ def _storage(t: torch.Tensor) -> tuple[int, int] | None:
     """(storage address, bytes) of a tensor with real memory; None for meta or empty tensors."""
     if t.device.type == "meta":
         return None
-    storage = t.untyped_storage()
+    try:
+        storage = t.untyped_storage()
+    except (NotImplementedError, RuntimeError):
+        # an opaque tensor (a oneDNN-prepacked weight) has no storage to address: the tensor itself is the
+        # owner, its bytes its elements'
+        nbytes = t.numel() * t.element_size()
+        return (id(t), nbytes) if nbytes else None
     nbytes = storage.nbytes()
     return (storage.data_ptr(), nbytes) if nbytes else None
 

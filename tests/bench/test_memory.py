@@ -31,6 +31,20 @@ def test_storages_are_counted_once_and_private_state_is_not_a_parameter() -> Non
     assert sum(owned_storages(obj).values()) == 160 + 48
 
 
+def test_a_prepacked_weight_is_counted_not_refused() -> None:
+    """A oneDNN-prepacked weight (an opaque tensor with no addressable storage, what a target or drafter holds once
+    ``cpu_linear`` has packed it) counts its elements' bytes beside the original weight; it used to raise
+    NotImplementedError, so a pipeline's memory could not be read after its first decode."""
+    from specframe.cpu_linear import PackedLinear, onednn_linear_available
+
+    if not onednn_linear_available():
+        pytest.skip("this torch build has no oneDNN packed linear operators")
+    packed = PackedLinear(torch.nn.Linear(8, 6, bias=False))  # weight 6 x 8 float32: 192 bytes, packed the same
+    assert packed.packed_weight.is_mkldnn or packed.packed_weight.layout != torch.strided
+    found = owned_storages(Holder(layer=packed, again=packed))
+    assert sum(found.values()) == 2 * 6 * 8 * 4 and len(found) == 2
+
+
 def test_shared_tensors_belong_to_their_first_owner() -> None:
     """A drafter sharing the target's embedding does not count it; a head holding the drafter counts its own only."""
     embed = torch.nn.Embedding(100, 8)  # 3,200 bytes

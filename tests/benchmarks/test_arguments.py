@@ -13,7 +13,7 @@ import torch
 
 SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness",
            "corrector_ablation", "draft_vocab", "loop_overhead", "smollm2_eval", "smollm2_heldout",
-           "smollm2_recipe_ablations", "tree_construction")
+           "smollm2_recipe_ablations", "sibling_acceptance", "tree_construction")
 RECIPE = "recipes/smollm2/drafter-stage3.yaml"
 
 
@@ -67,6 +67,8 @@ CASES = [
     ("corrector_ablation", ["--split", "report", "--n", "8"], "--split"),
     ("draft_vocab", ["--split", "report"], "--split"),
     ("bf16_exactness", ["--split", "report", "--n", "5"], "--split"),
+    ("sibling_acceptance", ["--split", "report", "--n", "19"], "--split"),
+    ("sibling_acceptance", ["--max-new-tokens", "0"], "--max-new-tokens"),
     ("auto_budget", ["--split", "all"], "--split"),
     ("auto_budget", ["--wait-quiet", "-1"], "--wait-quiet"),
     ("batch_decoding", ["--batch-sizes", "0"], "--batch-sizes"),
@@ -152,7 +154,7 @@ def test_threads_zero_means_torchs_default() -> None:
 
 
 SPLIT_SCRIPTS = ("auto_budget", "batch_decoding", "bf16_exactness", "corrector_ablation", "draft_vocab",
-                 "smollm2_eval")
+                 "sibling_acceptance", "smollm2_eval")
 
 
 @pytest.mark.parametrize("name", SPLIT_SCRIPTS)

@@ -56,7 +56,7 @@ COVERED: dict[str, str] = {
     **{f"benchmarks/{name}.py": f"tests/benchmarks/test_smoke.py::test_{name}"
        for name in ("auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
                     "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations",
-                    "tree_construction", "loop_overhead", "corrector_ablation")},
+                    "tree_construction", "loop_overhead", "corrector_ablation", "sibling_acceptance")},
     "benchmarks/accelerator_check.py": "tests/benchmarks/test_smoke.py::test_accelerator_check_on_cpu",
     "specframe vllm-export": "plugins/specframe-vllm/tests/test_export.py::test_cli",
 }

@@ -33,7 +33,7 @@ def report_of(entry: ResultFile) -> dict[str, Any]:
 
 @pytest.mark.parametrize("entry", RESULT_FILES, ids=[f"{e.path}:{e.key or e.script}" for e in RESULT_FILES])
 def test_a_file_is_called_published_only_when_its_recorded_loads_meet_the_rule(entry: ResultFile) -> None:
-    judged = verdict(report_of(entry), per_set=entry.per_set)
+    judged = verdict(report_of(entry), per_set=entry.per_set, timed=entry.timed)
     assert judged.published == entry.published, (entry.path, judged.reasons)
 
 
@@ -42,7 +42,7 @@ def test_every_rendered_table_carries_its_files_status(entry: ResultFile) -> Non
     """The docs page holds the status line of every file it renders (``docs_gen --check`` keeps it current)."""
     pages = (ROOT / "README.md").read_text(encoding="utf-8") + (ROOT / "docs" / "benchmarks.md").read_text(
         encoding="utf-8")
-    assert status_line(report_of(entry), per_set=entry.per_set) in pages
+    assert status_line(report_of(entry), per_set=entry.per_set, timed=entry.timed) in pages
 
 
 def test_the_rule_rejects_what_the_old_default_let_through() -> None:
@@ -58,6 +58,21 @@ def test_the_rule_rejects_what_the_old_default_let_through() -> None:
     assert verdict({**published, "smoke": True}).reasons == ["a smoke run"]
     assert not verdict({"protocol": {**published["protocol"], "split": "tune"}}).published
     assert not verdict({"protocol": {**published["protocol"], "prompts_per_set": 5}}).published
+
+
+def test_a_file_of_counts_is_spared_the_quiet_rule_but_not_the_split_or_the_prompt_count() -> None:
+    """A τ/acceptance file (``timed=False``) quotes no time: a busy machine does not bar it, and its status line says
+    so; the report split, 20 prompts per set and no smoke run still apply, and a timed file stays barred."""
+    busy = {"protocol": {"quiet": {"threads": 1, "start": 1.4, "during_max": 2.1, "samples": 9},
+                         "split": "report", "prompts_per_set": 20}}
+    assert verdict(busy, timed=False).published and not verdict(busy).published
+    line = status_line(busy, timed=False)
+    assert line.startswith("Measured under the protocol for counts") and "the machine was not quiet" in line
+    assert "1-minute load 1.40 at the start, at most 2.10 during the run" in line
+    assert verdict({"protocol": {**busy["protocol"], "split": "tune"}}, timed=False).reasons == [
+        "split tune, not report"]
+    assert not verdict({"protocol": {**busy["protocol"], "prompts_per_set": 19}}, timed=False).published
+    assert verdict({**busy, "smoke": True}, timed=False).reasons == ["a smoke run"]
 
 
 @pytest.mark.parametrize("name", TIMING_SCRIPTS)

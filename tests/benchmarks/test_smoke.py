@@ -182,6 +182,31 @@ def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
 
 
 @real_model
+def test_sibling_acceptance(smoke_env: Path, tmp_path: Path) -> None:
+    """Every pipeline on every set: outputs equal the plain loop's; the counts are consistent with the rounds (a
+    round counts at most one stopped node, so a depth's total is at most the rounds; a chain only ever accepts the
+    drafter's top choice, rank 0); the memory names the correction head of the pipelines that have one."""
+    needs_sets(*SPEED_SETS)
+    report = run("sibling_acceptance", ["--smoke"], tmp_path / "siblings.json")
+    assert report["smoke"] and [p["label"] for p in report["pipelines"]] == [
+        "DFlash chain", "DDTree", "Domino chain + DDTree", "DARTree (pruned, B = 16)"]
+    for pipe in report["pipelines"]:
+        assert set(pipe["sets"]) == {"math", "code", "translation"}
+        for cell in pipe["sets"].values():
+            assert cell["exact"] and cell["n"] == 1 and 1 <= cell["tau"] <= 17
+            for depth, rank, continued, total in cell["sibling_continuation"]:
+                assert 0 <= continued <= total and 1 <= total <= cell["rounds"] and depth >= 1 and rank >= 0
+            if pipe["label"] == "DFlash chain":
+                assert all(rank == 0 for _, rank, _, _ in cell["sibling_continuation"])
+            memory = cell["memory"]
+            assert memory["drafter_bytes"] > 0 and memory["kv_bytes"] == memory["kv_bytes_per_token"] * \
+                memory["context_tokens"]
+            assert ("corrector:ar" in memory["heads"]) == pipe["label"].startswith(("Domino", "DARTree"))
+    assert "tokens_per_s" not in json.dumps(report) and "seconds" not in json.dumps(report["pipelines"])
+    assert_protocol(report, memory="none: fixed budgets")
+
+
+@real_model
 def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
     needs_sets("gsm8k", "humaneval", "mt_bench", "spec_bench/translation")
     evaluation = tmp_path / "eval.json"
