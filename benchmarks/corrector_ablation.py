@@ -114,7 +114,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
                       "checkpoints/smollm2-135m/eval.json)")
     ap.add_input("--extend", None, kind="file",
                  help="add this run's method rows to this earlier result file of the same split, prompt count, token "
-                      "limit and budgets (rows of the same label are replaced); the file keeps every run's protocol")
+                      "limit, budgets, threads and CPU, checked before the run (rows of the same label are "
+                      "replaced); the file keeps every run's protocol")
     ap.add_threads(1)
     ap.add_protocol()
     ap.add_smoke("1 prompt per kind, 4 tokens, budget 4, 4 methods unless --methods names others")
@@ -125,7 +126,50 @@ def parse_args(argv: Sequence[str] | None) -> Any:
         ap.error("argument --extend: adds rows to a --methods file, --eval-json publishes the whole table: give one")
     if args.smoke:
         args.n, args.max_new_tokens, args.budgets = 1, 4, [4]
+    args.earlier = None
+    if args.extend is not None:
+        args.earlier, problem = earlier_file(args.extend, run_settings(args), machine_summary()["cpu"])
+        if problem:
+            ap.error(f"argument --extend: {args.extend} {problem}")
     return args
+
+
+def run_settings(args: Any) -> dict[str, Any]:
+    """This run's values of :data:`SAME_RUN_KEYS` (the report records the same)."""
+    return {key: getattr(args, key) for key in SAME_RUN_KEYS}
+
+
+def earlier_file(path: Path, settings: dict[str, Any], cpu: str) -> tuple[dict[str, Any] | None, str]:
+    """The ``--extend`` file, read and checked before any work: ``(its report, "")``, or ``(None, what is wrong)``
+    when it is not a result file of this script, was measured with other :data:`SAME_RUN_KEYS` than ``settings``
+    or on another CPU than ``cpu`` (an hour's run would otherwise only find out when merging)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return None, f"is not a readable JSON result file ({exc})"
+    kinds = data.get("kinds") if isinstance(data, dict) else None
+    if not isinstance(kinds, dict) or set(kinds) != set(KINDS) or not all(
+            isinstance(k, dict) and isinstance(k.get("cells"), list)
+            and all(isinstance(c, dict) and isinstance(c.get("method"), str) for c in k["cells"])
+            for k in kinds.values()):
+        return None, (f"is not a corrector ablation result file (a 'kinds' object of {', '.join(KINDS)}, each with "
+                      "'cells' rows naming their 'method'); give a file this script wrote")
+    differing = differing_settings(data, settings)
+    if differing:
+        return None, (f"was measured with other settings ({differing}); run with the same --split, --n, "
+                      "--max-new-tokens, --budgets, --threads and --smoke, or write a new file")
+    machine = data.get("machine")
+    theirs = machine.get("cpu") if isinstance(machine, dict) else None
+    if theirs != cpu:
+        return None, (f"was measured on another CPU ({theirs!r} there, {cpu!r} here): one table holds one CPU's "
+                      "rows; write a new file")
+    return data, ""
+
+
+def differing_settings(earlier: dict[str, Any], new: dict[str, Any]) -> str:
+    """Where two runs' :data:`SAME_RUN_KEYS` differ, as ``n=20 there, 8 here`` (empty when they agree)."""
+    return ", ".join(f"{k}={earlier.get(k)!r} there, {new.get(k)!r} here" for k in SAME_RUN_KEYS
+                     if earlier.get(k) != new.get(k))
 
 
 #: The stages of drafting: the drafter's forward (``draft``), the correction head's calls and the tree (``build``)
@@ -215,11 +259,15 @@ def extended(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     measured which."""
     from specframe.bench.published import verdict
 
-    differing = [k for k in SAME_RUN_KEYS if earlier.get(k) != new.get(k)]
+    differing = differing_settings(earlier, new)
     if differing or set(earlier.get("kinds", {})) != set(new["kinds"]):
-        what = ", ".join(f"{k}={earlier.get(k)!r} there, {new.get(k)!r} here" for k in differing) or "other kinds"
+        what = differing or "other kinds"
         raise SystemExit(f"error: argument --extend: the file was measured with other settings ({what}); run with "
                          "the same --split, --n, --max-new-tokens, --budgets and --threads, or write a new file")
+    cpus = [(run.get("machine") or {}).get("cpu") for run in (earlier, new)]
+    if cpus[0] != cpus[1]:
+        raise SystemExit(f"error: argument --extend: the file was measured on another CPU ({cpus[0]!r} there, "
+                         f"{cpus[1]!r} here): one table holds one CPU's rows; write a new file")
     out = json.loads(json.dumps(earlier))
     runs = out.setdefault("runs", [{"methods": sorted({c["method"] for k in earlier["kinds"].values()
                                                         for c in k["cells"]}), "protocol": earlier.get("protocol")}])
@@ -232,6 +280,23 @@ def extended(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     out["protocol"] = (weakest[0] if weakest else runs[-1])["protocol"]
     out["wall_seconds"] = round(sum(float(x.get("wall_seconds") or 0) for x in (earlier, new)), 1)
     return out
+
+
+def merged(args: Any, report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` added to the ``--extend`` file read at parse time (:func:`extended`). Should the merge fail for
+    any reason, this run's own rows are written first, so nothing measured is lost: to ``--out``, or beside it
+    (``NAME.unmerged.json``) when ``--out`` is the ``--extend`` file itself, which is then left as it was; the exit
+    message says where."""
+    try:
+        return extended(args.earlier, report)
+    except (Exception, SystemExit) as exc:
+        out, extend = Path(args.out), Path(args.extend)
+        if out.resolve() == extend.resolve():
+            out = out.with_name(f"{out.stem}.unmerged{out.suffix}")
+        write_text(out, json.dumps(report, indent=2) + "\n", what="--out file")
+        why = str(exc) if isinstance(exc, SystemExit) else (f"error: argument --extend: the rows could not be "
+                                                            f"merged ({type(exc).__name__}: {exc})")
+        raise SystemExit(f"{why}\nthis run's own rows were written to {out}, not merged") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -249,9 +314,7 @@ def ablate(args: Any, run: RunProtocol) -> int:
     t0 = time.perf_counter()
     sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=tuple(KINDS.values()))
     methods = selected_methods(args.methods, args.smoke)
-    report: dict[str, Any] = {"smoke": args.smoke, "split": args.split, "n": args.n,
-                              "max_new_tokens": args.max_new_tokens, "budgets": args.budgets,
-                              "threads": args.threads, "machine": machine_summary(), "load_before": load_before,
+    report: dict[str, Any] = {**run_settings(args), "machine": machine_summary(), "load_before": load_before,
                               "kinds": {}}
     for kind, name in KINDS.items():
         console.rule(f"{kind} ({name})")
@@ -262,7 +325,7 @@ def ablate(args: Any, run: RunProtocol) -> int:
     report["load_after"] = load_average()
     report["protocol"] = run.record(prompts_per_set=args.n, controller={"memory": "none: fixed budgets"})
     if args.extend is not None:
-        report = extended(json.loads(Path(args.extend).read_text(encoding="utf-8")), report)
+        report = merged(args, report)
     write_text(Path(args.out), json.dumps(report, indent=2) + "\n", what="--out file")
     if args.eval_json is not None:
         evaluation = json.loads(Path(args.eval_json).read_text(encoding="utf-8"))

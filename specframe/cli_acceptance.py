@@ -11,8 +11,9 @@ found, the split known. The profile is written once, at the end, atomically.
 
 Example::
 
-    specframe profile-acceptance examples/smollm2/ddtree.yaml --set budget=48 -d gsm8k:4 -d humaneval:4 \
-        --split tune --max-new-tokens 64 -o checkpoints/smollm2-135m/depth-rank/dflash-heap.json
+    specframe profile-acceptance examples/smollm2/ddtree.yaml --set tree_builder.budget=48 \
+        -d gsm8k:4 -d humaneval:4 -d mt_bench:4 --split tune --max-new-tokens 64 \
+        -o checkpoints/smollm2-135m/depth-rank/dflash-heap48.json
 """
 
 from __future__ import annotations

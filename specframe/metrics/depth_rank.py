@@ -123,8 +123,9 @@ def counts_from_json(data: Any, *, source: str) -> DepthRankCounts:
         raise ConfigError(f"{source}: field 'format' is {data.get('format')!r}, expected {FORMAT!r}", hint=_FIX)
     trials, accepted = data.get("trials"), data.get("accepted")
     if not isinstance(trials, list) or not trials or len(trials) > 4096:
-        raise ConfigError(f"{source}: field 'trials' must be a non-empty list of counts (one per depth), "
-                          f"got {type(trials).__name__}", hint=_FIX)
+        got = f"a list of {len(trials)}" if isinstance(trials, list) else type(trials).__name__
+        raise ConfigError(f"{source}: field 'trials' must be a non-empty list of at most 4096 counts (one per "
+                          f"depth), got {got}", hint=_FIX)
     if not isinstance(accepted, list) or len(accepted) != len(trials):
         size = len(accepted) if isinstance(accepted, list) else type(accepted).__name__
         raise ConfigError(f"{source}: field 'accepted' must be a list of {len(trials)} rows (one per depth, as "
@@ -141,7 +142,10 @@ def counts_from_json(data: Any, *, source: str) -> DepthRankCounts:
             raise ConfigError(f"{source}: field 'accepted[{d}]' sums to {sum(row)}, more than trials[{d}] = {t} "
                               "(at most one child is accepted per trial)", hint=_FIX)
     meta = data.get("meta", {})
-    return DepthRankCounts(counted, rows, dict(meta) if isinstance(meta, Mapping) else {})
+    if not isinstance(meta, Mapping):
+        raise ConfigError(f"{source}: field 'meta' (how the profile was recorded) must be a JSON object, got "
+                          f"{type(meta).__name__}", hint=_FIX)
+    return DepthRankCounts(counted, rows, dict(meta))
 
 
 def load_counts(path: str | Path) -> DepthRankCounts:

@@ -4,6 +4,7 @@ flag, exit status 2, and no model loaded, no prompt read, no training started.""
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -193,7 +194,8 @@ def _ablation_file(methods: list[str], *, n: int = 20, quiet: bool = True) -> di
                 "quiet": {"threads": 1, "start": 0.1, "during_max": 1.1 if quiet else 2.0, "samples": 3}}
     return {"smoke": False, "split": "report", "n": n, "max_new_tokens": 64, "budgets": [4, 8], "threads": 1,
             "protocol": protocol, "wall_seconds": 10.0,
-            "kinds": {k: {"plain_loop_tokens_per_s": 15.0, "cells": [dict(c) for c in cells]} for k in ("math", "code")}}
+            "kinds": {k: {"plain_loop_tokens_per_s": 15.0, "cells": [dict(c) for c in cells]}
+                      for k in ("math", "code")}}
 
 
 def test_an_ablation_file_extended_by_a_later_run_holds_both_runs_rows_and_is_judged_by_its_weakest_run() -> None:
@@ -211,3 +213,89 @@ def test_an_ablation_file_extended_by_a_later_run_holds_both_runs_rows_and_is_ju
     assert earlier["kinds"]["math"]["cells"][2]["method"] == "old pruner"  # the earlier file is not changed in place
     with pytest.raises(SystemExit, match="n=20 there, 8 here"):
         extended(earlier, _ablation_file(["new pruner"], n=8))
+
+
+def _this_cpu() -> str:
+    from specframe.metrics.machine_info import machine_summary
+
+    return str(machine_summary()["cpu"])
+
+
+def _file_of_a_default_run(**changes: Any) -> dict[str, Any]:
+    """What a run with the default settings (tune split, 6 prompts, 64 tokens, budgets 4, 8, 16, 1 thread) on this
+    machine wrote, with ``changes``."""
+    kinds = script("corrector_ablation").KINDS
+    data = {"smoke": False, "split": "tune", "n": 6, "max_new_tokens": 64, "budgets": [4, 8, 16], "threads": 1,
+            "machine": {"cpu": _this_cpu()}, "protocol": None, "wall_seconds": 3600.0,
+            "kinds": {k: {"plain_loop_tokens_per_s": 15.0,
+                          "cells": [{"method": "DFlash chain", "budget": b} for b in (4, 8, 16)]} for k in kinds}}
+    return {**data, **changes}
+
+
+EXTEND_CASES = [
+    (_file_of_a_default_run, [], ["--n", "8"], "n=6 there, 8 here"),
+    (_file_of_a_default_run, [], ["--budgets", "4,8"], "budgets=[4, 8, 16] there, [4, 8] here"),
+    (_file_of_a_default_run, [], ["--smoke"], "smoke=False there, True here"),
+    (_file_of_a_default_run, [], ["--max-new-tokens", "32"], "max_new_tokens=64 there, 32 here"),
+    (_file_of_a_default_run, [("threads", 2)], [], "threads=2 there, 1 here"),
+    (_file_of_a_default_run, [("split", "report"), ("n", 20)], [], "split='report' there, 'tune' here"),
+    (_file_of_a_default_run, [("machine", {"cpu": "Some Other CPU"})], [], "another CPU ('Some Other CPU' there"),
+    (_file_of_a_default_run, [("machine", None)], [], "another CPU (None there"),
+    (_file_of_a_default_run, [("kinds", {"math": {"cells": []}})], [], "not a corrector ablation result file"),
+    (_file_of_a_default_run, [("kinds", None)], [], "not a corrector ablation result file"),
+    (lambda: [1, 2, 3], [], [], "not a corrector ablation result file"),
+    (None, [], [], "not a readable JSON result file"),
+]
+
+
+@pytest.mark.parametrize("make, changes, argv, message", EXTEND_CASES, ids=[c[3] for c in EXTEND_CASES])
+def test_an_extend_file_of_other_settings_or_corrupt_is_refused_before_any_work(
+        make: Any, changes: list[tuple[str, Any]], argv: list[str], message: str, no_work: list[str],
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--extend FILE` used to be read only after the hour-long run: a mismatch or a corrupt file lost it."""
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text('{"kinds": {"math": ' if make is None else json.dumps(make(**dict(changes))))
+    with pytest.raises(SystemExit) as exc:
+        script("corrector_ablation").main([*argv, "--extend", str(earlier), "--out", str(tmp_path / "out.json")])
+    assert exc.value.code == 2 and no_work == []
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert "Traceback" not in err and len(errors) == 1 and "argument --extend:" in errors[0], err
+    assert message in errors[0], err
+
+
+def test_an_extend_file_of_the_same_settings_and_cpu_is_read_at_parse_time(tmp_path: Path) -> None:
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps(_file_of_a_default_run()))
+    args = script("corrector_ablation").parse_args(["--extend", str(earlier), "--out", str(tmp_path / "out.json")])
+    assert args.earlier == _file_of_a_default_run()
+
+
+def test_rows_of_two_cpus_are_not_merged_into_one_table() -> None:
+    extended = script("corrector_ablation").extended
+    earlier = {**_ablation_file(["old pruner"]), "machine": {"cpu": "CPU A"}}
+    with pytest.raises(SystemExit, match="another CPU \\('CPU A' there, 'CPU B' here\\)"):
+        extended(earlier, {**_ablation_file(["new pruner"]), "machine": {"cpu": "CPU B"}})
+
+
+@pytest.mark.parametrize("same_file", [False, True])
+@pytest.mark.parametrize("earlier_changes", [{"machine": {"cpu": "CPU A"}}, {"kinds": {"math": {}, "code": {}}}],
+                         ids=["another CPU", "a file that breaks the merge"])
+def test_a_failed_merge_writes_this_runs_own_rows_first(tmp_path: Path, same_file: bool,
+                                                        earlier_changes: dict[str, Any]) -> None:
+    """Whatever stops the merge, the run's measured rows are on disk before the script stops; an --out that is the
+    --extend file itself is left as it was and the rows go beside it."""
+    from types import SimpleNamespace
+
+    earlier = {**_ablation_file(["old pruner"]), "machine": {"cpu": "CPU B"}, **earlier_changes}
+    path = tmp_path / "ablation.json"
+    path.write_text(json.dumps(earlier))
+    report = {**_ablation_file(["new pruner"]), "machine": {"cpu": "CPU B"}}
+    out = path if same_file else tmp_path / "out.json"
+    args = SimpleNamespace(earlier=earlier, extend=path, out=out)
+    with pytest.raises(SystemExit) as exc:
+        script("corrector_ablation").merged(args, report)
+    written = tmp_path / "ablation.unmerged.json" if same_file else out
+    assert json.loads(written.read_text()) == report
+    assert json.loads(path.read_text()) == earlier
+    assert str(exc.value.code).startswith("error: argument --extend:") and f"written to {written}" in str(exc.value)

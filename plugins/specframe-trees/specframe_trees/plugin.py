@@ -115,12 +115,14 @@ def specframe_pruners() -> Iterator[ComponentSpec]:
     yield ComponentSpec(
         kind="pruner", name="depth_rank_histogram", config=DepthRankHistogramConfig,
         factory=build_depth_rank_histogram,
-        summary="JetSpec: per-depth fan-out cap from an offline depth x rank acceptance profile (how many ranks "
-                "reach tau), then top-B by path log-prob; or top-B by the profile's path product",
+        summary="JetSpec's per-depth fan-out cap from an offline depth x rank acceptance profile (how many ranks "
+                "reach tau), applied as a pruner over an over-expanded tree, then top-B by path log-prob; or top-B "
+                "by the profile's path product",
     )
     yield ComponentSpec(
         kind="pruner", name="taps", config=TapsConfig, factory=build_taps,
-        summary="TAPS: global top-B by path-conditioned acceptance (marginals discounted below a non-top sibling)",
+        summary="TAPS (our reading of the abstract): global top-B by path-conditioned acceptance (marginals "
+                "discounted below a non-top sibling)",
     )
 
 

@@ -299,6 +299,11 @@ BAD = [
     ({**GOOD, "trials": [4, 2.5]}, r"field 'trials\[1\]'"),
     ({**GOOD, "accepted": [[4, 1], [1, 0]]}, r"'accepted\[0\]' sums to 5, more than trials\[0\] = 4"),
     ([1, 2, 3], "is a JSON object"),
+    ({**GOOD, "trials": []}, "field 'trials' must be .*, got a list of 0\n"),
+    ({**GOOD, "trials": [1] * 4097, "accepted": [[0]] * 4097}, "field 'trials' must be .*, got a list of 4097\n"),
+    ({**GOOD, "trials": {"1": 4}}, "field 'trials' must be .*, got dict\n"),
+    ({**GOOD, "meta": ["split", "tune"]}, "field 'meta' .* must be a JSON object, got list"),
+    ({**GOOD, "meta": None}, "field 'meta' .* must be a JSON object, got NoneType"),
 ]
 
 

@@ -92,12 +92,12 @@ SPECULATIVE = {"specframe-dflash-chain": ("examples/smollm2/dflash-chain.yaml", 
 PLAIN = ("specframe-plain", "examples/smollm2/plain.yaml")
 SETS = ("gsm8k", "humaneval")  # math and code: where the issue's targets are set
 NUM_SPECULATIVE_TOKENS = 7  # the exported drafter's block of 8: 7 drafts per round
-#: ``--smoke``: 3 prompts (2 per set, cut to 3) to 8 tokens, one pass at batch 2 (the third prompt joins mid-run).
 #: Processes vLLM keeps busy beside its compute threads: the engine core's scheduling loop, which ran at 0.7-1.0
-#: CPU-seconds per second beside the worker in this script's runs (the table's CPU/s column: 1.74 for plain vLLM on 1
-#: thread). The quiet rule counts them as the benchmark's own threads (they are its own processes), and the
-#: per-pass contention marks (`*`) still count every process outside the two sides' process trees.
+#: CPU-seconds per second beside the worker in this script's runs (the peer table's CPU/s column shows it). The
+#: quiet rule counts them as the benchmark's own threads (they are its own processes), and the per-pass contention
+#: marks (`*`) still count every process outside the two sides' process trees.
 VLLM_EXTRA_BUSY_PROCESSES = 1
+#: ``--smoke``: 3 prompts (2 per set, cut to 3) to 8 tokens, one pass at batch 2 (the third prompt joins mid-run).
 SMOKE_PER_SET, SMOKE_PROMPTS, SMOKE_TOKENS, SMOKE_BATCH = 2, 3, 8, 2
 
 

@@ -95,7 +95,8 @@ def path_conditioned_log_acceptance(tree: DraftTree, sibling_discount: float) ->
     logq = tree.logq.double().clamp(min=LOGQ_FLOOR, max=0.0)  # [B, N] a probability is at most 1
     logq = torch.where(non_root, logq, torch.zeros_like(logq))
     # Step 1: sibling rank 0 or not: a node is off-top when a valid sibling has a higher logq, or the same at a
-    # lower index (the rank of specframe.tree.siblings).
+    # lower index. This is specframe.tree.siblings' rank taken on the clamped logq, not shared with it: siblings
+    # below LOGQ_FLOOR tie here (the lower index is top) where path_sibling_ranks orders them by the raw logq.
     sibling = non_root[:, None, :] & (parent[:, None, :] == parent[:, :, None])  # [B, N, N] [b, i, j]: j sibling of i
     ahead = (logq[:, None, :] > logq[:, :, None]) | (
         (logq[:, None, :] == logq[:, :, None]) & (index[None, None, :] < index[None, :, None]))  # [B, N, N]
