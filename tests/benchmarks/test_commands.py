@@ -41,6 +41,8 @@ COVERED: dict[str, str] = {
     "specframe bench": "tests/benchmarks/test_commands.py::test_rerun_docs_tables_smoke",
     "specframe report": "tests/benchmarks/test_commands.py::test_rerun_docs_tables_smoke",
     "specframe profile": "tests/benchmarks/test_commands.py::test_specframe_profile",
+    "specframe profile-acceptance":
+        "tests/bench/test_profile_acceptance.py::test_the_profile_counts_the_rounds_of_the_splits_prompts",
     "specframe simulate": "tests/bench/test_simulate.py::test_the_command_checks_its_inputs_and_prints_a_table",
     "specframe datasets": "tests/bench/test_bench_e2e.py::test_datasets_command_lists_where_each_set_is_found",
     "specframe setup-target": "tests/benchmarks/test_commands.py::test_specframe_setup_target_verifies",
