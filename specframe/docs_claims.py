@@ -416,6 +416,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "loop-overhead"): lambda: loop_overhead_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "loop-overhead-change"): lambda: loop_overhead_change_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "vllm-peer"): lambda: vllm_peer_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "tree-baselines-table"): lambda: tree_baselines_table("docs/benchmarks.md"),
     ("checkpoints/smollm2-135m/path-selector/README.md", "ablation-table"):
         lambda: ablation_table("checkpoints/smollm2-135m/path-selector/README.md"),
