@@ -1,9 +1,10 @@
 """Greedy exactness with `budget: auto` for every builder x pruner x verifier, against ``model.generate``.
 
 `budget: auto` only ever verifies a subtree of the pruned tree, or the root alone; the output must not change.
-The controller is built with a frozen steep cost curve (no online learning), so rounds are trimmed to varying
-sizes and drafting stops when a drafter is never accepted; the test checks that both happened (after the first
-round, which verifies the full budget: before it nothing is known about the drafter).
+The controller is built with a frozen steep cost curve (no online learning) and the request seed is pinned (the test
+drafters draw their noise from it), so every run decides the same: rounds are trimmed to varying sizes and drafting
+stops when a drafter is never accepted; the test checks that both happened (after the first round, which verifies the
+full budget: before it nothing is known about the drafter).
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def private_cache(tmp_path, monkeypatch):
 
 
 def run_auto(host, ref, drafter: dict[str, Any], builder: dict[str, Any], pruner: dict[str, Any],
-             verifier: dict[str, Any], prompt: list[int], n: int) -> Any:
-    data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10},
+             verifier: dict[str, Any], prompt: list[int], n: int, seed: int = 0) -> Any:
+    data = {**BASE, "budget": "auto", "auto_budget": {"max_budget": 10}, "seed": seed,
             "drafter": drafter, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
             "verifier": verifier, "corrector": {"type": "identity"}}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
@@ -83,9 +84,13 @@ def test_auto_budget_with_sampled_builders_is_greedy_exact_at_temperature_zero(h
     run_auto(host, ref, noisy, builder, {"type": "none"}, verifier, random_ids(14, seed=2), 23)
 
 
-def test_rounds_are_trimmed_below_the_pruned_size(host, ref):
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_rounds_are_trimmed_below_the_pruned_size(host, ref, seed):
     noisy = {"type": "oracle", "num_candidates": 3, "rank_noise": 0.5, "miss_rate": 0.2}
     result = run_auto(host, ref, noisy, {"type": "heap"}, {"type": "none"}, {"type": "auto"},
-                      random_ids(14, seed=2), 30)
-    sizes = {r.nodes for r in result.rounds[1:] if r.drafted}  # the first round drafts in full: nothing is known yet
-    assert sizes and max(sizes) < 10  # the steep curve never pays for the full budget of 10
+                      random_ids(14, seed=2), 30, seed)
+    sizes = [r.nodes for r in result.rounds[1:] if r.drafted]  # the first round drafts in full: nothing is known yet
+    # The steep curve (C(1, n) rises 45 -> 99 ms from 1 to 9 tokens) makes the full budget of 10 pay only after a
+    # run of well-accepted rounds; on the noisy drafter most rounds are trimmed, to sizes that follow the outlook.
+    assert sizes and sum(k < 10 for k in sizes) > len(sizes) / 2, sizes
+    assert len(set(sizes)) > 1, sizes
