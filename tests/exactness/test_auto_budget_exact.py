@@ -29,13 +29,9 @@ SAMPLED = [({"type": "sampled_chain"}, {"type": "chain_rejection"}),
 
 @pytest.fixture(scope="module")
 def host():
-    from specframe import PluginHost
+    from .test_greedy_exact_hf import exact_host, make_test_plugin
 
-    from .test_greedy_exact_hf import make_test_plugin
-
-    h = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
-    h.register(make_test_plugin(), "greedy_exact_test_drafters")
-    return h
+    return exact_host(make_test_plugin(), "greedy_exact_test_drafters")
 
 
 @pytest.fixture(scope="module")

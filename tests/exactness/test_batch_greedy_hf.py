@@ -27,6 +27,7 @@ from tests.exactness.test_greedy_exact_hf import (
     OracleConfig,
     OracleDrafter,
     Reference,
+    exact_host,
     fit_builder,
 )
 
@@ -64,9 +65,7 @@ def make_plugin() -> types.ModuleType:
 
 @pytest.fixture(scope="module")
 def host() -> PluginHost:
-    host = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
-    host.register(make_plugin(), "batch_exact_drafters")
-    return host
+    return exact_host(make_plugin(), "batch_exact_drafters")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from specframe_hf.testing import random_ids
 from specframe import PluginHost
 from specframe.metrics.depth_rank import DepthRankCounts, dumps
 from tests.exactness import test_sampled_equals_plain as sampled
-from tests.exactness.test_greedy_exact_hf import MODELS, Reference, make_test_plugin, run
+from tests.exactness.test_greedy_exact_hf import MODELS, Reference, exact_host, make_test_plugin, run
 
 BUILDERS = [{"type": "heap", "budget": 24}, {"type": "dartree", "mode": "pruned", "width": 4},
             {"type": "accum_logp", "budget": 24}]
@@ -38,9 +38,7 @@ def pruner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.fixture(scope="module")
 def greedy_host() -> PluginHost:
-    h = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
-    h.register(make_test_plugin(), "exact_drafters")
-    return h
+    return exact_host(make_test_plugin(), "exact_drafters")
 
 
 @pytest.mark.parametrize("builder", BUILDERS, ids=lambda b: b["type"] + "-" + str(b.get("mode", b.get("budget"))))

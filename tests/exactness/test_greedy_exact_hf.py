@@ -147,12 +147,18 @@ def make_test_plugin() -> types.ModuleType:
     return mod
 
 
+def exact_host(plugin: types.ModuleType, name: str) -> PluginHost:
+    """A plugin host with the built-in hf, trees and verifiers plugins (nothing else installed is loaded) and the
+    test's own drafters ``plugin`` registered as ``name``."""
+    host = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
+    host.register(plugin, name)
+    return host
+
+
 # ----------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def host() -> PluginHost:
-    host = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
-    host.register(make_test_plugin(), "greedy_exact_test_drafters")
-    return host
+    return exact_host(make_test_plugin(), "greedy_exact_test_drafters")
 
 
 class Reference:
@@ -187,10 +193,13 @@ def fit_builder(builder: dict[str, Any], pruner: dict[str, Any]) -> dict[str, An
 
 
 def run(host: PluginHost, ref: Reference, drafter: dict[str, Any], builder: dict[str, Any],
-        pruner: dict[str, Any], prompt: list[int], n: int, corrector: dict[str, Any] | None = None) -> Any:
-    """Generate ``n`` tokens through the pipeline and check them against ``model.generate``."""
+        pruner: dict[str, Any], prompt: list[int], n: int, corrector: dict[str, Any] | None = None,
+        seed: int = 0) -> Any:
+    """Generate ``n`` tokens through the pipeline and check them against ``model.generate``. The request seed is
+    pinned (the oracle drafter draws its noise from it), so a run and what a test asserts about its rounds are the
+    same every time."""
     data = {**BASE, "drafter": drafter, "tree_builder": fit_builder(builder, pruner), "pruner": pruner,
-            "corrector": corrector or {"type": "identity"}}
+            "corrector": corrector or {"type": "identity"}, "seed": seed}
     pipe = Pipeline.from_dict(data, target=ref.target, host=host)
     stage = pipe.stages.drafter
     if isinstance(stage, (OracleDrafter, MissDrafter)):

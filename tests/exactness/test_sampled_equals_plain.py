@@ -21,7 +21,7 @@ from specframe.testing.frozen_budget import freeze_auto_budget
 from specframe.tree import DraftTree
 from tests.exactness.test_auto_budget_exact import STEEP
 from tests.exactness.test_batch_greedy_hf import RowOracle, make_plugin
-from tests.exactness.test_greedy_exact_hf import BASE, BUILDERS, PRUNERS, Reference, fit_builder
+from tests.exactness.test_greedy_exact_hf import BASE, BUILDERS, PRUNERS, Reference, exact_host, fit_builder
 
 SAMPLINGS = {"T0.7": {"temperature": 0.7}, "T0.7-k8-p0.9": {"temperature": 0.7, "top_k": 8, "top_p": 0.9}}
 #: (prompt length, prompt seed, new tokens, seed, oracle noise)
@@ -32,11 +32,7 @@ MATES = [(5, 7, 9, 21, 0.2), (13, 8, 12, 22, 0.0), (3, 9, 14, 23, 0.6)]
 
 @pytest.fixture(scope="module")
 def host():  # type: ignore[no-untyped-def]
-    from specframe import PluginHost
-
-    h = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
-    h.register(make_plugin(), "batch_exact_drafters")
-    return h
+    return exact_host(make_plugin(), "batch_exact_drafters")
 
 
 @pytest.fixture(scope="module")

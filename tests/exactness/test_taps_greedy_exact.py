@@ -14,7 +14,7 @@ import pytest
 from specframe_hf.testing import random_ids
 
 from specframe import PluginHost
-from tests.exactness.test_greedy_exact_hf import MODELS, Reference, make_test_plugin, run
+from tests.exactness.test_greedy_exact_hf import MODELS, Reference, exact_host, make_test_plugin, run
 
 BUDGET = 10  # the harness's pipeline budget
 BUILDERS = [
@@ -27,9 +27,7 @@ PRUNERS = [{"type": "taps"}, {"type": "taps", "sibling_discount": 0.01}]
 
 @pytest.fixture(scope="module")
 def host() -> PluginHost:
-    host = PluginHost(autoload=True, allowlist=["hf", "trees", "verifiers"], disabled=(), trace=False)
-    host.register(make_test_plugin(), "taps_greedy_exact_test_drafters")
-    return host
+    return exact_host(make_test_plugin(), "taps_greedy_exact_test_drafters")
 
 
 @pytest.fixture(scope="module")
