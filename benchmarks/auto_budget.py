@@ -24,6 +24,14 @@ one) in a private cache created for the run; the controllers are then frozen (:m
 and restored before every measured request, so whatever the controller knows comes from the tune split and no
 measured prompt is seen by the memory before it is measured.
 
+The physics bound (:mod:`specframe.bench.physics`, batch 1) is given per set and group for DARTree pruned under
+``budget: auto`` (when both it and a fixed DARTree budget run): the best speedup over the plain loop that the
+controller's own cost model ``C(1, n)`` (its profile after the warm-up, written into the JSON), the draft time
+measured in the fixed-budget rounds and the tokens per round at ``k`` nodes allow, ``k`` in
+:data:`BOUND_NODES`; the tokens per round at ``k`` come from the fixed-budget run's own rounds replayed at ``k``
+(:func:`specframe.bench.simulate.simulate` with ``budget=k``: each round cut to its top ``k`` nodes by path score),
+so the bound costs no extra decoding. The auto row gives its speedup as a share of it.
+
 The output JSON names the machine (``lscpu`` model name, cores, bf16 flags, threads, torch), per row how many of its
 requests ran under contention, and the ``protocol`` record (split, the load at the start and sampled through the run
 under the quiet rule of :mod:`specframe.bench.quiet`, the private cache, the frozen controllers, the commit). The
@@ -64,6 +72,10 @@ from rich.table import Table
 from specframe_smollm2.demo import repo_root
 
 from specframe.bench.intervals import median_estimate
+from specframe.bench.physics import physics_bound
+from specframe.bench.record import RunInfo, build_record
+from specframe.bench.simulate import simulate
+from specframe.datasets.base import Sample
 from specframe.files import write_text
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import LoadWindow, MachineLoad, load_average
@@ -77,6 +89,11 @@ LEARNED = ["dflash-chain", "ddtree", "domino-chain", "domino-chain-ddtree", "dsp
 #: trained on the machine (``checkpoints/smollm2-135m-chat/README.md``).
 LEARNED_FILES = {"dartree-chat": "chat-zoo/dartree-chat.yaml"}
 PLAIN = "plain decoding"
+#: Node counts the physics bound considers (besides the fixed budget itself).
+BOUND_NODES = (1, 3, 7, 15)
+#: The ``budget: auto`` method the bound is given for, and the stages a drafted round spends before the forward.
+BOUND_METHOD = "dartree-pruned auto"
+DRAFT_STAGES = ("draft", "build", "prune")
 
 
 class Runs:
@@ -136,6 +153,38 @@ def row(label: str, runs: Runs, boot: dict[str, Any]) -> dict[str, Any]:
     if REFERENCE_NAME in runs.results:
         out["vs_generate"] = versus(results, runs.results[REFERENCE_NAME], runs.ids, boot)
     return out
+
+
+def physics(results: Sequence[GenerationResult], ids: Sequence[int | str], profile: Any, budget: int,
+            max_new: int) -> dict[str, Any]:
+    """The physics bound at batch 1 for the prompts of ``results`` (DARTree pruned at the fixed ``budget``): tokens
+    per round at each ``k`` of :data:`BOUND_NODES` below ``budget`` replayed from these rounds, at ``budget`` as
+    recorded; the median draft + build + prune time of their drafted rounds; the cost model ``profile``."""
+    info = RunInfo(method="bound", base_method="bound", baseline=False, config_hash="", target_hash="",
+                   temperature=0.0, seed=0, max_new_tokens=max_new)
+    records = [build_record(info, Sample(dataset="set", question_id=qid, category="set", turns=("",)), 0, result,
+                            [result.total_ns], "auto_budget.py") for qid, result in zip(ids, results, strict=True)]
+    tau = {k: simulate(records, profile, budget=k)[0].tau for k in BOUND_NODES if k < budget}
+    tau[budget] = simulate(records, profile)[0].tau
+    draft = statistics.median([sum(r.stage_ns.get(s, 0) for s in DRAFT_STAGES) / 1e6
+                               for res in results for r in res.rounds if r.drafted] or [0.0])
+    bound = physics_bound(1, profile, (draft, 0.0), tau)
+    return {"speedup": round(bound.speedup, 3), "nodes": bound.nodes, "draft_ms": round(draft, 2),
+            "tau_by_nodes": {str(k): round(v, 3) for k, v in sorted(tau.items())},
+            "forward_ms": {str(k + 1): round(profile.cost(1, k + 1), 2) for k in (0, *sorted(tau))}}
+
+
+def add_bound(rows: list[dict[str, Any]], runs: Runs, profile: Any, fixed: str | None, max_new: int) -> Any:
+    """The bound of :func:`physics` on ``runs`` (None without a fixed DARTree budget or the auto method), and on
+    the auto row its share of it."""
+    if fixed is None or profile is None or BOUND_METHOD not in runs.results:
+        return None
+    bound = physics(runs.results[fixed], runs.ids, profile, int(fixed.rsplit("=", 1)[1]), max_new)
+    for r in rows:
+        if r["method"] == BOUND_METHOD:
+            r["physics_bound"] = bound["speedup"]
+            r["share_of_bound"] = round(r["vs_plain"]["aggregate"]["value"] / bound["speedup"], 3)
+    return bound
 
 
 def build_methods(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -215,6 +264,13 @@ def print_table(console: Console, title: str, rows: list[dict[str, Any]]) -> Non
     console.print(table)
 
 
+def print_bound(console: Console, bound: dict[str, Any] | None) -> None:
+    if bound is not None:
+        taus = ", ".join(f"{k}: {v:.2f}" for k, v in bound["tau_by_nodes"].items())
+        console.print(f"physics bound at batch 1: {bound['speedup']:.2f}x (k = {bound['nodes']}), draft "
+                      f"{bound['draft_ms']:.1f} ms, τ by nodes {taus}", highlight=False)
+
+
 def warm_on_tune(args: argparse.Namespace, methods: dict[str, Any], names: Sequence[str]) -> int:
     """Run ``--warm-tune`` tune-split prompts per set through the ``budget: auto`` pipelines (untimed)."""
     if args.warm_tune <= 0:
@@ -278,27 +334,34 @@ def measure(args: argparse.Namespace, run: RunProtocol) -> int:
             pipe.generate(first, 4)
     reference_result(plain, plain.encode(first), new_tokens=4, seed=0)
     freeze = run.freeze_controllers([p for p in methods.values() if p is not None])
+    auto = methods[BOUND_METHOD].auto_budget if BOUND_METHOD in methods else None
+    profile = auto.profile if auto is not None else None  # the controller's cost model after the warm-up
+    fixed = f"dartree-pruned B={max(args.budgets)}" if args.budgets else None
     boot = {"resamples": args.bootstrap, "confidence": 0.95, "seed": 0}
     report: dict[str, Any] = {
         "smoke": args.smoke, "machine": machine_summary(), "threads": args.threads, "load_before": load_before,
         "split": args.split, "n": args.n, "max_new_tokens": args.max_new_tokens, "greedy": True,
         "warm_tune_runs": warmed, "sets": {}, "groups": {},
+        "cost_model": profile.to_json() if profile is not None else None,
     }
     pooled = {group: Runs(list(methods)) for group in GROUPS}
     for name, prompts in sets.items():
         runs = run_set(prompts, plain, methods, args.max_new_tokens, freeze)
         rows = [row(label, runs, boot) for label in methods]
         report["sets"][name] = {"source": prompts.source, "note": prompts.note, "in_split": prompts.available,
-                                "question_ids": runs.ids, "rows": rows}
+                                "question_ids": runs.ids, "rows": rows,
+                                "physics_bound": add_bound(rows, runs, profile, fixed, args.max_new_tokens)}
         print_table(console, f"{name}: {len(prompts.prompts)} {args.split} prompts, {args.max_new_tokens} new tokens",
                     rows)
+        print_bound(console, report["sets"][name]["physics_bound"])
         for group, members in GROUPS.items():
             if name in members:
                 pooled[group].extend(runs)
     for group, runs in pooled.items():
         if runs.ids:
             rows = [row(label, runs, boot) for label in methods]
-            report["groups"][group] = {"sets": [s for s in GROUPS[group] if s in sets], "rows": rows}
+            report["groups"][group] = {"sets": [s for s in GROUPS[group] if s in sets], "rows": rows,
+                                       "physics_bound": add_bound(rows, runs, profile, fixed, args.max_new_tokens)}
             print_table(console, f"{group} ({' + '.join(report['groups'][group]['sets'])})", rows)
     report["load_after"] = load_average()
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)

@@ -58,7 +58,7 @@ from _frame import (
     run_script,
     use_shipped_checkpoints,
 )
-from prompt_sets import SPEED_SETS, data_dirs, interleaved, load_prompt_sets, require_sets
+from prompt_sets import SPEED_SETS, data_dirs, pooled_speed_prompts, require_sets, warm_up_prompts
 from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import repo_root
@@ -253,12 +253,9 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
     overrides = [f"target.device={args.device}"] if args.device else []
     host = PluginHost()
     plain = Pipeline.from_yaml(root / "plain.yaml", host=host, overrides=overrides)
-    per_set = -(-args.n // len(SPEED_SETS))
-    sets = load_prompt_sets(data_dirs(args.data), n=per_set, split=args.split, names=SPEED_SETS)
-    prompts = [text for _, text in interleaved(sets, args.n)]
+    prompts = [text for _, text in pooled_speed_prompts(data_dirs(args.data), args.n, args.split)]
     sizes = args.batch_sizes
-    warm = [text for _, text in interleaved(load_prompt_sets(data_dirs(args.data), n=1, split="tune",
-                                                             names=SPEED_SETS), 2)]
+    warm = warm_up_prompts(data_dirs(args.data))
     plain.generate_batch(warm, 4, batch_size=2)  # warm-up on tune prompts
     dart = Pipeline.from_yaml(root / "dartree-pruned.yaml", target=plain.target, host=host)
     profile = cost_model(plain, dart, warm, sizes, 1 if args.smoke else 3)  # what the controller and bound read
@@ -333,7 +330,7 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
               "cpu")), "machine": machine, "threads": torch.get_num_threads(), "load_before": load_before,
               "rows": rows, "targets": targets, "physics_bound": bound, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1),
-              "protocol": run.record(prompts_per_set=per_set)}
+              "protocol": run.record(prompts_per_set=len(prompts) // len(SPEED_SETS))}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="--out file")
     png = args.out.with_suffix(".png")
     drew = plot(rows, png)

@@ -143,3 +143,15 @@ def interleaved(sets: dict[str, PromptSet], n: int) -> list[tuple[str, str]]:
     columns = [[(name, item.text) for item in ps.prompts] for name, ps in sets.items()]
     out = [pair for row in zip(*columns, strict=False) for pair in row]
     return out[:n]
+
+
+def pooled_speed_prompts(data: Sequence[Path], n: int, split: Split) -> list[tuple[str, str]]:
+    """``n`` prompts of :data:`SPEED_SETS` (math, code, the out-of-distribution set) from ``split``, one from each
+    set in turn (``(set, text)`` pairs): what the batched speed benchmarks decode."""
+    per_set = -(-n // len(SPEED_SETS))
+    return interleaved(load_prompt_sets(data, n=per_set, split=split, names=SPEED_SETS), n)
+
+
+def warm_up_prompts(data: Sequence[Path], n: int = 2) -> list[str]:
+    """``n`` prompts of the ``tune`` split for warm-ups (never the prompts a run then measures)."""
+    return [text for _, text in interleaved(load_prompt_sets(data, n=1, split="tune", names=SPEED_SETS), n)]

@@ -49,7 +49,7 @@ run() {  # name, then bench arguments
     run_cmd "$SF" report "$R/$name.jsonl" --out-dir "$OUT/$name"
 }
 names=("$@"); [ ${#names[@]} -gt 0 ] || names=(strategies budget width beta candidates ngram-smollm2 auto-budget
-                                                batch-decoding)
+                                                batch-decoding simulator-validation)
 for name in "${names[@]}"; do
     # shellcheck disable=SC2086
     case $name in
@@ -68,6 +68,9 @@ for name in "${names[@]}"; do
     batch-decoding) run_cmd "$PY" benchmarks/batch_decoding.py --n 60 --split report --max-new-tokens 64 \
         --batch-sizes 1,2,4,8 --data "$data" --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" \
         --out "$OUT/batch-decoding/results.json" ;;
+    simulator-validation) run_cmd "$PY" benchmarks/simulator_validation.py --n 60 --split report \
+        --max-new-tokens 64 --data "$data" --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" \
+        --out "$OUT/simulator/validation.json" ;;  # specframe simulate's validation table
     bf16-exactness) run_cmd "$PY" benchmarks/bf16_exactness.py --n 20 --split report --data "$data" \
         --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" \
         --out "$OUT/bf16-exactness/results.json" ;;  # only where bf16 is native (its speeds)

@@ -159,6 +159,10 @@ def auto_budget_table(page: str) -> str:
     columns = ["set", KERNEL_HEADING, f"{SPECULATION_HEADING}: prompt lookup (`auto`, ≤ 8)"]
     for _, title, short in darts:
         columns += [f"{SPECULATION_HEADING}: {title} (`auto`, ≤ 16)", f"{short} τ / plain rounds"]
+    bounded = any("physics_bound" in r for scope in (*report["sets"].values(), *report["groups"].values())
+                  for r in scope["rows"])
+    if bounded:  # files from before the bound have no such column
+        columns.append("physics bound at batch 1 (DARTree pruned's share of it)")
     lines = [f"`benchmarks/auto_budget.py` ([JSON]({link(page, AUTO_BUDGET_JSON)})), {machine_text(report)}, "
              f"{report['n']} {report['split']}-split prompts per set, {report['max_new_tokens']} new tokens, greedy. "
              "Aggregate speedups with 95 % bootstrap intervals over prompts:", "",
@@ -173,6 +177,10 @@ def auto_budget_table(page: str) -> str:
             row = rows[label]
             cells += [f"{_cell(by[label])}, median {row['vs_plain']['median']:.2f}, worst "
                       f"{row['vs_plain']['worst']:.2f}", f"{row['tau']:.2f} / {100 * row['plain_round_share']:.0f} %"]
+        if bounded:
+            auto = rows.get("dartree-pruned auto", {})
+            cells.append(f"{auto['physics_bound']:.2f}× ({100 * auto['share_of_bound']:.0f} %)"
+                         if "physics_bound" in auto else "—")
         lines.append(f"| {SCOPES[scope]} | " + " | ".join(cells) + " |")
         contended |= any(g.contended for g in (kernel, *methods))
     if contended:

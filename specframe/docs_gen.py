@@ -1,6 +1,7 @@
 """Generators for the documentation pages that must never drift from the code, and for the blocks of hand-written
 pages that must never drift from the result files (:mod:`specframe.docs_claims`: every speed claim;
-:mod:`specframe.docs_siblings`: the sibling-conditional acceptance table, counts only).
+:mod:`specframe.docs_siblings`: the sibling-conditional acceptance table, counts only; :mod:`specframe.docs_simulator`:
+the simulator's validation table).
 
 ``python -m specframe.docs_gen`` rewrites them; ``python -m specframe.docs_gen --check`` fails (status 1)
 when a committed page or block differs from what the code generates, which CI runs. A block is the text between
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from specframe import docs_claims, docs_reference, docs_siblings, hookspecs
+from specframe import docs_claims, docs_reference, docs_siblings, docs_simulator, hookspecs
 from specframe.files import write_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +73,9 @@ def _doc_to_md(doc: str) -> str:
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     **docs_claims.BLOCKS,
     ("docs/benchmarks.md", "sibling-acceptance"): lambda: docs_siblings.sibling_acceptance_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "simulator-validation"): lambda: docs_simulator.validation_table("docs/benchmarks.md"),
+    ("docs/concepts/budget-auto.md", "h100-qwen3-4b"): lambda: docs_simulator.h100_model_table(
+        "docs/concepts/budget-auto.md"),
 }
 
 PAGES: dict[str, Callable[[], str]] = {

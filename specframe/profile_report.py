@@ -70,6 +70,16 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
             raise GenerationError(f"cannot measure the verify curve: {exc}",
                                   hint="use a target with a longer context, or fewer --reps") from None
         result = fixed.generate(prompt, new_tokens)
+    profile = CostProfile(key=model.key, verify_ms=model.verify_ms, batch_ms=model.batch_ms,
+                          overhead_ms=round_overheads(result))
+    memory = pipeline_memory(pipe).at(result.prompt_len + len(result.tokens))
+    return MeasuredProfile(profile, window.load, result.tau, result.decode_tokens_per_s, memory)
+
+
+def round_overheads(result: Any) -> dict[str, float]:
+    """Per-round milliseconds a decode spent outside the target's forward, from ``result``'s rounds: the median of
+    each stage of :data:`ROUND_STAGES` and, when every round was timed, ``loop`` (the wall time of the rounds minus
+    every timed stage, per round: the loop's own Python). What a profile's ``overhead_ms`` holds."""
     overhead: dict[str, float] = {}
     for stage in ROUND_STAGES:
         values = [r.stage_ns.get(stage, 0) / 1e6 for r in result.rounds]
@@ -78,9 +88,7 @@ def measure_pipeline_profile(pipe: Pipeline, prompt: str, *, reps: int = 5, new_
     if result.rounds and all(r.stage_ns for r in result.rounds):  # every round timed: the rest is the loop's own
         inside = sum(sum(r.stage_ns.values()) for r in result.rounds)
         overhead["loop"] = max(result.total_ns - result.prefill_ns - inside, 0) / 1e6 / len(result.rounds)
-    profile = CostProfile(key=model.key, verify_ms=model.verify_ms, batch_ms=model.batch_ms, overhead_ms=overhead)
-    memory = pipeline_memory(pipe).at(result.prompt_len + len(result.tokens))
-    return MeasuredProfile(profile, window.load, result.tau, result.decode_tokens_per_s, memory)
+    return overhead
 
 
 def memory_line(measured: MeasuredProfile) -> str:

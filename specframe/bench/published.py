@@ -66,6 +66,7 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/tree-baselines/results.json", "corrector_ablation", per_set=True),
     ResultFile("docs/benchmarks/siblings/smollm2.json", "sibling_acceptance", per_set=True, published=True,
                timed=False),
+    ResultFile("docs/benchmarks/simulator/validation.json", "simulator_validation", per_set=True, pending=True),
 )
 
 

@@ -7,13 +7,15 @@ or :func:`roofline_profile` of a named accelerator) and predicts each method's t
 
 1. a group is one method at one batch size ``B``; its row-rounds are every record's rounds, ``N`` of them, with
    ``n̄`` draft nodes verified per row-round on average and a share ``d`` that verified any;
-2. the rows run ``B`` at a time, so the group runs ``N / B`` forwards (the tail in which fewer rows are left is
-   not modelled), each over ``B (1 + n̄)`` tokens: ``C(B, B (1 + n̄))`` plus the round's other stages
-   (``verify + commit`` of the profile, or its ``plain`` overhead when nothing was drafted and the profile has
-   one) and the loop's
-   own time per round outside every stage (``loop``: on the tiny pair as much as the forward itself);
-3. a forward in which rows drafted also pays the draft: ``a + b B d`` ms (``--draft-ms a,b``; by default the
-   records' own measured draft + build + prune time per forward, which holds on the machine they were measured on);
+2. the rows run as the loop's continuous batching runs them (:func:`continuous_schedule`): the requests, in their
+   order, take the ``B`` rows as rows free up, and each forward advances every row in flight by one round, so a
+   forward with ``R`` rows in flight (``R = B`` until the last requests drain) carries ``R (1 + n̄)`` tokens and
+   costs ``C(R, R (1 + n̄))`` plus the round's other stages (``verify + commit`` of the profile, or its ``plain``
+   overhead when nothing was drafted and the profile has one) and the loop's own time per round outside every stage
+   (``loop``: on the tiny pair as much as the forward itself);
+3. a forward in which rows drafted also pays the draft: ``a + b R d`` ms for ``R`` rows in flight (``--draft-ms
+   a,b``; by default the records' own measured draft + build + prune time per drafting forward, which holds on the
+   machine they were measured on);
 4. every request's prefill costs ``C(1, prompt tokens)``;
 5. predicted tokens per second = the group's new tokens over the sum of (2) to (4); the measured figure beside it is
    the new tokens over the requests' wall times divided by ``B`` (rows overlap in a batch).
@@ -25,8 +27,9 @@ were measured on, with its own measured profile, the prediction should be close 
 (`tests/bench/test_simulate.py` checks it on the tiny pair within a tolerance a busy machine allows).
 
 Example: 10 row-rounds at ``B = 2`` verifying 3 nodes each (``d = 1``), ``C(2, 8) = 20`` ms, no overheads, a draft
-of ``4 + 1 B`` ms, prompts of 5 tokens at ``C(1, 5) = 6`` ms, 40 new tokens from two requests: 5 forwards of
-``20 + 6`` ms plus 12 ms of prefill = 142 ms: 282 tokens per second.
+of ``4 + 1 B`` ms, prompts of 5 tokens at ``C(1, 5) = 6`` ms, 40 new tokens from two requests of 5 rounds each: 5
+forwards of ``20 + 6`` ms plus 12 ms of prefill = 142 ms: 282 tokens per second. Had the requests run 8 and 2
+rounds, the schedule would be 2 forwards with both rows and 6 with one, each at ``C(1, 4)`` and a draft of ``4 + 1``.
 
 **Replay at another budget** (``budget=k``, `specframe simulate --budget k`): every round is re-priced as if the
 verifier had seen only the first ``k`` draft nodes of the recorded tree in its ranking by path score
@@ -64,6 +67,7 @@ instead of 7 / 3 = 2.33.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,6 +133,37 @@ class Replayed:
     scale: float  # R' / R: how many replayed rounds each recorded round stands for
 
 
+def roofline_draft_ms(accelerator: str, params: float, tokens_per_row: int,
+                      bytes_per_param: float = 2.0) -> tuple[float, float]:
+    """A drafter's cost on ``accelerator``'s roofline as :func:`simulate`'s ``draft_ms`` ``(fixed, per_row)``: reading
+    its ``params`` weights once per forward, plus each drafting row's ``2 params tokens_per_row`` FLOPs (the sum
+    of the two roofline terms, where :func:`roofline_profile` takes their maximum: at most 2x above it)."""
+    if accelerator not in ACCELERATORS:
+        raise ValueError(f"unknown accelerator {accelerator!r}; known: {', '.join(ACCELERATORS)}")
+    flops, bandwidth = ACCELERATORS[accelerator]
+    return 1e3 * params * bytes_per_param / bandwidth, 1e3 * 2.0 * params * tokens_per_row / flops
+
+
+def mean_tau_records(method: str, tau: float, nodes: int, batch: int, *, rounds: int = 100,
+                     prompt_tokens: int = 128) -> list[dict[str, Any]]:
+    """Stand-in records for a pipeline known only by its mean acceptance length ``tau`` (committed tokens per round,
+    the bonus included) at ``nodes`` draft nodes a round, e.g. a paper's reported τ: ``batch`` requests of
+    ``rounds`` rounds each, every round verifying ``nodes`` nodes, the committed tokens spread so their mean is
+    ``tau`` to ``1 / rounds``. At the recorded budget :func:`simulate` reads only such aggregates (rounds, nodes,
+    tokens, prompt lengths), so these price a reported τ as any trace with that mean would; they carry no
+    ``path_order`` and cannot be replayed at another budget.
+
+    Example: ``tau = 2.5, rounds = 4`` commits 3, 3, 2, 2 tokens."""
+    if not 1.0 <= tau <= nodes + 1:
+        raise ValueError(f"a mean acceptance length of {tau} is impossible with {nodes} draft nodes a round")
+    committed = round(tau * rounds)
+    base, extra = divmod(committed, rounds)
+    lengths = [base + (r < extra) for r in range(rounds)]
+    return [{"method": method, "batch_size": batch, "question_id": i, "tree_nodes": [nodes] * rounds,
+             "accepted": [n - 1 for n in lengths], "tokens": list(range(committed + 1)), "prompt_tokens": prompt_tokens,
+             "total_ns": 0, "stage_ns": {}, "choices": [{"accept_lengths": lengths}]} for i in range(batch)]
+
+
 def kept_prefix(order: Sequence[int], budget: int) -> int:
     """How many leading nodes of an accepted path with score orders ``order`` lie in the first ``budget`` nodes."""
     n = 0
@@ -167,6 +202,25 @@ def replay_request(record: Mapping[str, Any], budget: int | None) -> Replayed:
                     scale)
 
 
+def continuous_schedule(rounds: Sequence[float], batch: int) -> dict[int, float]:
+    """How many forwards run with each number of rows in flight when requests of ``rounds[i]`` rounds each (in
+    admission order; fractional for a replay at another budget) share ``batch`` rows: a waiting request takes a row
+    as soon as one frees, and every forward advances each row in flight by one round.
+
+    Example: rounds ``[4, 1, 2]`` on 2 rows: both rows for 1 forward (the second request ends), the third request
+    joins, both rows for 2 more, then the first request alone for 1: ``{2: 3, 1: 1}``."""
+    waiting = deque(r for r in rounds if r > 0)
+    running: list[float] = []
+    steps: dict[int, float] = {}
+    while waiting or running:
+        while waiting and len(running) < batch:
+            running.append(waiting.popleft())
+        step = min(running)  # forwards until the next row frees
+        steps[len(running)] = steps.get(len(running), 0.0) + step
+        running = [r - step for r in running if r - step > 1e-9]
+    return steps
+
+
 def committed_tokens(record: Mapping[str, Any]) -> int:
     """Tokens the request's rounds committed (Spec-Bench's ``accept_lengths``; without them, every token but the
     prefill's)."""
@@ -202,20 +256,23 @@ def simulate(records: Sequence[Mapping[str, Any]], profile: CostProfile,
         committed = sum(committed_tokens(r) for r in group)
         mean_nodes = sum(p.nodes for p in replays) / rounds
         drafted = sum(p.drafted for p in replays) / rounds
-        forwards = rounds / batch
+        steps = continuous_schedule([p.rounds for p in replays], batch)  # rows in flight -> forwards
         stages = profile.overhead("verify") + profile.overhead("commit")  # a plain round verifies and commits too
         other = stages if drafted or "plain" not in profile.overhead_ms else profile.overhead("plain")
-        forward_ms = profile.cost(batch, batch * (1.0 + mean_nodes)) + other + profile.overhead("loop")
+        forward_total = sum(n * (profile.cost(a, a * (1.0 + mean_nodes)) + other + profile.overhead("loop"))
+                            for a, n in steps.items())
         if draft_ms is not None:
-            draft_total = forwards * (draft_ms[0] + draft_ms[1] * batch * drafted) if drafted else 0.0
-        else:  # each request's measured draft time, for as many drafting rounds as its replay has
-            draft_total = 0.0
-            for r, p in zip(group, replays, strict=True):
-                measured = sum(r["stage_ns"].get(s, 0) for s in ("draft", "build", "prune")) / 1e6
-                recorded = sum(int(n) > 0 for n in r["tree_nodes"])
-                draft_total += measured * (p.drafted / recorded if recorded else 0.0) / batch
+            draft_total = sum(n * (draft_ms[0] + draft_ms[1] * a * drafted) for a, n in steps.items()) \
+                if drafted else 0.0
+        else:  # the records' measured draft time per drafting forward, for as many as the schedule runs
+            # A row's record holds its rounds' whole draft times (a round's stages are shared by its rows), so the
+            # mean over recorded drafted row-rounds is the mean draft time of a forward, weighted by rows in flight.
+            measured = sum(r["stage_ns"].get(s, 0) for r in group for s in ("draft", "build", "prune")) / 1e6
+            recorded = sum(int(n) > 0 for r in group for n in r["tree_nodes"])
+            per_forward = measured / recorded if recorded else 0.0
+            draft_total = per_forward * drafted * sum(steps.values())
         prefill = sum(profile.cost(1, max(int(r.get("prompt_tokens", 1)), 1)) for r in group)
-        predicted_ms = forwards * forward_ms + draft_total + prefill
+        predicted_ms = forward_total + draft_total + prefill
         measured_s = sum(int(r["total_ns"]) for r in group) / 1e9 / batch
         out.append(Prediction(method, batch, len(group), round(rounds, 3), round(mean_nodes, 3),
                               tokens / measured_s if measured_s > 0 else 0.0,

@@ -30,6 +30,24 @@ def test_the_worked_example_of_the_module_docstring() -> None:
     assert p.measured_tokens_per_s == pytest.approx(40 / 0.140)
 
 
+def test_the_last_requests_drain_with_fewer_rows_in_flight() -> None:
+    """Continuous batching: a waiting request takes the first row that frees; the tail runs with fewer rows, each of
+    its forwards priced at the rows actually in flight (the docstring's second example)."""
+    from specframe.bench.simulate import continuous_schedule
+
+    assert continuous_schedule([4, 1, 2], 2) == {2: 3, 1: 1}
+    assert continuous_schedule([5, 5], 2) == {2: 5} and continuous_schedule([3, 0, 2], 4) == {2: 2, 1: 1}
+    for rounds, batch in (([7, 3, 9, 1, 4], 2), ([2.5, 1.2, 4.0], 3), ([6] * 8, 3)):
+        steps = continuous_schedule(rounds, batch)
+        assert sum(a * n for a, n in steps.items()) == pytest.approx(sum(rounds))  # every round runs once
+        assert max(steps) <= batch
+    profile = CostProfile(key={}, verify_ms={1: 5.0, 4: 5.0}, batch_ms={2: {2: 10.0, 8: 20.0}})
+    (p,) = simulate([record("m", 2, [3] * 8, 30, 1.0), record("m", 2, [3] * 2, 10, 1.0, qid=1)], profile,
+                    draft_ms=(4.0, 1.0))
+    # 2 forwards of both rows at C(2, 8) + draft 4 + 2, 6 of one at C(1, 4) + draft 4 + 1, two prefills C(1, 5)
+    assert p.predicted_tokens_per_s == pytest.approx(40 / ((2 * 26 + 6 * 10 + 2 * 5) / 1e3))
+
+
 def test_the_roofline_is_flat_while_memory_bound_and_steep_after() -> None:
     h100 = roofline_profile("h100-sxm", 4.0e9)
     assert h100.cost(1, 1) == pytest.approx(h100.cost(1, 64))  # 8 GB of weights at 3.35 TB/s: 2.4 ms
@@ -37,6 +55,28 @@ def test_the_roofline_is_flat_while_memory_bound_and_steep_after() -> None:
     assert h100.cost(64, 64 * 128) > 10 * h100.cost(64, 64)
     with pytest.raises(ValueError, match="unknown accelerator"):
         roofline_profile("abacus", 1e9)
+
+
+def test_a_reported_tau_is_priced_as_any_trace_with_that_mean() -> None:
+    """`mean_tau_records` stands in for a pipeline known by its τ alone: the replay's τ is the reported one (to
+    1 / rounds), and on the memory-bound part of a roofline (every forward costs the same) the predicted speed grows
+    with τ in proportion, while in the compute-bound part more nodes cost more."""
+    from specframe.bench.simulate import mean_tau_records, roofline_draft_ms
+
+    h100 = roofline_profile("h100-sxm", 4.0e9)
+    records = mean_tau_records("m", 5.97, 15, 2, rounds=100)
+    (p,) = simulate(records, h100)
+    assert p.tau == pytest.approx(5.97, abs=0.01) and p.nodes_per_round == 15 and p.row_rounds == 200
+    (low,) = simulate(mean_tau_records("m", 3.0, 15, 1, rounds=400, prompt_tokens=1), h100)
+    (high,) = simulate(mean_tau_records("m", 6.0, 15, 1, rounds=400, prompt_tokens=1), h100)
+    assert high.predicted_tokens_per_s / low.predicted_tokens_per_s == pytest.approx(2.0, rel=0.01)
+    (few,) = simulate(mean_tau_records("m", 6.0, 15, 32), h100)
+    (many,) = simulate(mean_tau_records("m", 6.0, 63, 32), h100)  # 32 x 64 tokens: past the ridge
+    assert many.predicted_tokens_per_s < 0.5 * few.predicted_tokens_per_s
+    with pytest.raises(ValueError, match="impossible"):
+        mean_tau_records("m", 17.5, 15, 1)
+    fixed, per_row = roofline_draft_ms("h100-sxm", 1.0e9, 16)
+    assert fixed == pytest.approx(1e3 * 2.0e9 / 3.35e12) and per_row == pytest.approx(1e3 * 2.0 * 1e9 * 16 / 989e12)
 
 
 def test_the_command_checks_its_inputs_and_prints_a_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

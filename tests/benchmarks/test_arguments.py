@@ -14,7 +14,7 @@ import torch
 
 SCRIPTS = ("accelerator_check", "auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness",
            "corrector_ablation", "draft_vocab", "loop_overhead", "smollm2_eval", "smollm2_heldout",
-           "smollm2_recipe_ablations", "sibling_acceptance", "tree_construction")
+           "smollm2_recipe_ablations", "sibling_acceptance", "simulator_validation", "tree_construction")
 RECIPE = "recipes/smollm2/drafter-stage3.yaml"
 
 
@@ -70,6 +70,9 @@ CASES = [
     ("bf16_exactness", ["--split", "report", "--n", "5"], "--split"),
     ("sibling_acceptance", ["--split", "report", "--n", "19"], "--split"),
     ("sibling_acceptance", ["--max-new-tokens", "0"], "--max-new-tokens"),
+    ("simulator_validation", ["--split", "report", "--n", "57"], "--split"),  # 19 per set of 3
+    ("simulator_validation", ["--batch-sizes", "1,0"], "--batch-sizes"),
+    ("simulator_validation", ["--threads", "-1"], "--threads"),
     ("auto_budget", ["--split", "all"], "--split"),
     ("auto_budget", ["--wait-quiet", "-1"], "--wait-quiet"),
     ("batch_decoding", ["--batch-sizes", "0"], "--batch-sizes"),
@@ -155,7 +158,7 @@ def test_threads_zero_means_torchs_default() -> None:
 
 
 SPLIT_SCRIPTS = ("auto_budget", "batch_decoding", "bf16_exactness", "corrector_ablation", "draft_vocab",
-                 "sibling_acceptance", "smollm2_eval")
+                 "sibling_acceptance", "simulator_validation", "smollm2_eval")
 
 
 @pytest.mark.parametrize("name", SPLIT_SCRIPTS)

@@ -58,7 +58,8 @@ COVERED: dict[str, str] = {
     **{f"benchmarks/{name}.py": f"tests/benchmarks/test_smoke.py::test_{name}"
        for name in ("auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
                     "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations",
-                    "tree_construction", "loop_overhead", "corrector_ablation", "sibling_acceptance")},
+                    "tree_construction", "loop_overhead", "corrector_ablation", "sibling_acceptance",
+                    "simulator_validation")},
     "benchmarks/accelerator_check.py": "tests/benchmarks/test_smoke.py::test_accelerator_check_on_cpu",
     "specframe vllm-export": "plugins/specframe-vllm/tests/test_export.py::test_cli",
 }
@@ -155,7 +156,7 @@ def test_rerun_docs_tables_smoke(smoke_env: Path, tmp_path: Path, monkeypatch: p
     needs_sets("gsm8k", "humaneval", "spec_bench/translation")
     monkeypatch.chdir(ROOT)
     for command in rerun_commands(tmp_path, "strategies", "budget", "width", "beta", "candidates", "ngram-smollm2",
-                                  "auto-budget", "batch-decoding", "bf16-exactness"):
+                                  "auto-budget", "batch-decoding", "simulator-validation", "bf16-exactness"):
         if command[0] == ".venv/bin/specframe":
             assert run_cli(command[1:]) == 0, command
         else:

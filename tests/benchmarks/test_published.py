@@ -21,7 +21,7 @@ from specframe.bench.published import RESULT_FILES, ResultFile, status_line, sub
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMING_SCRIPTS = ("auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "corrector_ablation",
-                  "draft_vocab", "loop_overhead", "smollm2_eval")
+                  "draft_vocab", "loop_overhead", "simulator_validation", "smollm2_eval")
 
 
 def report_of(entry: ResultFile) -> dict[str, Any]:

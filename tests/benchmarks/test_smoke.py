@@ -14,6 +14,7 @@ formula on the recorded inputs; not figures that hold by construction.
 from __future__ import annotations
 
 import importlib
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,21 @@ def test_auto_budget(smoke_env: Path, tmp_path: Path) -> None:
     assert_protocol(report, memory="frozen")
     assert report["protocol"]["cache"]["created_for_this_run"] and report["protocol"]["cache"]["state"] == "cold"
     assert report["protocol"]["controller"]["restores"] == 2 * len(rows)
+    # The physics bound is its formula on the recorded inputs, from the controller's own cost model: tau at the fixed
+    # budget is that row's, the replayed smaller budgets never accept more, and the auto row is a share of it.
+    from specframe.bench.physics import physics_bound
+    from specframe.cost.profile import CostProfile
+
+    bound, model = report["sets"]["gsm8k"]["physics_bound"], CostProfile.from_json(report["cost_model"])
+    tau = {int(k): v for k, v in bound["tau_by_nodes"].items()}
+    assert sorted(tau) == [1, 3, 7, 15, 16] and tau[16] == pytest.approx(rows["dartree-pruned B=16"]["tau"], abs=2e-3)
+    assert all(tau[a] <= tau[b] + 1e-9 for a, b in itertools.pairwise(sorted(tau)))
+    assert {int(n): ms for n, ms in bound["forward_ms"].items()} == pytest.approx(
+        {n: model.cost(1, n) for n in (1, 2, 4, 8, 16, 17)}, abs=0.01)
+    again = physics_bound(1, model, (bound["draft_ms"], 0.0), tau)
+    assert again.nodes == bound["nodes"] and again.speedup == pytest.approx(bound["speedup"], rel=0.01)
+    auto = rows["dartree-pruned auto"]
+    assert auto["share_of_bound"] == pytest.approx(auto["vs_plain"]["aggregate"]["value"] / bound["speedup"], abs=2e-3)
 
 
 @real_model
@@ -179,6 +195,33 @@ def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
     assert_protocol(report, memory="online")
     assert all(row["exact"] for rows in report["datasets"].values() for row in rows)
     assert {r["budget"] for r in report["budget_sweep"]} == {4}
+
+
+@real_model
+def test_simulator_validation(smoke_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every pipeline at both smoke batch sizes, every output equal to plain decoding's; each row's ratio is its
+    prediction over its measurement; and `specframe simulate` on the written records and a pipeline's written profile
+    prints the same predictions as the JSON (the table is what a user's command reproduces)."""
+    from specframe.cli import run_cli
+
+    needs_sets(*SPEED_SETS)
+    out = tmp_path / "validation.json"
+    report = run("simulator_validation", ["--smoke", "--cache", str(smoke_env / "cache")], out)
+    assert report["smoke"] and {(r["pipeline"], r["batch_size"]) for r in report["rows"]} == {
+        (p, b) for p in ("plain decoding", "DFlash chain", "DARTree (pruned, B = 16)") for b in (1, 2)}
+    for r in report["rows"]:
+        assert r["exact"] and r["ratio"] == pytest.approx(r["predicted_tokens_per_s"] / r["tokens_per_s"], abs=1e-3)
+        assert r["within_tolerance"] == (abs(r["ratio"] - 1) <= report["tolerance"])
+        assert (r["nodes_per_round"] == 0) == (r["pipeline"] == "plain decoding")
+    assert_protocol(report, memory="none: fixed budgets")
+    profile = tmp_path / report["files"]["profiles"]["DFlash chain"]
+    for r in (r for r in report["rows"] if r["pipeline"] == "DFlash chain"):
+        records = tmp_path / report["files"]["records"][str(r["batch_size"])]
+        capsys.readouterr()
+        assert run_cli(["simulate", str(records), "--costs", str(profile), "--json"]) == 0
+        (shown,) = [s for s in json.loads(capsys.readouterr().out) if s["method"] == "DFlash chain"]
+        assert shown["batch_size"] == r["batch_size"]
+        assert shown["predicted_tokens_per_s"] == pytest.approx(r["predicted_tokens_per_s"], rel=1e-3)
 
 
 @real_model
