@@ -63,7 +63,7 @@ for name in "${names[@]}"; do
     ngram-smollm2) run ngram-smollm2 examples/ngram-chain.yaml --sweep "drafter.num_speculative_tokens=[4,8]" \
         $NGRAM ;;
     auto-budget) run_cmd "$PY" benchmarks/auto_budget.py --n 20 --split report --max-new-tokens 64 --budgets 16 \
-        --methods dflash-chain,ddtree,domino-chain,dspark-chain,dartree-pruned --data "$data" \
+        --sets gsm8k,humaneval,mt_bench,alpaca,spec_bench/translation --methods dartree-pruned --data "$data" \
         --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" --out "$OUT/auto-budget/results.json" ;;
     batch-decoding) run_cmd "$PY" benchmarks/batch_decoding.py --n 60 --split report --max-new-tokens 64 \
         --batch-sizes 1,2,4,8 --data "$data" --wait-quiet "$wait_quiet" "${SCRIPT_SIZE[@]}" \

@@ -223,6 +223,7 @@ def batch_table(page: str, rel: str = BATCH_JSON) -> str:
     report = load(rel)
     rows = report["rows"]
     bounded = any("physics_bound" in r for r in rows)
+    repeats = max(len(r.get("wall_s_repeats", [])) for r in rows)
 
     def at(prefix: str, batch: int) -> dict[str, Any] | None:
         return next((r for r in rows if r["method"].startswith(prefix) and r["batch_size"] == batch), None)
@@ -231,12 +232,15 @@ def batch_table(page: str, rel: str = BATCH_JSON) -> str:
         value = (method["tokens"] / method["wall_s"]) / (base["tokens"] / base["wall_s"])
         per_repeat = [(method["tokens"] / m) / (base["tokens"] / b)
                       for m, b in zip(method["wall_s_repeats"], base["wall_s_repeats"], strict=True)]
+        if len(per_repeat) < 2:
+            return f"{value:.2f}×"
         return f"{value:.2f}× ({min(per_repeat):.2f}–{max(per_repeat):.2f} over {len(per_repeat)} repeats)"
 
     bound_head, bound_rule = (" physics bound (share of it) |", "---|") if bounded else ("", "")
     lines = [f"`benchmarks/batch_decoding.py` ([JSON]({link(page, rel)})), {machine_text(report)}, "
-             f"{report['n']} prompts, {report['max_new_tokens']} new tokens, the median of the repeats (paired by "
-             "repeat, their spread in brackets):", "",
+             f"{report['n']} prompts, {report['max_new_tokens']} new tokens, "
+             + ("one run per method and batch size (interleaved):" if repeats < 2 else
+                f"the median of {repeats} repeats (paired by repeat, their spread in brackets):"), "",
              f"| batch | `generate()` tok/s | plain tok/s | DARTree auto tok/s | {KERNEL_HEADING} | "
              f"{SPECULATION_HEADING}: DARTree auto |{bound_head} τ (auto) | plain rounds (auto) | "
              "draft ms per drafted round |",

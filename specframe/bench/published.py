@@ -55,7 +55,7 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/auto-budget/results.json", "auto_budget", per_set=True),
     ResultFile("checkpoints/smollm2-135m/eval.json", "smollm2_eval", per_set=True),
     ResultFile("checkpoints/smollm2-135m/eval.json", "corrector_ablation", per_set=True, key="corrector_ablation"),
-    ResultFile("docs/benchmarks/batch-decoding/results.json", "batch_decoding", per_set=True),
+    ResultFile("docs/benchmarks/batch-decoding/results.json", "batch_decoding", per_set=True, published=True),
     ResultFile("docs/benchmarks/loop-overhead/tiny.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/loop-overhead/tiny-before.json", "loop_overhead", per_set=False),
     ResultFile("docs/benchmarks/loop-overhead/smollm2-before.json", "loop_overhead", per_set=False),
@@ -66,7 +66,7 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/tree-baselines/results.json", "corrector_ablation", per_set=True),
     ResultFile("docs/benchmarks/siblings/smollm2.json", "sibling_acceptance", per_set=True, published=True,
                timed=False),
-    ResultFile("docs/benchmarks/simulator/validation.json", "simulator_validation", per_set=True, pending=True),
+    ResultFile("docs/benchmarks/simulator/validation.json", "simulator_validation", per_set=True, published=True),
 )
 
 
