@@ -82,7 +82,10 @@ SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (fir
           "math_code": "math + code", "chat": "chat"}
 SHORT = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench", "alpaca": "Alpaca"}
 LABELS = {"dartree-pruned auto": "DARTree pruned, `budget: auto`",
+          "dartree-pruned B=16": "DARTree pruned, fixed budget 16",
           "prompt-lookup chain": "prompt lookup, `budget: auto`"}
+#: The fixed-budget DARTree row of the auto-budget benchmark, shown beside `auto` (what the controller could reach).
+AUTO_FIXED = "dartree-pruned B=16"
 
 
 #: The DARTree rows of the auto-budget table: (JSON label, column title, short name), when the JSON has them.
@@ -157,6 +160,9 @@ def auto_budget_table(page: str) -> str:
     measured = {r["method"] for r in next(iter(report["sets"].values()))["rows"]}
     darts = [d for d in AUTO_DARTREES if d[0] in measured]
     columns = ["set", KERNEL_HEADING, f"{SPECULATION_HEADING}: prompt lookup (`auto`, ≤ 8)"]
+    fixed = AUTO_FIXED in measured
+    if fixed:
+        columns.append(f"{SPECULATION_HEADING}: DARTree pruned, fixed budget 16 (τ)")
     for _, title, short in darts:
         columns += [f"{SPECULATION_HEADING}: {title} (`auto`, ≤ 16)", f"{short} τ / plain rounds"]
     bounded = any("physics_bound" in r for scope in (*report["sets"].values(), *report["groups"].values())
@@ -173,6 +179,8 @@ def auto_budget_table(page: str) -> str:
         by = {g.label: g for g in methods}
         rows = {r["method"]: r for r in (report["groups"].get(scope) or report["sets"][scope])["rows"]}
         cells = [_cell(kernel), _cell(by["prompt-lookup chain"])]
+        if fixed:
+            cells.append(f"{_cell(by[AUTO_FIXED])} ({rows[AUTO_FIXED]['tau']:.2f})")
         for label, _, _ in darts:
             row = rows[label]
             cells += [f"{_cell(by[label])}, median {row['vs_plain']['median']:.2f}, worst "

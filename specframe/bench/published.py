@@ -52,7 +52,7 @@ class ResultFile:
 
 
 RESULT_FILES: tuple[ResultFile, ...] = (
-    ResultFile("docs/benchmarks/auto-budget/results.json", "auto_budget", per_set=True),
+    ResultFile("docs/benchmarks/auto-budget/results.json", "auto_budget", per_set=True, published=True),
     ResultFile("checkpoints/smollm2-135m/eval.json", "smollm2_eval", per_set=True),
     ResultFile("checkpoints/smollm2-135m/eval.json", "corrector_ablation", per_set=True, key="corrector_ablation"),
     ResultFile("docs/benchmarks/batch-decoding/results.json", "batch_decoding", per_set=True, published=True),
