@@ -41,6 +41,7 @@ measurement protocol; a file measured before the quiet rule says "not under the 
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -80,7 +81,8 @@ SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (fir
           **{f"spec_bench/{c}": f"Spec-Bench {c.replace('_', ' ')}"
              for c in ("translation", "summarization", "qa", "math_reasoning", "rag")},
           "math_code": "math + code", "chat": "chat"}
-SHORT = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench", "alpaca": "Alpaca"}
+SHORT = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench", "alpaca": "Alpaca",
+         "spec_bench/translation": "Spec-Bench translation"}
 LABELS = {"dartree-pruned auto": "DARTree pruned, `budget: auto`",
           "dartree-pruned B=16": "DARTree pruned, fixed budget 16",
           "prompt-lookup chain": "prompt lookup, `budget: auto`"}
@@ -203,10 +205,13 @@ def eval_table(methods: Sequence[str] | None = None) -> str:
     gains = {d: eval_gains(rows) for d, rows in report["datasets"].items()}
     datasets = list(gains)
     names = [SHORT.get(d, d) for d in datasets]
+    intervals = all(not math.isnan(g.estimate.low) for d in datasets for g in gains[d][1])
     lines = [f"`benchmarks/smollm2_eval.py` (`{EVAL_JSON}`), {machine_text(report)}, the first {report['n']} "
              f"held-out prompts of each set, {report['max_new_tokens']} new tokens, greedy, the pipelines' own "
-             "budgets (chains 8, trees 16, `auto` at most 16). This file records no per-prompt times, so its gains "
-             "have no interval; rerunning the script records them.", "",
+             "budgets (chains 8, trees 16, `auto` at most 16). "
+             + ("Aggregate speedups with 95 % bootstrap intervals over prompts." if intervals else
+                "This file records no per-prompt times, so its gains have no interval; rerunning the script "
+                "records them."), "",
              f"| gain | {' | '.join(names)} |", "|---|" + "---|" * len(datasets),
              f"| {KERNEL_HEADING} | "
              + " | ".join("not measured" if gains[d][0] is None else _cell(gains[d][0]) for d in datasets) + " |",
@@ -218,7 +223,7 @@ def eval_table(methods: Sequence[str] | None = None) -> str:
         for d in datasets:
             gain = next(g for g in gains[d][1] if g.label == method)
             tau = next(r["tau"] for r in report["datasets"][d] if r["method"] == method)
-            cells.append(f"{gain.estimate.value:.2f}× / {tau:.2f}" + (" †" if gain.contended else ""))
+            cells.append(f"{gain.estimate.format()} / {tau:.2f}" + (" †" if gain.contended else ""))
         lines.append(f"| {method} | {' | '.join(cells)} |")
     if any(g.contended for d in datasets for g in [*gains[d][1], *([gains[d][0]] if gains[d][0] else [])]):
         lines += ["", CONTENDED_NOTE + "."]

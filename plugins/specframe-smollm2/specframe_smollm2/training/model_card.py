@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specframe.bench.published import status_line
 from specframe.metrics.gains import CONTENDED_NOTE, KERNEL_HEADING, SPECULATION_HEADING, eval_gains
 from specframe_smollm2.training.recipe import load_recipe
 
@@ -245,8 +246,9 @@ def write_model_card(output_dir: Path, stages: list[tuple[Path, Path]], eval_jso
               "* Held-out τ is measured on blocks of the training distribution (teacher-forced target taps); the "
               "benchmark prompts differ, so τ there is lower.",
               "* On 2 CPU cores a verify of 9-33 tokens costs well over one decode step "
-              "(docs/concepts/benchmark-protocol.md), so fixed budgets of 16 run near plain decoding's speed; "
-              "`budget: auto` (DARTree pruned) verifies the subtree that pays on the machine (docs/benchmarks.md); "
+              "(docs/concepts/benchmark-protocol.md), so a fixed budget of 16 pays only where acceptance is high "
+              "(math, not chat or translation: docs/benchmarks.md); `budget: auto` (DARTree pruned) drafts and "
+              "verifies only what its cost model says pays on the machine, down to plain rounds; "
               "τ at temperature 0 is the hardware-independent number."]
     path = output_dir / "README.md"
     path.write_text("\n".join(lines) + "\n")
@@ -279,6 +281,7 @@ def _eval_lines(report: dict[str, Any], kind: str, source: str = "checkpoints/sm
                              f"{by_method[row['method']].format()} | {'yes' if row['exact'] else 'NO'} |")
     if any(g.contended for kernel, methods in gains.values() for g in [*methods, *([kernel] if kernel else [])]):
         lines += ["", CONTENDED_NOTE + "."]
+    lines += ["", status_line(report)]
     sweep = [r for r in report.get("budget_sweep", []) if r["method"] in SWEEP_METHODS[kind]]
     if sweep:
         lines += ["", "### τ versus budget (GSM8K + HumanEval prompts)", "",
