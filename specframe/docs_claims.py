@@ -82,7 +82,7 @@ SCOPES = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench (fir
              for c in ("translation", "summarization", "qa", "math_reasoning", "rag")},
           "math_code": "math + code", "chat": "chat"}
 SHORT = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "mt_bench": "MT-Bench", "alpaca": "Alpaca",
-         "spec_bench/translation": "Spec-Bench translation"}
+         **{scope: name for scope, name in SCOPES.items() if scope.startswith("spec_bench/")}}
 LABELS = {"dartree-pruned auto": "DARTree pruned, `budget: auto`",
           "dartree-pruned B=16": "DARTree pruned, fixed budget 16",
           "prompt-lookup chain": "prompt lookup, `budget: auto`"}

@@ -79,6 +79,18 @@ def test_every_speed_claim_block_quotes_the_two_gains_apart() -> None:
         assert "vs generate() [" not in text and "auto vs generate" not in text
 
 
+def test_the_method_table_quotes_each_gain_with_its_interval() -> None:
+    """The method table's file records per-prompt times: every speculation cell carries its bootstrap interval."""
+    from specframe import docs_claims
+
+    text = docs_claims.eval_table()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and " / " in line and "× " in line]
+    assert rows, text
+    for row in rows:
+        cells = row.strip("|").split("|")[1:]
+        assert all("× [" in cell for cell in cells), row
+
+
 def test_the_auto_budget_table_has_a_column_pair_per_dartree_pipeline_measured(monkeypatch: pytest.MonkeyPatch) -> None:
     """The published JSON holds the shipped DARTree's rows; a run that also measured the chat zoo renders a column
     pair more for it, with the header as wide as the rows."""

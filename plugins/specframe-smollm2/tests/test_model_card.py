@@ -71,3 +71,15 @@ def test_the_measured_section_never_multiplies_the_two_gains() -> None:
     assert "| gsm8k | 1.50× [1.40, 1.60], 2 prompts |" in card
     assert "| gsm8k | DDTree | 2.00 | 10.00 | 1.20× [1.10, 1.30], 2 prompts | yes |" in card
     assert "1.80" not in card and card.endswith("## Notes\n\n* n\n")
+
+
+def test_a_card_measured_off_the_protocol_says_so() -> None:
+    """The measured section carries the protocol's verdict on its file: figures from a run with no load record, few
+    prompts and no split are labelled, not presented as published measurements."""
+    from specframe_smollm2.training.model_card import with_measured_section
+
+    plain = {"method": "plain decoding", "tau": 1.0, "tokens_per_s": 10.0, "exact": True, "speedup": 1.0,
+             "speedup_vs_generate": 1.1, "per_prompt_tau": [1.0]}
+    report = {"n": 1, "max_new_tokens": 8, "datasets": {"gsm8k": [plain]}}
+    card = with_measured_section("# card\n\n## Notes\n\n* n\n", report, "drafter")
+    assert "**Not under the quiet rule**" in card and "1 prompts per set (at least 20)" in card
