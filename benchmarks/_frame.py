@@ -340,17 +340,20 @@ class RunProtocol:
 
 
 @contextmanager
-def measured_run(args: Any, threads: int) -> Iterator[RunProtocol]:
+def measured_run(args: Any, threads: int, *, process_tree: bool = False) -> Iterator[RunProtocol]:
     """The body as one measured run: refuse unless the machine is quiet at the start (not in a smoke run; waits up
     to ``--wait-quiet``), sample the load in the background through the body, and point ``$SPECFRAME_CACHE`` at a
-    private cache (``--cache`` when given). ``threads``: the benchmark's own busy threads."""
+    private cache (``--cache`` when given). ``threads``: the benchmark's own busy threads; ``process_tree``: the
+    benchmark runs other processes (an engine's), so the quiet rule measures the CPU used outside its process tree
+    (:mod:`specframe.bench.quiet`)."""
     from specframe.bench.learned_state import private_run_cache
     from specframe.bench.quiet import LoadSampler, refuse_unless_quiet
     from specframe.metrics.machine_load import load_average
 
     unchecked = bool(getattr(args, "smoke", False) or getattr(args, "force", False))
     start = load_average() if unchecked else refuse_unless_quiet(threads, wait_s=getattr(args, "wait_quiet", 0.0))
-    with private_run_cache(getattr(args, "cache", None)) as cache, LoadSampler(threads, start=start) as sampler:
+    sampler = LoadSampler(threads, start=start, process_tree=process_tree)
+    with private_run_cache(getattr(args, "cache", None)) as cache, sampler:
         yield RunProtocol(args, sampler, cache)
 
 

@@ -34,6 +34,11 @@ Usage::
         --out runs/corrector-ablation.json \
         --eval-json checkpoints/smollm2-135m/eval.json
     .venv/bin/python benchmarks/corrector_ablation.py --smoke --out /tmp/ablation.json     # a smoke run
+
+The whole table takes hours on 2 cores; it can be measured in parts on the same CPU and settings (``--methods``
+naming a part, ``--extend`` the file of the earlier parts; the tree baselines' file is such a part) and published
+with ``--eval-json`` by the run that completes it: every part's protocol is kept in ``runs``, and the table is
+judged by its weakest part.
 """
 
 from __future__ import annotations
@@ -107,7 +112,8 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_argument("--budgets", type=counts(), default=[4, 8, 16])
     ap.add_argument("--methods", type=name_list([m[0] for m in (*METHODS, *CHAT_ZOO_METHODS)]), default=None,
                     help="comma-separated method labels to run (default: every shipped one); the plain loop and "
-                         "generate() always run; not with --eval-json, whose table holds every shipped method")
+                         "generate() always run; with --eval-json only beside an --extend file that holds the "
+                         "other shipped methods (the published table holds every one)")
     ap.add_output("runs/corrector-ablation.json")
     ap.add_input("--eval-json", None, kind="file",
                  help="also store the report under 'corrector_ablation' in this eval.json (the published one: "
@@ -115,15 +121,15 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_input("--extend", None, kind="file",
                  help="add this run's method rows to this earlier result file of the same split, prompt count, token "
                       "limit, budgets, threads and CPU, checked before the run (rows of the same label are "
-                      "replaced); the file keeps every run's protocol")
+                      "replaced); the file keeps every run's protocol, and a table measured in parts is published "
+                      "with --eval-json once the parts hold every shipped method")
     ap.add_threads(1)
     ap.add_protocol()
     ap.add_smoke("1 prompt per kind, 4 tokens, budget 4, 4 methods unless --methods names others")
     args = ap.parse_args(argv)
-    if args.methods is not None and args.eval_json is not None:
-        ap.error("argument --eval-json: publishes the whole table, --methods runs a subset: give one of them")
-    if args.extend is not None and args.eval_json is not None:
-        ap.error("argument --extend: adds rows to a --methods file, --eval-json publishes the whole table: give one")
+    if args.methods is not None and args.eval_json is not None and args.extend is None:
+        ap.error("argument --eval-json: publishes the whole table, --methods runs a subset: give one of them (or "
+                 "--extend a file holding the other rows)")
     if args.smoke:
         args.n, args.max_new_tokens, args.budgets = 1, 4, [4]
     args.earlier = None
@@ -131,7 +137,21 @@ def parse_args(argv: Sequence[str] | None) -> Any:
         args.earlier, problem = earlier_file(args.extend, run_settings(args), machine_summary()["cpu"])
         if problem:
             ap.error(f"argument --extend: {args.extend} {problem}")
+        missing = missing_rows(args.earlier, args.methods, args.budgets) if args.eval_json is not None else []
+        if missing:
+            ap.error(f"argument --eval-json: publishes the whole table, but {args.extend} and this run's --methods "
+                     f"lack {', '.join(missing)}: name them in --methods too, or drop --eval-json")
     return args
+
+
+def missing_rows(earlier: dict[str, Any], methods: Sequence[str] | None, budgets: Sequence[int]) -> list[str]:
+    """The shipped methods (:data:`METHODS`) neither in the ``earlier`` file (a cell in every kind at every one of
+    ``budgets``) nor run now (``methods``; None: all): what a whole table, built from an ``--extend`` file and this
+    run, would lack."""
+    cells = [{(c.get("method"), c.get("budget")) for c in k["cells"]} for k in earlier["kinds"].values()]
+    have = {label for label, *_ in METHODS if all((label, b) in kind for kind in cells for b in budgets)}
+    run = {m[0] for m in METHODS} if methods is None else set(methods)
+    return [label for label, *_ in METHODS if label not in have | run]
 
 
 def run_settings(args: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from specframe.bench.quiet import judge
+from specframe.bench.quiet import MEASURE_PROCESS_TREE, judge
 
 #: Fewest prompts per set of a published per-set speed report.
 MIN_PROMPTS = 20
@@ -119,7 +119,12 @@ def status_line(report: Mapping[str, Any], *, per_set: bool = True, timed: bool 
     quiet = protocol.get("quiet") or {}
     start = start_load(report)
     load = f"1-minute load {start:.2f} at the start" if start is not None else "load at the start not recorded"
-    if quiet.get("during_max") is not None:
+    if quiet.get("measure") == MEASURE_PROCESS_TREE and isinstance(quiet.get("outside_max"), (int, float)):
+        load += (f"; processes outside the benchmark's process tree used at most {quiet['outside_max']:.2f} of a "
+                 "core over any minute of the run")
+        if isinstance(quiet.get("during_max"), (int, float)):
+            load += f" (the load, its own processes included, up to {quiet['during_max']:.2f})"
+    elif quiet.get("during_max") is not None:
         load += f", at most {quiet['during_max']:.2f} during the run ({quiet['threads']} benchmark thread(s))"
     else:
         load += ", not sampled during the run"

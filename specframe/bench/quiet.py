@@ -22,6 +22,27 @@ rule to such a record, so a published file is checked against the same rule as a
 Worked example (2 cores, 1 benchmark thread): start load 0.12 -> excess 0.12 < 0.3; samples 0.4, 0.8, 1.05,
 1.21 -> max excess 1.21 - 1 = 0.21 < 0.3: quiet. Start 0.85: excess 0.85, refused before any work.
 
+**A benchmark of several processes** (``LoadSampler(process_tree=True)``; the vLLM peer, whose engine runs a
+front-end, a scheduling loop and a worker as separate processes) cannot name the threads it keeps busy: vLLM's
+scheduling loop spins at 0.7-1.0 of a core beside the worker, so the load minus the compute threads charges the
+benchmark's own processes to "other processes". The same quantity, other processes' share, is then measured
+directly instead of inferred: every sample also reads the machine's busy CPU seconds and the CPU seconds of the
+benchmark's process tree (:mod:`specframe.metrics.process_tree`), and the share of a window is
+
+    outside = (busy CPU s - tree CPU s, over the window) / window seconds          # mean cores others used
+
+over every trailing :data:`OUTSIDE_WINDOW_S`-second window (the load average's minute; the whole run when it is
+shorter), sampled every 5 s. Quiet: the load below 0.3 at the start (nothing of the benchmark runs yet) and the
+largest ``outside`` below 0.3 of a core, with no gap between two readings longer than :data:`MAX_GAP_S` (a
+stalled sampler would stretch a window and dilute a neighbour's minute). Worked example: over a minute the
+machine was busy 70 CPU-s and the tree used 62 -> outside 8 / 60 = 0.13 of a core: quiet; a test suite that took
+40 CPU-s of that minute -> outside 48 / 60 = 0.8: not quiet.
+
+Accounting races: a descendant reaped between the reading of its own line and its parent's is counted twice in
+that one reading, which misstates only the windows that start or end there (the windows ending 5 s later cover
+nearly the same minute from clean readings); a descendant that leaves the tree (an orphan) takes its CPU time out
+of it, which can only make the windows across that moment look busier.
+
 Example::
 
     refuse_unless_quiet(threads=1)             # exit status 2 with the reason when the start is not quiet
@@ -35,11 +56,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 from typing import Any
 
 from specframe.metrics.machine_load import LoadWindow, load_average, read_proc
+from specframe.metrics.process_tree import outside_cpu_seconds
 
 #: Largest excess 1-minute load (the load minus the benchmark's own threads) of a quiet machine.
 QUIET_EXCESS = 0.3
@@ -48,6 +71,16 @@ SAMPLE_EVERY_S = 5.0
 #: The rule in one line, recorded with every run and quoted by the docs.
 RULE = (f"1-minute load minus the benchmark's own threads below {QUIET_EXCESS} at the start and at every "
         f"{SAMPLE_EVERY_S:g}-second sample of the run")
+#: Seconds of the trailing windows over which a multi-process benchmark's outside CPU share is averaged.
+OUTSIDE_WINDOW_S = 60.0
+#: The rule for a benchmark of several processes (see the module docstring), recorded in place of :data:`RULE`.
+RULE_PROCESS_TREE = (f"1-minute load below {QUIET_EXCESS} at the start; CPU used by processes outside the "
+                     f"benchmark's process tree below {QUIET_EXCESS} of a core over every trailing "
+                     f"{OUTSIDE_WINDOW_S:g}-second window, sampled every {SAMPLE_EVERY_S:g} s")
+#: Longest gap between two readings of a process-tree run that still judges its windows as minutes.
+MAX_GAP_S = 4 * SAMPLE_EVERY_S
+#: The two ways a run's other-process share is measured (``QuietRecord.measure``).
+MEASURE_LOAD, MEASURE_PROCESS_TREE = "load", "process-tree"
 
 
 def excess(load: float, threads: int) -> float:
@@ -68,6 +101,10 @@ class QuietRecord:
     wall_s: float
     rule: str = RULE
     threshold: float = QUIET_EXCESS
+    measure: str = MEASURE_LOAD  # MEASURE_PROCESS_TREE: judged by ``outside_max``, not ``during_max``
+    outside_max: float | None = None  # largest trailing-window mean of cores used outside the process tree
+    window_s: float | None = None  # the trailing window of ``outside_max``
+    max_gap_s: float | None = None  # the longest gap between two CPU readings (a stalled sampler dilutes windows)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "quiet": judge(asdict(self))[0]}
@@ -88,6 +125,8 @@ def judge(record: Mapping[str, Any] | None) -> tuple[bool, str]:
         return False, "no load average could be read (no /proc/loadavg)"
     if excess(float(start), 0) >= QUIET_EXCESS:
         return False, f"1-minute load {float(start):.2f} at the start (>= {QUIET_EXCESS})"
+    if record.get("measure", MEASURE_LOAD) == MEASURE_PROCESS_TREE:
+        return judge_outside(float(start), record.get("outside_max"), record.get("max_gap_s"))
     if excess(float(during), threads) >= QUIET_EXCESS:
         return False, (f"1-minute load up to {float(during):.2f} during the run with {threads} benchmark "
                        f"thread(s): excess {excess(float(during), threads):.2f} >= {QUIET_EXCESS}")
@@ -95,12 +134,54 @@ def judge(record: Mapping[str, Any] | None) -> tuple[bool, str]:
                   f"({threads} benchmark thread(s))")
 
 
+def judge_outside(start: float, outside_max: Any, max_gap_s: Any) -> tuple[bool, str]:
+    """The process-tree rule's verdict once the start is quiet: the largest outside share below the threshold,
+    from readings no further apart than :data:`MAX_GAP_S`."""
+    if not isinstance(outside_max, (int, float)) or not isinstance(max_gap_s, (int, float)):
+        return False, "no CPU time of the processes outside the benchmark's process tree could be read"
+    if max_gap_s > MAX_GAP_S:
+        return False, (f"the CPU readings were up to {max_gap_s:.0f} s apart (at most {MAX_GAP_S:g} s): the windows "
+                       "do not bound a minute")
+    if outside_max >= QUIET_EXCESS:
+        return False, (f"processes outside the benchmark's process tree used {outside_max:.2f} of a core over a "
+                       f"{OUTSIDE_WINDOW_S:g}-second window of the run (>= {QUIET_EXCESS})")
+    return True, (f"quiet: load {start:.2f} at the start, processes outside the benchmark's process tree at most "
+                  f"{outside_max:.2f} of a core during the run")
+
+
+def outside_share_max(points: Sequence[tuple[float, float, float]],
+                      window_s: float = OUTSIDE_WINDOW_S) -> float | None:
+    """The largest mean number of cores used outside the process tree over trailing ``window_s``-second windows.
+
+    ``points``: ``(seconds, machine busy CPU s, tree CPU s)`` readings in time order. Each reading ending a full
+    window is paired with the latest reading at least ``window_s`` before it; a run shorter than one window is
+    one window from its first reading to its last. A negative difference (a descendant left the tree, see
+    :mod:`specframe.metrics.process_tree`) counts as 0 for the tree, so the share errs towards busy.
+
+    Worked example (window 60 s): readings at 0, 30, 60, 90 s with busy 0, 31, 62, 100 CPU-s and tree 0, 30, 60, 90
+    -> windows [0, 60]: (62 - 60) / 60 = 0.03; [30, 90]: (69 - 60) / 60 = 0.15 -> 0.15.
+    """
+    if len(points) < 2:
+        return None
+    shares: list[float] = []
+    start = 0
+    for end in range(1, len(points)):
+        while start + 1 < end and points[end][0] - points[start + 1][0] >= window_s:
+            start += 1
+        t0, busy0, tree0 = points[start]
+        t1, busy1, tree1 = points[end]
+        full = t1 - t0 >= window_s
+        if (full or (end == len(points) - 1 and start == 0)) and t1 > t0:
+            shares.append(max((busy1 - busy0) - max(tree1 - tree0, 0.0), 0.0) / (t1 - t0))
+    return round(max(shares), 3) if shares else None
+
+
 def start_problem(threads: int, load: float | None) -> str | None:
     """Why the machine is not quiet enough to start (None: it is, or the load cannot be read)."""
     if load is None or excess(load, 0) < QUIET_EXCESS:
         return None
     return (f"the machine is busy: 1-minute load {load:.2f} before the start, the quiet rule allows less than "
-            f"{QUIET_EXCESS} ({RULE}); a figure measured now would share the cores with other jobs")
+            f"{QUIET_EXCESS} there; a figure measured now would share the cores with other jobs")
 
 
 def refuse_unless_quiet(threads: int, *, wait_s: float = 0.0, sleep: Callable[[float], None] = time.sleep,
@@ -121,15 +202,25 @@ def refuse_unless_quiet(threads: int, *, wait_s: float = 0.0, sleep: Callable[[f
 
 class LoadSampler:
     """Samples the 1-minute load in a background thread while its body runs (a context manager); ``record()``
-    gives the :class:`QuietRecord` so far (the sampler keeps running until the body ends)."""
+    gives the :class:`QuietRecord` so far (the sampler keeps running until the body ends).
+
+    ``process_tree=True``: a benchmark of several processes; every sample also reads the machine's and the process
+    tree's CPU seconds (``cpu``: the reader, default :func:`~specframe.metrics.process_tree.outside_cpu_seconds`)
+    and the record is judged by the outside share over trailing ``window_s``-second windows (module docstring)."""
 
     def __init__(self, threads: int, *, start: float | None = None, every_s: float = SAMPLE_EVERY_S,
-                 read: Callable[[], float | None] | None = None) -> None:
+                 read: Callable[[], float | None] | None = None, process_tree: bool = False,
+                 window_s: float = OUTSIDE_WINDOW_S,
+                 cpu: Callable[[], tuple[float, float] | None] | None = None) -> None:
         self.threads = threads
         self._read = read or (lambda: load_average(read_proc))
         self.start = start if start is not None else self._read()
         self._every = every_s
         self._samples: list[float] = []
+        self._process_tree = process_tree
+        self._window_s = window_s
+        self._cpu = cpu or outside_cpu_seconds
+        self._cpu_points: list[tuple[float, float, float]] = []  # (seconds, machine busy CPU s, tree CPU s)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="load-sampler", daemon=True)
@@ -138,10 +229,14 @@ class LoadSampler:
         self._t0 = time.monotonic()
 
     def _take(self) -> None:
-        value = self._read()
-        if value is not None:
-            with self._lock:
+        with self._lock:  # the sampler thread and record() both take readings: one at a time, in time order
+            value = self._read()
+            reading = self._cpu() if self._process_tree else None
+            now = time.monotonic()
+            if value is not None:
                 self._samples.append(value)
+            if reading is not None:
+                self._cpu_points.append((now, *reading))
 
     def _run(self) -> None:
         while not self._stop.wait(self._every):
@@ -150,6 +245,10 @@ class LoadSampler:
     def __enter__(self) -> LoadSampler:
         self._t0 = time.monotonic()
         self._first = self._window.sample()
+        if self._process_tree:
+            reading = self._cpu()
+            if reading is not None:
+                self._cpu_points.append((self._t0, *reading))
         self._thread.start()
         return self
 
@@ -163,10 +262,20 @@ class LoadSampler:
         other = self._window.finish(self._first, self._window.sample()).other_cpus
         with self._lock:
             samples = list(self._samples)
+            points = list(self._cpu_points)
+        tree: dict[str, Any] = {}
+        if self._process_tree:
+            whole = outside_share_max(points[:1] + points[-1:], window_s=float("inf")) if points else None
+            gaps = [b[0] - a[0] for a, b in pairwise(points)]
+            tree = {"measure": MEASURE_PROCESS_TREE, "rule": RULE_PROCESS_TREE, "window_s": self._window_s,
+                    "outside_max": outside_share_max(points, self._window_s),
+                    "max_gap_s": round(max(gaps), 1) if gaps else None}
+            other = whole
         return QuietRecord(
             threads=self.threads, start=self.start, during_max=max(samples) if samples else None,
             during_mean=round(sum(samples) / len(samples), 3) if samples else None, samples=len(samples),
-            other_cpus=None if other is None else round(other, 3), wall_s=round(time.monotonic() - self._t0, 1))
+            other_cpus=None if other is None else round(other, 3), wall_s=round(time.monotonic() - self._t0, 1),
+            **tree)
 
 
 def main(argv: list[str] | None = None) -> int:

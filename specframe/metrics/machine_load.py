@@ -146,7 +146,8 @@ def refuse_when_busy(max_load: float) -> float | None:
     return load
 
 
-def _busy_cpu_seconds(proc: ProcReader, ticks_per_s: float) -> float | None:
+def busy_cpu_seconds(proc: ProcReader, ticks_per_s: float) -> float | None:
+    """The machine's busy CPU seconds so far (``/proc/stat``'s ``cpu`` line, :data:`_BUSY_COLUMNS`), or None."""
     text = proc("stat")
     if not text:
         return None
@@ -161,7 +162,8 @@ def _busy_cpu_seconds(proc: ProcReader, ticks_per_s: float) -> float | None:
     return None
 
 
-def _ticks_per_second() -> float:
+def ticks_per_second() -> float:
+    """The kernel's clock ticks per second (``/proc`` CPU times count them)."""
     try:
         return float(os.sysconf("SC_CLK_TCK"))
     except (AttributeError, ValueError, OSError):
@@ -184,12 +186,12 @@ class LoadWindow:
         self._own_cpu = own_cpu or own_cpu_seconds
         self._clock = clock or time.monotonic
         self._cpus = cpus or usable_cpus()
-        self._ticks = _ticks_per_second()
+        self._ticks = ticks_per_second()
         self._start: LoadSample | None = None
         self.load: MachineLoad | None = None
 
     def sample(self) -> LoadSample:
-        return LoadSample(self._clock(), load_average(self._proc), _busy_cpu_seconds(self._proc, self._ticks),
+        return LoadSample(self._clock(), load_average(self._proc), busy_cpu_seconds(self._proc, self._ticks),
                           self._own_cpu())
 
     def __enter__(self) -> LoadWindow:

@@ -42,3 +42,42 @@ def test_the_shell_entry_point_exits_2_on_a_busy_machine(monkeypatch: pytest.Mon
     assert exc.value.code == 2
     monkeypatch.setattr(quiet, "load_average", lambda: 0.05)
     assert quiet.main([]) == 0 and "quiet" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------------------------- several processes
+def test_the_outside_share_is_the_worst_trailing_window() -> None:
+    """The module docstring's worked example, a run shorter than one window, and a tree that lost a descendant."""
+    points = [(0.0, 0.0, 0.0), (30.0, 31.0, 30.0), (60.0, 62.0, 60.0), (90.0, 100.0, 90.0)]
+    assert quiet.outside_share_max(points, 60.0) == pytest.approx(0.15)
+    assert quiet.outside_share_max(points[:2], 60.0) == pytest.approx(1 / 30, abs=1e-3)  # shorter: first to last
+    lost = [(0.0, 0.0, 5.0), (10.0, 9.0, 1.0)]  # an orphan took 4 s out of the tree: it counts as 0 for the tree
+    assert quiet.outside_share_max(lost, 60.0) == pytest.approx(0.9)
+    assert quiet.outside_share_max(points[:1], 60.0) is None
+
+
+def _tree_sampler(readings: list[tuple[float, float]], window_s: float) -> quiet.LoadSampler:
+    feed = iter(readings)
+    return quiet.LoadSampler(2, start=0.1, every_s=0.01, read=lambda: 2.6, process_tree=True, window_s=window_s,
+                             cpu=lambda: next(feed, readings[-1]))
+
+
+def test_a_benchmark_of_several_processes_is_judged_by_the_cpu_used_outside_its_tree() -> None:
+    """vLLM's spinning scheduler keeps the load at 2.6 with 2 compute threads: the load rule would call that busy,
+    the process-tree rule looks at what other processes used. A neighbour burning half a core is caught."""
+    own_only = [(float(i), float(i)) for i in range(200)]  # every busy CPU second is the tree's
+    with _tree_sampler(own_only, window_s=0.02) as sampler:
+        time.sleep(0.1)
+    record = sampler.record().to_dict()
+    assert record["measure"] == quiet.MEASURE_PROCESS_TREE and record["rule"] == quiet.RULE_PROCESS_TREE
+    assert record["outside_max"] == 0 and record["quiet"], quiet.judge(record)
+    assert not quiet.judge({**record, "measure": quiet.MEASURE_LOAD})[0]  # the load rule: excess 0.6
+    neighbour = [(float(i), 0.0) for i in range(200)]  # a reading per sample, none of it the tree's
+    with _tree_sampler(neighbour, window_s=0.02) as busy:
+        time.sleep(0.1)
+    judged = busy.record().to_dict()
+    assert judged["outside_max"] is not None and judged["outside_max"] >= quiet.QUIET_EXCESS
+    assert not judged["quiet"] and "outside the benchmark's process tree" in quiet.judge(judged)[1]
+    assert not quiet.judge({**record, "outside_max": None})[0]
+    stalled = quiet.judge({**record, "max_gap_s": 3 * quiet.OUTSIDE_WINDOW_S})  # one window would span 3 minutes
+    assert not stalled[0] and "apart" in stalled[1]
+    assert not quiet.judge({**record, "start": 0.4})[0]  # the start rule holds for both forms

@@ -302,3 +302,27 @@ def test_a_failed_merge_writes_this_runs_own_rows_first(tmp_path: Path, same_fil
     assert json.loads(written.read_text()) == report
     assert json.loads(path.read_text()) == earlier
     assert str(exc.value.code).startswith("error: argument --extend:") and f"written to {written}" in str(exc.value)
+
+
+def test_a_table_measured_in_parts_is_published_only_by_the_part_that_completes_it(
+        tmp_path: Path, no_work: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`--eval-json` publishes the whole table: beside `--extend` it is refused before any work while the earlier
+    parts and this run's `--methods` lack a shipped method, and accepted once they hold every one."""
+    ablation = script("corrector_ablation")
+    labels = [m[0] for m in ablation.METHODS]
+    earlier = tmp_path / "parts.json"
+    kinds = {k: {"cells": [{"method": m, "budget": b} for m in labels[:5] for b in (4, 8, 16)]} for k in ablation.KINDS}
+    kinds["chat"]["cells"] = [c for c in kinds["chat"]["cells"] if (c["method"], c["budget"]) != (labels[0], 16)]
+    earlier.write_text(json.dumps(_file_of_a_default_run(kinds=kinds)))
+    evaluation = tmp_path / "eval.json"
+    evaluation.write_text("{}")
+    common = ["--extend", str(earlier), "--eval-json", str(evaluation), "--out", str(tmp_path / "out.json")]
+    with pytest.raises(SystemExit) as exc:
+        ablation.main(["--methods", ",".join(labels[5:-1]), *common])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and no_work == [] and "Traceback" not in err
+    assert "argument --eval-json:" in err and labels[-1] in err and labels[1] not in err.split("lack", 1)[1], err
+    assert labels[0] in err.split("lack", 1)[1]  # its chat row at B = 16 is missing from the parts
+    args = ablation.parse_args(["--methods", ",".join([labels[0], *labels[5:]]), *common])
+    assert args.eval_json == evaluation and ablation.missing_rows(args.earlier, args.methods, args.budgets) == []
+    assert ablation.missing_rows(args.earlier, None, args.budgets) == []  # no --methods: every shipped one runs

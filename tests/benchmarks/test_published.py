@@ -60,6 +60,21 @@ def test_the_rule_rejects_what_the_old_default_let_through() -> None:
     assert not verdict({"protocol": {**published["protocol"], "prompts_per_set": 5}}).published
 
 
+def test_a_benchmark_of_several_processes_is_judged_and_labelled_by_the_cpu_outside_its_tree() -> None:
+    """The vLLM peer's record (``measure: process-tree``): its own engine's load does not bar it, other processes'
+    CPU does, and its status line names what was measured."""
+    record = {"threads": 1, "start": 0.12, "during_max": 2.63, "samples": 300, "measure": "process-tree",
+              "outside_max": 0.07, "window_s": 60.0, "max_gap_s": 5.1}
+    published = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}}
+    assert verdict(published).published
+    line = status_line(published)
+    assert line.startswith("Measured under the protocol") and "at most 0.07 of a core over any minute" in line
+    assert "up to 2.63" in line
+    busy = {"protocol": {**published["protocol"], "quiet": {**record, "outside_max": 0.45}}}
+    assert not verdict(busy).published and "used 0.45 of a core" in verdict(busy).reasons[0]
+    assert not verdict({"protocol": {**published["protocol"], "quiet": {**record, "start": 0.5}}}).published
+
+
 def test_a_file_of_counts_is_spared_the_quiet_rule_but_not_the_split_or_the_prompt_count() -> None:
     """A τ/acceptance file (``timed=False``) quotes no time: a busy machine does not bar it, and its status line says
     so; the report split, 20 prompts per set and no smoke run still apply, and a timed file stays barred."""
