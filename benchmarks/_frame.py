@@ -314,6 +314,11 @@ class RunProtocol:
     def start_load(self) -> float | None:
         return self.sampler.start
 
+    def probe(self) -> None:
+        """Time the steadiness probe between two phases (:mod:`specframe.bench.steadiness`); the record holds every
+        probe and the run is judged by their spread."""
+        self.sampler.probe_now()
+
     def freeze_controllers(self, pipes: Sequence[Any]) -> Any:
         """Snapshot the ``budget: auto`` controllers of ``pipes`` after the warm-up; ``.restore()`` before every
         measured request (:class:`specframe.bench.learned_state.ControllerFreeze`)."""
@@ -348,11 +353,12 @@ def measured_run(args: Any, threads: int, *, process_tree: bool = False) -> Iter
     (:mod:`specframe.bench.quiet`)."""
     from specframe.bench.learned_state import private_run_cache
     from specframe.bench.quiet import LoadSampler, refuse_unless_quiet
+    from specframe.bench.steadiness import probe_ms
     from specframe.metrics.machine_load import load_average
 
     unchecked = bool(getattr(args, "smoke", False) or getattr(args, "force", False))
     start = load_average() if unchecked else refuse_unless_quiet(threads, wait_s=getattr(args, "wait_quiet", 0.0))
-    sampler = LoadSampler(threads, start=start, process_tree=process_tree)
+    sampler = LoadSampler(threads, start=start, process_tree=process_tree, probe=probe_ms)
     with private_run_cache(getattr(args, "cache", None)) as cache, sampler:
         yield RunProtocol(args, sampler, cache)
 

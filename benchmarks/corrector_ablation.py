@@ -341,6 +341,7 @@ def ablate(args: Any, run: RunProtocol) -> int:
         prompts = [item.text for item in sets[name].prompts]
         report["kinds"][kind] = ablate_kind(prompts, methods, args.budgets, args.max_new_tokens, console)
         console.print(table(kind, report["kinds"][kind], args.budgets))
+        run.probe()  # an hour in, is the machine as fast as at the start?
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
     report["protocol"] = run.record(prompts_per_set=args.n, controller={"memory": "none: fixed budgets"})

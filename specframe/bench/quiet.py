@@ -9,9 +9,10 @@ the threads the benchmark itself keeps busy; what is left is the **excess** load
 * **during the run** a background :class:`LoadSampler` reads the load every :data:`SAMPLE_EVERY_S` seconds (the
   kernel updates it every 5 s); the largest reading minus the benchmark's threads must stay below 0.3 too.
 
-A run is **quiet** when both hold. 0.3 is a third of a core: a daemon's blips stay far below it, another job
-(a test suite, a compiler, a second benchmark) keeps a core busy and exceeds it within a minute. On 2 cores a
-load of 0.9 before the start is most of the second core: such a run is not quiet.
+A run is **quiet** when both hold and its speed probes (:mod:`specframe.bench.steadiness`: what the load cannot
+see, another guest on the host) stayed within 15 % of each other. 0.3 is a third of a core: a daemon's blips stay
+far below it, another job (a test suite, a compiler, a second benchmark) keeps a core busy and exceeds it within a
+minute. On 2 cores a load of 0.9 before the start is most of the second core: such a run is not quiet.
 
 The record a run writes (:meth:`QuietRecord.to_dict`, the ``protocol.quiet`` field of every result JSON) holds the
 start load, the maximum and mean of the samples, their count, the benchmark's threads and the CPU time other
@@ -61,6 +62,7 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
+from specframe.bench.steadiness import judge_steady
 from specframe.metrics.machine_load import LoadWindow, load_average, read_proc
 from specframe.metrics.process_tree import outside_cpu_seconds
 
@@ -105,6 +107,7 @@ class QuietRecord:
     outside_max: float | None = None  # largest trailing-window mean of cores used outside the process tree
     window_s: float | None = None  # the trailing window of ``outside_max``
     max_gap_s: float | None = None  # the longest gap between two CPU readings (a stalled sampler dilutes windows)
+    probes_ms: list[float] | None = None  # the fixed probe's times, start to end (specframe.bench.steadiness)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "quiet": judge(asdict(self))[0]}
@@ -126,12 +129,16 @@ def judge(record: Mapping[str, Any] | None) -> tuple[bool, str]:
     if excess(float(start), 0) >= QUIET_EXCESS:
         return False, f"1-minute load {float(start):.2f} at the start (>= {QUIET_EXCESS})"
     if record.get("measure", MEASURE_LOAD) == MEASURE_PROCESS_TREE:
-        return judge_outside(float(start), record.get("outside_max"), record.get("max_gap_s"))
-    if excess(float(during), threads) >= QUIET_EXCESS:
+        verdict = judge_outside(float(start), record.get("outside_max"), record.get("max_gap_s"))
+    elif excess(float(during), threads) >= QUIET_EXCESS:
         return False, (f"1-minute load up to {float(during):.2f} during the run with {threads} benchmark "
                        f"thread(s): excess {excess(float(during), threads):.2f} >= {QUIET_EXCESS}")
-    return True, (f"quiet: load {float(start):.2f} at the start, at most {float(during):.2f} during the run "
-                  f"({threads} benchmark thread(s))")
+    else:
+        verdict = True, (f"quiet: load {float(start):.2f} at the start, at most {float(during):.2f} during the run "
+                         f"({threads} benchmark thread(s))")
+    probes = record.get("probes_ms")
+    steady = judge_steady(probes if isinstance(probes, list) else None)
+    return verdict if not verdict[0] or steady[0] else steady
 
 
 def judge_outside(start: float, outside_max: Any, max_gap_s: Any) -> tuple[bool, str]:
@@ -211,8 +218,11 @@ class LoadSampler:
     def __init__(self, threads: int, *, start: float | None = None, every_s: float = SAMPLE_EVERY_S,
                  read: Callable[[], float | None] | None = None, process_tree: bool = False,
                  window_s: float = OUTSIDE_WINDOW_S,
-                 cpu: Callable[[], tuple[float, float] | None] | None = None) -> None:
+                 cpu: Callable[[], tuple[float, float] | None] | None = None,
+                 probe: Callable[[], float] | None = None) -> None:
         self.threads = threads
+        self._probe = probe
+        self._probes: list[float] = []
         self._read = read or (lambda: load_average(read_proc))
         self.start = start if start is not None else self._read()
         self._every = every_s
@@ -242,7 +252,14 @@ class LoadSampler:
         while not self._stop.wait(self._every):
             self._take()
 
+    def probe_now(self) -> None:
+        """Time the steadiness probe now (between phases of the run: nothing measured meanwhile); no-op without
+        a probe."""
+        if self._probe is not None:
+            self._probes.append(self._probe())
+
     def __enter__(self) -> LoadSampler:
+        self.probe_now()
         self._t0 = time.monotonic()
         self._first = self._window.sample()
         if self._process_tree:
@@ -257,7 +274,8 @@ class LoadSampler:
         self._thread.join()
 
     def record(self) -> QuietRecord:
-        """The loads so far, a last reading included."""
+        """The loads so far, a last reading (and a last probe) included."""
+        self.probe_now()
         self._take()
         other = self._window.finish(self._first, self._window.sample()).other_cpus
         with self._lock:
@@ -275,7 +293,7 @@ class LoadSampler:
             threads=self.threads, start=self.start, during_max=max(samples) if samples else None,
             during_mean=round(sum(samples) / len(samples), 3) if samples else None, samples=len(samples),
             other_cpus=None if other is None else round(other, 3), wall_s=round(time.monotonic() - self._t0, 1),
-            **tree)
+            probes_ms=list(self._probes) if self._probe is not None else None, **tree)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,3 +81,30 @@ def test_a_benchmark_of_several_processes_is_judged_by_the_cpu_used_outside_its_
     stalled = quiet.judge({**record, "max_gap_s": 3 * quiet.OUTSIDE_WINDOW_S})  # one window would span 3 minutes
     assert not stalled[0] and "apart" in stalled[1]
     assert not quiet.judge({**record, "start": 0.4})[0]  # the start rule holds for both forms
+
+
+# --------------------------------------------------------------------------------------------- a steady machine
+def test_a_run_whose_machine_slowed_down_is_not_quiet_whatever_its_load() -> None:
+    """The probe between phases catches what no load reading shows (another guest took the core): the run that
+    slowed by half an hour in, its load at its own 1.00 throughout."""
+    from specframe.bench.steadiness import STEADY_DRIFT, judge_steady
+
+    assert judge_steady([21.0, 21.4, 20.8])[0] and judge_steady(None)[0] and judge_steady([21.0])[0]
+    slowed = judge_steady([21.0, 43.5])
+    assert not slowed[0] and "drifted" in slowed[1] and "+107%" in slowed[1]
+    assert not judge_steady([20.0, 20.0 * (1 + STEADY_DRIFT) + 0.1])[0]
+    times = iter([20.0, 20.4, 41.0])
+    with quiet.LoadSampler(1, start=0.1, every_s=0.01, read=lambda: 1.0, probe=lambda: next(times)) as sampler:
+        sampler.probe_now()  # between two phases
+    record = sampler.record().to_dict()
+    assert record["probes_ms"] == [20.0, 20.4, 41.0] and not record["quiet"]
+    assert "drifted" in quiet.judge(record)[1]
+    assert quiet.judge({**record, "probes_ms": [20.0, 20.4, 20.9]})[0]
+    assert not quiet.judge({**record, "probes_ms": [20.0, 20.4], "during_max": 1.5})[0]  # the load still counts
+
+
+def test_the_probe_times_a_fixed_workload() -> None:
+    from specframe.bench.steadiness import probe_ms
+
+    first = probe_ms(repeats=2)
+    assert 0 < first < 5000
