@@ -64,7 +64,7 @@ from typing import Any
 
 from specframe.bench.steadiness import judge_steady
 from specframe.metrics.machine_load import LoadWindow, load_average, read_proc
-from specframe.metrics.process_tree import outside_cpu_seconds
+from specframe.metrics.process_tree import machine_and_tree_cpu_seconds
 
 #: Largest excess 1-minute load (the load minus the benchmark's own threads) of a quiet machine.
 QUIET_EXCESS = 0.3
@@ -212,8 +212,9 @@ class LoadSampler:
     gives the :class:`QuietRecord` so far (the sampler keeps running until the body ends).
 
     ``process_tree=True``: a benchmark of several processes; every sample also reads the machine's and the process
-    tree's CPU seconds (``cpu``: the reader, default :func:`~specframe.metrics.process_tree.outside_cpu_seconds`)
-    and the record is judged by the outside share over trailing ``window_s``-second windows (module docstring)."""
+    tree's CPU seconds (``cpu``: the reader, default
+    :func:`~specframe.metrics.process_tree.machine_and_tree_cpu_seconds`) and the record is judged by the outside
+    share over trailing ``window_s``-second windows (module docstring)."""
 
     def __init__(self, threads: int, *, start: float | None = None, every_s: float = SAMPLE_EVERY_S,
                  read: Callable[[], float | None] | None = None, process_tree: bool = False,
@@ -229,7 +230,7 @@ class LoadSampler:
         self._samples: list[float] = []
         self._process_tree = process_tree
         self._window_s = window_s
-        self._cpu = cpu or outside_cpu_seconds
+        self._cpu = cpu or machine_and_tree_cpu_seconds
         self._cpu_points: list[tuple[float, float, float]] = []  # (seconds, machine busy CPU s, tree CPU s)
         self._lock = threading.Lock()
         self._stop = threading.Event()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from specframe.metrics.machine_load import ProcReader, busy_cpu_seconds, read_proc, ticks_per_second
 
-__all__ = ["outside_cpu_seconds", "parse_stat", "tree_cpu_seconds"]
+__all__ = ["machine_and_tree_cpu_seconds", "parse_stat", "tree_cpu_seconds"]
 
 
 def parse_stat(text: str) -> tuple[int, int, int]:
@@ -67,7 +67,7 @@ def tree_cpu_seconds(root: int | None = None, proc_dir: Path = Path("/proc"),
     return total / ticks
 
 
-def outside_cpu_seconds(proc: ProcReader = read_proc, root: int | None = None) -> tuple[float, float] | None:
+def machine_and_tree_cpu_seconds(proc: ProcReader = read_proc, root: int | None = None) -> tuple[float, float] | None:
     """``(machine busy CPU seconds, this process tree's CPU seconds)`` read together (None without ``/proc``): the
     outside share of a window is the difference of the first minus the difference of the second."""
     busy = busy_cpu_seconds(proc, ticks_per_second())

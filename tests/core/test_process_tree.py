@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from specframe.metrics.process_tree import outside_cpu_seconds, parse_stat, tree_cpu_seconds
+from specframe.metrics.process_tree import machine_and_tree_cpu_seconds, parse_stat, tree_cpu_seconds
 
 #: A child that burns 0.6 CPU seconds, says so, and waits for its stdin to close.
 BURN = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
@@ -28,7 +28,7 @@ def test_stat_lines_parse_with_odd_command_names_and_count_reaped_children() -> 
 
 
 def _needs_proc() -> None:
-    if tree_cpu_seconds() is None or outside_cpu_seconds() is None:
+    if tree_cpu_seconds() is None or machine_and_tree_cpu_seconds() is None:
         pytest.skip("no /proc on this system")
 
 
@@ -51,13 +51,13 @@ def test_a_child_counts_as_the_tree_while_it_runs_and_after_it_is_reaped() -> No
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_an_orphan_is_outside_the_tree_and_its_cpu_shows_as_outside() -> None:
     _needs_proc()
-    start, own_start = outside_cpu_seconds(), time.process_time()
+    start, own_start = machine_and_tree_cpu_seconds(), time.process_time()
     assert start is not None
     parent = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     parent.wait()  # the orphan is init's (or a subreaper's) child from here on
     assert parent.stdout.readline().strip() == "burnt"
-    end, own_end = outside_cpu_seconds(), time.process_time()
+    end, own_end = machine_and_tree_cpu_seconds(), time.process_time()
     assert end is not None
     busy, tree = end[0] - start[0], end[1] - start[1]
     assert busy - tree >= 0.5, (busy, tree)  # the orphan's 0.6 s, less tick rounding
