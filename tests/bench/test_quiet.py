@@ -3,6 +3,9 @@ shell scripts' entry point, driven with a scripted load reader."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -103,8 +106,26 @@ def test_a_run_whose_machine_slowed_down_is_not_quiet_whatever_its_load() -> Non
     assert not quiet.judge({**record, "probes_ms": [20.0, 20.4], "during_max": 1.5})[0]  # the load still counts
 
 
-def test_the_probe_times_a_fixed_workload() -> None:
-    from specframe.bench.steadiness import probe_ms
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_the_probe_sees_a_core_shared_with_another_job() -> None:
+    """The probe's purpose: a core taken by something else makes it slower beyond the steadiness bound. A busy
+    process pinned to this process's CPU stands for the other guest."""
+    from specframe.bench.steadiness import STEADY_DRIFT, drift, probe_ms
 
-    first = probe_ms(repeats=2)
-    assert 0 < first < 5000
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        alone = probe_ms()
+        busy_loop = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"
+        hog = subprocess.Popen([sys.executable, "-c", busy_loop])
+        try:
+            time.sleep(0.3)
+            shared = probe_ms()
+        finally:
+            hog.kill()
+            hog.wait()
+    finally:
+        os.sched_setaffinity(0, before)
+    spread = drift([alone, shared])
+    assert spread is not None and spread > STEADY_DRIFT, (alone, shared)
