@@ -301,6 +301,10 @@ def own_threads(threads: int) -> int:
     return threads or torch.get_num_threads()
 
 
+#: Tokens the plain-loop reference workload decodes (about a second for SmolLM2-135M on one core).
+REFERENCE_TOKENS = 16
+
+
 class RunProtocol:
     """One measured run's protocol (see :func:`measured_run`)."""
 
@@ -318,6 +322,22 @@ class RunProtocol:
         """Time the steadiness probe between two phases (:mod:`specframe.bench.steadiness`); the record holds every
         probe and the run is judged by their spread."""
         self.sampler.probe_now()
+
+    def set_reference(self, work: Callable[[], object], what: str) -> None:
+        """Register a fixed piece of this run's own work (``what`` describes it) as its reference workload, timed
+        now and at every later probe (:mod:`specframe.bench.steadiness`: the fixed probe alone misses slowdowns
+        that decoding feels); without one a run is not shown steady."""
+        from specframe.bench.steadiness import reference_probe
+
+        self.sampler.set_reference(reference_probe(work), what)
+
+    def set_plain_reference(self, plain: Any, prompt: str) -> None:
+        """Register the plain loop ``plain`` decoding ``prompt`` for :data:`REFERENCE_TOKENS` tokens (2 in a smoke
+        run) as the reference workload: what every speed ratio of a decode benchmark is taken against."""
+        tokens = 2 if getattr(self.args, "smoke", False) else REFERENCE_TOKENS
+        plain.generate(prompt, 2)  # first-call allocations out of the first timing
+        self.set_reference(lambda: plain.generate(prompt, tokens),
+                           f"the plain loop decoding a fixed prompt for {tokens} tokens")
 
     def freeze_controllers(self, pipes: Sequence[Any]) -> Any:
         """Snapshot the ``budget: auto`` controllers of ``pipes`` after the warm-up; ``.restore()`` before every

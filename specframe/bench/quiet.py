@@ -108,6 +108,8 @@ class QuietRecord:
     window_s: float | None = None  # the trailing window of ``outside_max``
     max_gap_s: float | None = None  # the longest gap between two CPU readings (a stalled sampler dilutes windows)
     probes_ms: list[float] | None = None  # the fixed probe's times, start to end (specframe.bench.steadiness)
+    reference_ms: list[float] | None = None  # the run's reference workload, timed at each probe once registered
+    reference: str | None = None  # what that workload is
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "quiet": judge(asdict(self))[0]}
@@ -136,8 +138,9 @@ def judge(record: Mapping[str, Any] | None) -> tuple[bool, str]:
     else:
         verdict = True, (f"quiet: load {float(start):.2f} at the start, at most {float(during):.2f} during the run "
                          f"({threads} benchmark thread(s))")
-    probes = record.get("probes_ms")
-    steady = judge_steady(probes if isinstance(probes, list) else None)
+    probes, reference = record.get("probes_ms"), record.get("reference_ms")
+    steady = judge_steady(probes if isinstance(probes, list) else None,
+                          reference if isinstance(reference, list) else None)
     return verdict if not verdict[0] or steady[0] else steady
 
 
@@ -224,6 +227,9 @@ class LoadSampler:
         self.threads = threads
         self._probe = probe
         self._probes: list[float] = []
+        self._reference: Callable[[], float] | None = None
+        self._reference_what: str | None = None
+        self._references: list[float] = []
         self._read = read or (lambda: load_average(read_proc))
         self.start = start if start is not None else self._read()
         self._every = every_s
@@ -254,10 +260,18 @@ class LoadSampler:
             self._take()
 
     def probe_now(self) -> None:
-        """Time the steadiness probe now (between phases of the run: nothing measured meanwhile); no-op without
-        a probe."""
+        """Time the steadiness probe (and the reference workload, once set) now, between phases of the run:
+        nothing is measured meanwhile; no-op without a probe."""
         if self._probe is not None:
             self._probes.append(self._probe())
+        if self._reference is not None:
+            self._references.append(self._reference())
+
+    def set_reference(self, probe: Callable[[], float], what: str) -> None:
+        """Register the run's reference workload (:func:`specframe.bench.steadiness.reference_probe`; ``what``
+        says what it is) and time it at once: it is timed again at every later probe point."""
+        self._reference, self._reference_what = probe, what
+        self._references.append(probe())
 
     def __enter__(self) -> LoadSampler:
         self.probe_now()
@@ -294,7 +308,9 @@ class LoadSampler:
             threads=self.threads, start=self.start, during_max=max(samples) if samples else None,
             during_mean=round(sum(samples) / len(samples), 3) if samples else None, samples=len(samples),
             other_cpus=None if other is None else round(other, 3), wall_s=round(time.monotonic() - self._t0, 1),
-            probes_ms=list(self._probes) if self._probe is not None else None, **tree)
+            probes_ms=list(self._probes) if self._probe is not None else None,
+            reference_ms=list(self._references) if self._reference is not None else None,
+            reference=self._reference_what, **tree)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,12 +9,23 @@ the benchmark's own 1.00: every later cell of that run was measured on a slower 
 
 So every measured run times a fixed **probe** at its start, at its end and wherever a script calls
 ``RunProtocol.probe()`` between phases (nothing is measured while it runs): a compute part (float32 matrix
-products that fit in cache) and a memory part (summing a tensor larger than the caches), the minimum over
-:data:`PROBE_REPEATS` tries, in milliseconds. A run is **steady** when its slowest probe is within
-:data:`STEADY_DRIFT` (15 %) of its fastest. The probe takes about 0.1 s.
+products that fit in cache) and a memory part (summing a 64 MiB tensor), the minimum over :data:`PROBE_REPEATS`
+tries, in milliseconds. A run is **steady** when its slowest probe is within :data:`STEADY_DRIFT` (15 %) of its
+fastest. The probe takes about 0.1 s.
 
-Worked example: probes 21.0, 21.4, 20.8 ms -> drift 21.4 / 20.8 - 1 = 3 %: steady; 21.0 at the start, 43.5 at the
-end -> 109 %: not steady (the docs' table for that run would compare cells measured on two different machines).
+**The fixed probe is not enough on its own.** On the same guest a day later, decoding slowed from 16.0 to 11.5
+tokens/s within an hour (a fresh process, the same 5 GSM8K prompts, nothing else running) while the fixed probe
+read 8.8 ms before and 8.2-9.2 ms after, and a 512 MiB sum ran at the same 9.6-10 GB/s: what a decode step
+depends on (a 540 MB float32 model streamed per token through a last-level cache shared with other guests, the
+dispatch of a few hundred small kernels) can change while a synthetic probe does not. So a run also times a
+**reference workload**: a fixed piece of its own work (:func:`reference_probe`: the plain loop decoding a fixed
+prompt for a fixed number of tokens), registered once its model is loaded (``RunProtocol.set_reference``) and
+timed beside the fixed probe at every later probe point. A run is steady only when both series are within
+:data:`STEADY_DRIFT`; a run that recorded the fixed probe but no reference workload is **not shown steady**
+(:func:`judge_steady`), since its one probe is known to miss the slowdown that matters.
+
+Worked example: fixed probe 21.0, 21.4, 20.8 ms -> drift 3 %; reference 1,010, 1,420 ms -> +41 %: not steady (the
+docs' table for that run would compare cells measured on two different machines).
 
 Files written before the probe existed carry no probes and are judged by the load alone (their status lines
 say which commit measured them).
@@ -23,12 +34,14 @@ say which commit measured them).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 #: Largest relative spread (slowest / fastest - 1) of a steady run's probes.
 STEADY_DRIFT = 0.15
 #: Tries per probe; the minimum is kept (the least disturbed).
 PROBE_REPEATS = 5
+#: Tries per reference workload (each takes about a second: the minimum of a few is enough).
+REFERENCE_REPEATS = 3
 
 
 def probe_ms(repeats: int = PROBE_REPEATS) -> float:
@@ -51,20 +64,40 @@ def probe_ms(repeats: int = PROBE_REPEATS) -> float:
     return round(best * 1000, 2)
 
 
+def reference_probe(work: Callable[[], object], repeats: int = REFERENCE_REPEATS) -> Callable[[], float]:
+    """A probe timing ``work`` (a fixed piece of the run's own work), the fastest of ``repeats`` tries, in ms."""
+
+    def timed() -> float:
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            work()
+            best = min(best, time.perf_counter() - start)
+        return round(best * 1000, 2)
+
+    return timed
+
+
 def drift(probes: Sequence[float]) -> float | None:
     """Slowest over fastest probe, minus 1 (None with fewer than two probes)."""
     values = [p for p in probes if p > 0]
     return None if len(values) < 2 else max(values) / min(values) - 1
 
 
-def judge_steady(probes: Sequence[float] | None) -> tuple[bool, str]:
-    """Whether the probes of a run say the machine kept its speed, and why (a record without probes: yes, not
-    judged)."""
-    spread = drift(probes or [])
-    if spread is None:
+def judge_steady(probes: Sequence[float] | None, reference: Sequence[float] | None = None) -> tuple[bool, str]:
+    """Whether the probes of a run say the machine kept its speed, and why: both series (the fixed probe and the
+    reference workload) within :data:`STEADY_DRIFT`. A record without probes: yes, not judged (written before the
+    probe); with the fixed probe but no reference workload: no, not shown (module docstring)."""
+    if not probes:
         return True, "no probes recorded"
-    if spread > STEADY_DRIFT:
-        listed = ", ".join(f"{p:.1f}" for p in probes or [])
-        return False, (f"the machine's speed drifted during the run: the fixed probe took {listed} ms "
-                       f"(+{spread:.0%} > {STEADY_DRIFT:.0%}): another guest or the host took the core")
-    return True, f"steady: probes within {spread:.0%}"
+    for name, series in (("the fixed probe", probes), ("the reference workload", reference or [])):
+        spread = drift(series)
+        if spread is not None and spread > STEADY_DRIFT:
+            listed = ", ".join(f"{p:.1f}" for p in series)
+            return False, (f"the machine's speed drifted during the run: {name} took {listed} ms "
+                           f"(+{spread:.0%} > {STEADY_DRIFT:.0%}): another guest or the host took the core")
+    if drift(reference or []) is None:
+        return False, ("steadiness not shown: the run timed the fixed probe but not a reference workload of its "
+                       "own (the fixed probe alone missed a 28 % slowdown of decoding)")
+    spreads = [drift(probes) or 0.0, drift(reference or []) or 0.0]
+    return True, f"steady: probes within {max(spreads):.0%}"

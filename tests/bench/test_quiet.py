@@ -88,22 +88,43 @@ def test_a_benchmark_of_several_processes_is_judged_by_the_cpu_used_outside_its_
 
 # --------------------------------------------------------------------------------------------- a steady machine
 def test_a_run_whose_machine_slowed_down_is_not_quiet_whatever_its_load() -> None:
-    """The probe between phases catches what no load reading shows (another guest took the core): the run that
+    """The probes between phases catch what no load reading shows (another guest took the core): the run that
     slowed by half an hour in, its load at its own 1.00 throughout."""
     from specframe.bench.steadiness import STEADY_DRIFT, judge_steady
 
-    assert judge_steady([21.0, 21.4, 20.8])[0] and judge_steady(None)[0] and judge_steady([21.0])[0]
-    slowed = judge_steady([21.0, 43.5])
-    assert not slowed[0] and "drifted" in slowed[1] and "+107%" in slowed[1]
-    assert not judge_steady([20.0, 20.0 * (1 + STEADY_DRIFT) + 0.1])[0]
+    assert judge_steady([21.0, 21.4, 20.8], [1000.0, 1040.0])[0] and judge_steady(None)[0]
+    slowed = judge_steady([21.0, 43.5], [1000.0, 1010.0])
+    assert not slowed[0] and "fixed probe" in slowed[1] and "+107%" in slowed[1]
+    assert not judge_steady([20.0, 20.0 * (1 + STEADY_DRIFT) + 0.1], [1000.0, 1000.0])[0]
     times = iter([20.0, 20.4, 41.0])
     with quiet.LoadSampler(1, start=0.1, every_s=0.01, read=lambda: 1.0, probe=lambda: next(times)) as sampler:
+        sampler.set_reference(lambda: 1000.0, "a fixed decode")
         sampler.probe_now()  # between two phases
     record = sampler.record().to_dict()
-    assert record["probes_ms"] == [20.0, 20.4, 41.0] and not record["quiet"]
-    assert "drifted" in quiet.judge(record)[1]
+    assert record["probes_ms"] == [20.0, 20.4, 41.0] and record["reference_ms"] == [1000.0] * 3
+    assert not record["quiet"] and "drifted" in quiet.judge(record)[1]
     assert quiet.judge({**record, "probes_ms": [20.0, 20.4, 20.9]})[0]
     assert not quiet.judge({**record, "probes_ms": [20.0, 20.4], "during_max": 1.5})[0]  # the load still counts
+
+
+def test_a_run_whose_own_work_slowed_is_not_steady_though_the_fixed_probe_held() -> None:
+    """What the fixed probe missed (decoding 28 % slower an hour later, the probe unchanged): the reference
+    workload, a fixed piece of the run's own work timed at the same points, must drift within the bound too;
+    and a run that timed the fixed probe without a reference workload is not shown steady."""
+    from specframe.bench.steadiness import judge_steady, reference_probe
+
+    durations = iter([0.010, 0.010, 0.010, 0.0105, 0.0105, 0.0105, 0.016, 0.016, 0.016])  # s per try
+    work = reference_probe(lambda: time.sleep(next(durations)))
+    with quiet.LoadSampler(1, start=0.1, every_s=0.01, read=lambda: 1.0, probe=lambda: 8.0) as sampler:
+        sampler.set_reference(work, "a decode that slows")  # 3 tries each: ~10 ms, ~10.5 ms, then ~16 ms
+        sampler.probe_now()
+    record = sampler.record().to_dict()
+    assert record["probes_ms"] == [8.0] * 3 and len(record["reference_ms"]) == 3
+    assert record["reference_ms"][-1] > 1.4 * record["reference_ms"][0]
+    assert not record["quiet"] and "the reference workload" in quiet.judge(record)[1]
+    not_shown = judge_steady([8.0, 8.1])
+    assert not not_shown[0] and "not shown" in not_shown[1]
+    assert quiet.judge({**record, "reference_ms": [10.2, 10.6, 10.4]})[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")

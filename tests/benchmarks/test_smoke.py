@@ -266,6 +266,11 @@ def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
         assert gain["low"] <= gain["value"] <= gain["high"], c
     assert {c["shape"] for c in cells} == {"chain", "tree"}
     assert_protocol(report, memory="none: fixed budgets")
+    # the reference workload (the plain loop on a fixed prompt) timed when registered, after each kind and at the
+    # end, one more time than the fixed probe is after the start; the run is judged by both
+    quiet = report["protocol"]["quiet"]
+    assert len(quiet["reference_ms"]) == len(quiet["probes_ms"]) == 4 + 2 and min(quiet["reference_ms"]) > 0
+    assert "plain loop" in quiet["reference"]
 
 
 @pytest.fixture(scope="module")

@@ -385,9 +385,11 @@ def measure(args: Any, run: Any) -> int:
                 path, overrides = SPECULATIVE[name]
                 pipes[name] = Pipeline.from_yaml(path, overrides=overrides, target=plain.target)
         prompts = [plain.encode(item.text) for _, item in items]  # [1, P] each, chat template applied
+        run.set_plain_reference(plain, items[0][1].text)
         cells = [time_specframe(name, pipe, prompts, b, args.max_new_tokens, args.repeats)
                  for name, pipe in pipes.items() for b in args.batch_sizes]
         reference = reference_outputs(plain, prompts, args.max_new_tokens)
+        run.probe()  # specframe's cells done, vLLM's to come: the record's last probe follows them
     finally:
         os.sched_setaffinity(0, original_cpus)
     inputs = {"prompts": [{"prompt_ids": p[0].tolist()} for p in prompts], "target": str(target_dir()),
