@@ -301,6 +301,28 @@ def own_threads(threads: int) -> int:
     return threads or torch.get_num_threads()
 
 
+def shipped_plain_pipeline() -> Any:
+    """The shipped SmolLM2 plain loop (``examples/smollm2/plain.yaml``), for a script whose own pipelines are
+    built where the reference workload cannot reach them (:meth:`RunProtocol.set_plain_reference`)."""
+    from specframe.pipeline import Pipeline
+
+    return Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml")
+
+
+@contextmanager
+def bound_to(cpus: set[int] | None) -> Iterator[None]:
+    """Run the body on ``cpus`` (None: where the process already runs), the process's CPU set restored after."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
 #: Tokens the plain-loop reference workload decodes (about a second for SmolLM2-135M on one core).
 REFERENCE_TOKENS = 16
 
@@ -331,13 +353,18 @@ class RunProtocol:
 
         self.sampler.set_reference(reference_probe(work), what)
 
-    def set_plain_reference(self, plain: Any, prompt: str) -> None:
+    def set_plain_reference(self, plain: Any, prompt: Any) -> None:
         """Register the plain loop ``plain`` decoding ``prompt`` for :data:`REFERENCE_TOKENS` tokens (2 in a smoke
         run) as the reference workload: what every speed ratio of a decode benchmark is taken against."""
         tokens = 2 if getattr(self.args, "smoke", False) else REFERENCE_TOKENS
+        cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+
+        def work() -> None:  # on the CPUs of the registration, wherever the run is bound when it is timed again
+            with bound_to(cpus):
+                plain.generate(prompt, tokens)
+
         plain.generate(prompt, 2)  # first-call allocations out of the first timing
-        self.set_reference(lambda: plain.generate(prompt, tokens),
-                           f"the plain loop decoding a fixed prompt for {tokens} tokens")
+        self.set_reference(work, f"the plain loop decoding a fixed prompt for {tokens} tokens")
 
     def freeze_controllers(self, pipes: Sequence[Any]) -> Any:
         """Snapshot the ``budget: auto`` controllers of ``pipes`` after the warm-up; ``.restore()`` before every

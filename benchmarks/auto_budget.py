@@ -333,6 +333,7 @@ def measure(args: argparse.Namespace, run: RunProtocol) -> int:
         if pipe is not None:
             pipe.generate(first, 4)
     reference_result(plain, plain.encode(first), new_tokens=4, seed=0)
+    run.set_plain_reference(plain, first)
     freeze = run.freeze_controllers([p for p in methods.values() if p is not None])
     auto = methods[BOUND_METHOD].auto_budget if BOUND_METHOD in methods else None
     profile = auto.profile if auto is not None else None  # the controller's cost model after the warm-up
@@ -354,6 +355,7 @@ def measure(args: argparse.Namespace, run: RunProtocol) -> int:
         print_table(console, f"{name}: {len(prompts.prompts)} {args.split} prompts, {args.max_new_tokens} new tokens",
                     rows)
         print_bound(console, report["sets"][name]["physics_bound"])
+        run.probe()  # the machine as fast after this set as before the first?
         for group, members in GROUPS.items():
             if name in members:
                 pooled[group].extend(runs)

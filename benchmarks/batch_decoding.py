@@ -265,6 +265,7 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
                               overrides=[f"auto_budget.profile={profile_file}"])
     dart.generate_batch(warm, 4, batch_size=2)  # the controller's warm-up, on tune prompts too
     freeze = run.freeze_controllers([plain, dart])
+    run.set_plain_reference(plain, warm[0])
     reference = [r.tokens for r in decoded(plain.generate_batch(prompts, args.max_new_tokens, batch_size=1),
                                            "the plain reference")]
     ids = [plain.encode(p).view(-1) for p in prompts]
@@ -286,6 +287,7 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
         rows.append(measure("plain decoding", runs["plain"], b, reference))
         rows.append(measure("DARTree pruned, budget: auto", runs["dart"], b, reference))
         console.print(*rows[-3:], highlight=False)
+        run.probe()  # the machine as fast after this batch size as before the first?
     bound = physics(profile, dart, prompts, sizes, args.max_new_tokens, console) if args.bound else None
     hf_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"].startswith("hf_generate")}
     plain_at = {r["batch_size"]: r["tokens_per_s"] for r in rows if r["method"] == "plain decoding"}

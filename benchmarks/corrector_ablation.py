@@ -59,6 +59,7 @@ from _frame import (
     measured_run,
     name_list,
     run_script,
+    shipped_plain_pipeline,
     use_shipped_checkpoints,
 )
 from prompt_sets import OUT_OF_DISTRIBUTION, data_dirs, load_prompt_sets, require_sets
@@ -215,13 +216,6 @@ def decode(pipe: Any, prompts: list[str], max_new_tokens: int, label: str) -> Me
     return run
 
 
-def reference_pipeline() -> Any:
-    """A plain loop of its own for the run's reference workload (:meth:`RunProtocol.set_plain_reference`)."""
-    from specframe.pipeline import Pipeline
-
-    return Pipeline.from_yaml(repo_root() / "examples" / "smollm2" / "plain.yaml")
-
-
 def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tuple[str, ...]]], budgets: list[int],
                 max_new_tokens: int, console: Console) -> dict[str, Any]:
     """Plain loop, ``generate()`` and every method x budget on one kind's prompts (one shared target)."""
@@ -343,8 +337,7 @@ def ablate(args: Any, run: RunProtocol) -> int:
     methods = selected_methods(args.methods, args.smoke)
     report: dict[str, Any] = {**run_settings(args), "machine": machine_summary(), "load_before": load_before,
                               "kinds": {}}
-    reference = reference_pipeline()
-    run.set_plain_reference(reference, sets[KINDS["math"]].prompts[0].text)
+    run.set_plain_reference(shipped_plain_pipeline(), sets[KINDS["math"]].prompts[0].text)
     for kind, name in KINDS.items():
         console.rule(f"{kind} ({name})")
         prompts = [item.text for item in sets[name].prompts]

@@ -58,6 +58,9 @@ from specframe.metrics.machine_load import LoadWindow, MachineLoad
 FULL = "full"
 
 
+#: Prompts between two steadiness probes (the reference workload among them).
+PROMPTS_PER_PROBE = 10
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")
@@ -157,6 +160,7 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
     for pipe in pipes.values():
         pipe.generate(warm, 8)  # warm-up on a tune prompt (first-call allocations, auto's profile)
     freeze = run.freeze_controllers([plain, *pipes.values()])
+    run.set_plain_reference(plain, warm)
     variants = ["plain", *sizes]
     results: dict[str, list[Any]] = {v: [] for v in variants}
     loads: dict[str, list[MachineLoad]] = {v: [] for v in variants}
@@ -171,6 +175,8 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
             if window.load is not None:
                 loads[v].append(window.load)
         console.print(f"  prompt {i + 1}/{len(prompts)} ({kind}) done", highlight=False)
+        if (i + 1) % PROMPTS_PER_PROBE == 0:
+            run.probe()  # the machine as fast now as at the start?
     heads = head_times(pipes, args.head_reps, cast(Any, base.stages.drafter).num_slots) if args.head_reps else {}
 
     plain_tps = sum(len(r.tokens) for r in results["plain"]) / (sum(r.total_ns for r in results["plain"]) / 1e9)

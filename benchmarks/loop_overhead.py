@@ -301,7 +301,8 @@ def measure(pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: in
 
 
 def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | None,
-             console: Console, compile_forward: bool = False, device: str = "cpu") -> list[dict[str, Any]]:
+             console: Console, compile_forward: bool = False, device: str = "cpu",
+             run: RunProtocol | None = None) -> list[dict[str, Any]]:
     from specframe_hf import HFTarget
 
     from specframe.pipeline import Pipeline
@@ -317,6 +318,8 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
         for pipe in pipes.values():
             instrument(pipe, timer)
         gen = torch.Generator().manual_seed(0)
+        if run is not None:  # the reference decodes outside round_log, untimed by the forward timer, as warm-ups do
+            run.set_plain_reference(pipes["plain"], torch.randint(3, 500, (32,), generator=gen).tolist())
         for batch in batches:
             prompts = [torch.randint(3, 500, (32,), generator=gen).tolist() for _ in range(batch)]
             plain = decoded(pipes["plain"].generate_batch(prompts, max_new, batch_size=batch), "plain decoding")
@@ -327,12 +330,14 @@ def run_tiny(batches: list[int], max_new: int, repeats: int, only: list[str] | N
                 row |= {"models": "tiny", "pipeline": name, "batch": batch}
                 rows.append(row)
                 console.print(_line(row))
+            if run is not None:
+                run.probe()
     return rows
 
 
 def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: list[str] | None,
                 console: Console, compile_forward: bool = False, device: str | None = None,
-                data: Path | None = None) -> list[dict[str, Any]]:
+                data: Path | None = None, run: RunProtocol | None = None) -> list[dict[str, Any]]:
 
     from specframe.pipeline import Pipeline
 
@@ -350,6 +355,8 @@ def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: li
     sets = load_prompt_sets(data_dirs(data), n=-(-wanted // len(SPEED_SETS)), split="tune", names=SPEED_SETS)
     prompt_sets = [text for _, text in interleaved(sets, wanted)]
     rows: list[dict[str, Any]] = []
+    if run is not None:  # the reference decodes outside round_log, untimed by the forward timer, as warm-ups do
+        run.set_plain_reference(pipes["plain"], prompt_sets[0])
     for batch in batches:
         prompts = prompt_sets[: max(n, batch)]
         plain = decoded(pipes["plain"].generate_batch(prompts, max_new, batch_size=batch), "plain decoding")
@@ -359,6 +366,8 @@ def run_smollm2(batches: list[int], max_new: int, repeats: int, n: int, only: li
             row |= {"models": "smollm2", "pipeline": name, "batch": batch}
             rows.append(row)
             console.print(_line(row))
+        if run is not None:
+            run.probe()
     return rows
 
 
@@ -429,10 +438,10 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
                   f"thread(s), load {load_before}")
     if args.models == "tiny":
         rows = run_tiny(args.batches, args.max_new, args.repeats, args.only, console, args.compile,
-                        args.device or "cpu")
+                        args.device or "cpu", run)
     else:
         rows = run_smollm2(args.batches, args.max_new, args.repeats, args.n, args.only, console, args.compile,
-                           args.device, args.data)
+                           args.device, args.data, run)
     console.print(table(rows, f"Loop overhead per round ({machine.get('cpu')}, {torch.get_num_threads()} "
                               "thread(s))"))
     doc = {"machine": machine, "device": args.device or ("cpu" if args.models == "tiny" else "pipeline's"),

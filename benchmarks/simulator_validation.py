@@ -44,6 +44,7 @@ from typing import Any
 
 from _frame import (
     BenchParser,
+    RunProtocol,
     apply_threads,
     count,
     counts,
@@ -86,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     require_sets(SPEED_SETS, data_dirs(args.data))
     with measured_run(args, own_threads(args.threads)) as run:
-        report = measure_all(args)
+        report = measure_all(args, run)
         report["protocol"] = run.record(prompts_per_set=args.n // len(SPEED_SETS),
                                         controller={"memory": "none: fixed budgets"})
         report["load_before"] = run.start_load
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def measure_all(args: Any) -> dict[str, Any]:
+def measure_all(args: Any, run: RunProtocol) -> dict[str, Any]:
     """Steps 1 to 4 of the module docstring; the result JSON without its ``protocol``."""
     from specframe.bench.record import RunInfo, build_record
     from specframe.bench.simulate import simulate
@@ -121,6 +122,7 @@ def measure_all(args: Any) -> dict[str, Any]:
     pipes = {PIPELINES[0][0]: plain, **pipes}
     for pipe in pipes.values():
         pipe.generate_batch(warm, 4, batch_size=2)
+    run.set_plain_reference(plain, warm[0])
     # Step 2: the cost model (what `specframe profile` measures) and each pipeline's round overheads.
     top = max(p.config.max_budget for p in pipes.values())
     nodes = sorted({k for k in PROFILE_NODES if k <= top} | {top})

@@ -34,6 +34,7 @@ from _frame import (
     counts,
     measured_run,
     run_script,
+    shipped_plain_pipeline,
     use_shipped_checkpoints,
 )
 from prompt_sets import OUT_OF_DISTRIBUTION, data_dirs, load_prompt_sets, require_sets
@@ -124,12 +125,14 @@ def evaluate(args: argparse.Namespace, run: RunProtocol) -> int:
     report: dict = {"smoke": args.smoke, "split": args.split, "n": args.n,
                     "max_new_tokens": args.max_new_tokens, "threads": args.threads, "machine": machine_summary(),
                     "load_before": run.start_load, "datasets": {}}
+    run.set_plain_reference(shipped_plain_pipeline(), next(iter(sets.values()))[0][1])
     for name, prompts in sets.items():
         console.rule(name)
         runs = run_methods(methods, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)
         table, rows = results_table(runs, methods[0][0])
         console.print(table)
         report["datasets"][name] = rows
+        run.probe()  # the machine as fast after this set as before the first?
     if not args.skip_sweep:
         console.rule("τ versus budget (GSM8K + HumanEval)")
         mixed = sets["gsm8k"][: args.sweep_n] + sets["humaneval"][: args.sweep_n]

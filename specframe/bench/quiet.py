@@ -10,7 +10,8 @@ the threads the benchmark itself keeps busy; what is left is the **excess** load
   kernel updates it every 5 s); the largest reading minus the benchmark's threads must stay below 0.3 too.
 
 A run is **quiet** when both hold and its speed probes (:mod:`specframe.bench.steadiness`: what the load cannot
-see, another guest on the host) stayed within 15 % of each other. 0.3 is a third of a core: a daemon's blips stay
+see, another guest on the host), the fixed probe and the run's reference workload (a fixed piece of its own
+work), each stayed within 15 % of itself. 0.3 is a third of a core: a daemon's blips stay
 far below it, another job (a test suite, a compiler, a second benchmark) keeps a core busy and exceeds it within a
 minute. On 2 cores a load of 0.9 before the start is most of the second core: such a run is not quiet.
 
@@ -260,8 +261,8 @@ class LoadSampler:
             self._take()
 
     def probe_now(self) -> None:
-        """Time the steadiness probe (and the reference workload, once set) now, between phases of the run:
-        nothing is measured meanwhile; no-op without a probe."""
+        """Time the steadiness probe and the reference workload (each where set) now, between phases of the run:
+        nothing is measured meanwhile."""
         if self._probe is not None:
             self._probes.append(self._probe())
         if self._reference is not None:

@@ -86,18 +86,21 @@ def drift(probes: Sequence[float]) -> float | None:
 
 def judge_steady(probes: Sequence[float] | None, reference: Sequence[float] | None = None) -> tuple[bool, str]:
     """Whether the probes of a run say the machine kept its speed, and why: both series (the fixed probe and the
-    reference workload) within :data:`STEADY_DRIFT`. A record without probes: yes, not judged (written before the
-    probe); with the fixed probe but no reference workload: no, not shown (module docstring)."""
-    if not probes:
-        return True, "no probes recorded"
-    for name, series in (("the fixed probe", probes), ("the reference workload", reference or [])):
+    reference workload) within :data:`STEADY_DRIFT`. A record without either: yes, not judged (written before the
+    probe); with the fixed probe but no reference workload, or a reference timed once: no, not shown (module
+    docstring)."""
+    for name, series in (("the fixed probe", probes or []), ("the reference workload", reference or [])):
         spread = drift(series)
         if spread is not None and spread > STEADY_DRIFT:
             listed = ", ".join(f"{p:.1f}" for p in series)
             return False, (f"the machine's speed drifted during the run: {name} took {listed} ms "
                            f"(+{spread:.0%} > {STEADY_DRIFT:.0%}): another guest or the host took the core")
-    if drift(reference or []) is None:
+    if not probes and not reference:
+        return True, "no probes recorded"
+    if not reference:
         return False, ("steadiness not shown: the run timed the fixed probe but not a reference workload of its "
                        "own (the fixed probe alone missed a 28 % slowdown of decoding)")
+    if drift(reference) is None:
+        return False, "steadiness not shown: the reference workload was timed only once"
     spreads = [drift(probes) or 0.0, drift(reference or []) or 0.0]
     return True, f"steady: probes within {max(spreads):.0%}"

@@ -124,6 +124,8 @@ def test_a_run_whose_own_work_slowed_is_not_steady_though_the_fixed_probe_held()
     assert not record["quiet"] and "the reference workload" in quiet.judge(record)[1]
     not_shown = judge_steady([8.0, 8.1])
     assert not not_shown[0] and "not shown" in not_shown[1]
+    assert not judge_steady(None, [10.0, 16.0])[0]  # a drifting reference fails with or without the fixed probe
+    assert "only once" in judge_steady([8.0, 8.1], [10.0])[1] and not judge_steady([8.0, 8.1], [10.0])[0]
     assert quiet.judge({**record, "reference_ms": [10.2, 10.6, 10.4]})[0]
 
 
