@@ -102,5 +102,5 @@ def judge_steady(probes: Sequence[float] | None, reference: Sequence[float] | No
                        "own (the fixed probe alone missed a 28 % slowdown of decoding)")
     if drift(reference) is None:
         return False, "steadiness not shown: the reference workload was timed only once"
-    spreads = [drift(probes) or 0.0, drift(reference or []) or 0.0]
+    spreads = [drift(probes or []) or 0.0, drift(reference) or 0.0]
     return True, f"steady: probes within {max(spreads):.0%}"
