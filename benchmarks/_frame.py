@@ -46,7 +46,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -310,7 +310,7 @@ def shipped_plain_pipeline() -> Any:
 
 
 @contextmanager
-def bound_to(cpus: set[int] | None) -> Iterator[None]:
+def bound_to(cpus: Collection[int] | None) -> Iterator[None]:
     """Run the body on ``cpus`` (None: where the process already runs), the process's CPU set restored after."""
     if cpus is None:
         yield

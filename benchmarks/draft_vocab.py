@@ -61,6 +61,7 @@ FULL = "full"
 #: Prompts between two steadiness probes (the reference workload among them).
 PROMPTS_PER_PROBE = 10
 
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")

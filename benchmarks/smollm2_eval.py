@@ -125,7 +125,8 @@ def evaluate(args: argparse.Namespace, run: RunProtocol) -> int:
     report: dict = {"smoke": args.smoke, "split": args.split, "n": args.n,
                     "max_new_tokens": args.max_new_tokens, "threads": args.threads, "machine": machine_summary(),
                     "load_before": run.start_load, "datasets": {}}
-    run.set_plain_reference(shipped_plain_pipeline(), next(iter(sets.values()))[0][1])
+    first_text = next(iter(sets.values()))[0][1]  # sets: name -> [(question id, text)]
+    run.set_plain_reference(shipped_plain_pipeline(), first_text)
     for name, prompts in sets.items():
         console.rule(name)
         runs = run_methods(methods, prompts, max_new_tokens=args.max_new_tokens, stream_label=None, console=console)

@@ -13,7 +13,7 @@ products that fit in cache) and a memory part (summing a 64 MiB tensor), the min
 tries, in milliseconds. A run is **steady** when its slowest probe is within :data:`STEADY_DRIFT` (15 %) of its
 fastest. The probe takes about 0.1 s.
 
-**The fixed probe is not enough on its own.** On the same guest a day later, decoding slowed from 16.0 to 11.5
+**The fixed probe is not enough on its own.** On the same guest some hours later, decoding slowed from 16.0 to 11.5
 tokens/s within an hour (a fresh process, the same 5 GSM8K prompts, nothing else running) while the fixed probe
 read 8.8 ms before and 8.2-9.2 ms after, and a 512 MiB sum ran at the same 9.6-10 GB/s: what a decode step
 depends on (a 540 MB float32 model streamed per token through a last-level cache shared with other guests, the

@@ -78,6 +78,7 @@ if str(REPO / "benchmarks") not in sys.path:
 
 from _frame import (  # noqa: E402
     BenchParser,
+    bound_to,
     count,
     counts,
     decoded,
@@ -325,15 +326,10 @@ def run_vllm(out_dir: Path, inputs: dict[str, Any], vllm_python: Path, cpus: lis
     from specframe.files import write_text
 
     write_text(out_dir / "vllm-inputs.json", json.dumps(inputs) + "\n", what="the vLLM side's inputs")
-    before = os.sched_getaffinity(0)
-    if everything_on_cpus:
-        os.sched_setaffinity(0, cpus)
-    try:
+    with bound_to(cpus if everything_on_cpus else None):
         status = subprocess.run([str(vllm_python), "-m", "specframe_vllm.bench_vllm",
                                  str(out_dir / "vllm-inputs.json"), "--out", str(out_dir / "vllm.json")],
                                 env=vllm_env(cpus)).returncode
-    finally:
-        os.sched_setaffinity(0, before)
     if status != 0:
         raise GenerationError(f"the vLLM side ({vllm_python} -m specframe_vllm.bench_vllm) exited with status "
                               f"{status}", hint="its messages are above; `make vllm-setup` rebuilds the vLLM "
@@ -374,9 +370,7 @@ def measure(args: Any, run: Any) -> int:
     sets = load_prompt_sets(data_dirs(args.data), n=args.per_set, split=args.split, names=SETS)
     items = [(name, item) for name, ps in sets.items() for item in ps.prompts]
     items = items[:SMOKE_PROMPTS] if args.smoke else items
-    original_cpus = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, args.cpus)  # specframe computes on the CPUs vLLM's worker is bound to
-    try:
+    with bound_to(args.cpus):  # specframe computes on the CPUs vLLM's worker is bound to
         torch.set_num_threads(args.threads)
         with in_repository():
             plain = Pipeline.from_yaml(PLAIN[1])
@@ -390,8 +384,6 @@ def measure(args: Any, run: Any) -> int:
                  for name, pipe in pipes.items() for b in args.batch_sizes]
         reference = reference_outputs(plain, prompts, args.max_new_tokens)
         run.probe()  # specframe's cells done, vLLM's to come: the record's last probe follows them
-    finally:
-        os.sched_setaffinity(0, original_cpus)
     inputs = {"prompts": [{"prompt_ids": p[0].tolist()} for p in prompts], "target": str(target_dir()),
               "drafter": str(args.drafter), "num_speculative_tokens": NUM_SPECULATIVE_TOKENS, "dtype": "float32",
               "max_new_tokens": args.max_new_tokens, "batch_sizes": args.batch_sizes, "repeats": args.repeats}
