@@ -327,6 +327,20 @@ def bound_to(cpus: Collection[int] | None) -> Iterator[None]:
 REFERENCE_TOKENS = 16
 
 
+class BlockTry:
+    """One try of a block of an interleaved run (:meth:`RunProtocol.blocks`)."""
+
+    def __init__(self, sampler: Any, *, last: bool) -> None:
+        self.sampler = sampler
+        self.last = last
+        self.kept: bool | None = None
+
+    def close(self) -> bool:
+        """Time the closing probes; True: keep this try's decodes (the machine held, or it was the last try)."""
+        self.kept = bool(self.sampler.close_block(last_try=self.last) or self.last)
+        return self.kept
+
+
 class RunProtocol:
     """One measured run's protocol (see :func:`measured_run`)."""
 
@@ -366,6 +380,39 @@ class RunProtocol:
         plain.generate(prompt, 2)  # first-call allocations out of the first timing
         self.set_reference(work, f"the plain loop decoding a fixed prompt for {tokens} tokens")
 
+    def interleave(self, what: str) -> None:
+        """Declare this run interleaved (``what``: what one block holds): every ratio it reports compares decodes
+        of one block, and its steadiness is judged block by block (:mod:`specframe.bench.steadiness`). Needs the
+        reference workload registered first."""
+        self.sampler.set_pairing(what)
+
+    def blocks(self) -> Iterator[BlockTry]:
+        """The tries of one block of an interleaved run: up to :data:`~specframe.bench.steadiness.BLOCK_TRIES`
+        tries, each to be closed (:meth:`BlockTry.close`) once the block's decodes are done; a try whose machine
+        moved is dropped and the block measured again, the last try is kept whatever it says. The first block of
+        a phase is opened by :meth:`open_block`; a block's closing probe opens the next.
+
+        Example::
+
+            for attempt in run.blocks():
+                results = decode_every_side(prompt)
+                if attempt.close():
+                    keep(results)
+        """
+        from specframe.bench.steadiness import BLOCK_TRIES
+
+        for number in range(BLOCK_TRIES):
+            attempt = BlockTry(self.sampler, last=number == BLOCK_TRIES - 1)
+            yield attempt
+            if attempt.kept is None:
+                raise RuntimeError("each try of a block must be closed (attempt.close()) once its decodes are done")
+            if attempt.kept:
+                return
+
+    def open_block(self) -> None:
+        """Time the probes that open the next block (after work that is not a block: loading, warm-ups)."""
+        self.sampler.open_block()
+
     def freeze_controllers(self, pipes: Sequence[Any]) -> Any:
         """Snapshot the ``budget: auto`` controllers of ``pipes`` after the warm-up; ``.restore()`` before every
         measured request (:class:`specframe.bench.learned_state.ControllerFreeze`)."""
@@ -375,20 +422,25 @@ class RunProtocol:
         return self.freeze
 
     def record(self, *, prompts_per_set: int | None = None, controller: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The ``protocol`` field of the result JSON: the loads so far under the quiet rule, the split, the cache."""
+        """The ``protocol`` field of the result JSON: the loads so far under the quiet rule, the split, the cache.
+        Its ``published`` is :func:`specframe.bench.published.verdict` on this record as written (the load, the
+        steadiness, the split and, for a per-set report (``prompts_per_set`` given), the prompt count); the docs
+        judge the file again when they render it, by the rule of their day."""
         from specframe.bench.provenance import git_revision
+        from specframe.bench.published import verdict
 
-        quiet = self.sampler.record().to_dict()
         split = getattr(self.args, "split", None)
         smoke = bool(getattr(self.args, "smoke", False))
-        return {
-            "split": split, "prompts_per_set": prompts_per_set, "smoke": smoke,
-            "published": bool(split == "report" and not smoke and quiet["quiet"]),
-            "quiet": quiet, "cache": self.cache,
+        record = {
+            "split": split, "prompts_per_set": prompts_per_set, "smoke": smoke, "published": False,
+            "quiet": self.sampler.record().to_dict(), "cache": self.cache,
             "controller": controller if controller is not None else (
                 self.freeze.record() if self.freeze is not None else {"memory": "not frozen"}),
             "commit": git_revision(REPO),
         }
+        record["published"] = verdict({"protocol": record, "smoke": smoke},
+                                      per_set=prompts_per_set is not None).published
+        return record
 
 
 @contextmanager

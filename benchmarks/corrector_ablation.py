@@ -3,9 +3,12 @@
 One shared target, the same prompts per kind (math: GSM8K, code: HumanEval, chat: MT-Bench first turns, and the
 out-of-distribution set, translation: Spec-Bench's; from the ``tune`` split of :mod:`specframe.bench.splits` unless
 ``--split report`` is given, which needs at least 20 per kind; found where ``specframe datasets`` finds them),
-greedy, fixed budgets (default 4, 8 and 16 verified nodes). Each kind first runs specframe's plain loop (the speedup
-denominator) and transformers' ``generate()`` on the same prompts and token counts; then every method of
-:data:`METHODS` at every budget:
+greedy, fixed budgets (default 4, 8 and 16 verified nodes). Per kind, specframe's plain loop (the speedup
+denominator), transformers' ``generate()`` on the same prompts and token counts, and every method of
+:data:`METHODS` at every budget decode each prompt in turn, **interleaved**: one prompt by all of them (in an
+order rotated per prompt) is one block, timed around by the protocol's reference workload and measured again when
+the machine's speed moved within it, so every ratio compares decodes made minutes apart, not an hour
+(:mod:`specframe.bench.steadiness`). The methods:
 
 * chains: the DFlash drafter alone, Domino's GRU head, DSpark's Markov head, DFlash2's path selector and
   LiLiCorr's lattice reranker, each walking its corrected greedy path;
@@ -210,43 +213,71 @@ def draft_ms_per_round(run: MethodRun, stages: tuple[str, ...] = DRAFTING) -> fl
     return sum(r.stage_ns.get(s, 0) for r in rounds for s in stages) / len(rounds) / 1e6 if rounds else 0.0
 
 
-def decode(pipe: Any, prompts: list[str], max_new_tokens: int, label: str) -> MethodRun:
-    run = MethodRun(label)
-    run.results = [pipe.generate(text, max_new_tokens) for text in prompts]
-    return run
+#: What one block of this run holds (the protocol record names it).
+BLOCK = ("one prompt decoded by the plain loop, generate() and every method at every budget, in an order rotated "
+         "by one per prompt")
+
+
+def decode_block(index: int, prompt: str, plain: Any, pipes: Sequence[Any], max_new_tokens: int) -> list[Any]:
+    """One block: ``prompt`` decoded by the plain loop, by ``generate()`` (right after it, for as many tokens) and
+    by each of ``pipes``, the order rotated by ``index`` so that no side always runs first or last in its block.
+    Returns ``[plain, generate(), *pipes]``'s results in that fixed order.
+
+    Example: 3 pipes, index 1 -> decoded as pipe 0, pipe 1, pipe 2, plain + generate(); index 2 -> pipe 1, ...
+    """
+    units: list[int | None] = [None, *range(len(pipes))]  # None: the plain loop and generate() together
+    shift = index % len(units)
+    results: list[Any] = [None] * (len(pipes) + 2)
+    for unit in units[shift:] + units[:shift]:
+        if unit is None:
+            base = MethodRun("plain loop", [plain.generate(prompt, max_new_tokens)])
+            results[0], results[1] = base.results[0], run_generate(plain, [("", prompt)], base).results[0]
+        else:
+            results[unit + 2] = pipes[unit].generate(prompt, max_new_tokens)
+    return results
 
 
 def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tuple[str, ...]]], budgets: list[int],
-                max_new_tokens: int, console: Console) -> dict[str, Any]:
-    """Plain loop, ``generate()`` and every method x budget on one kind's prompts (one shared target)."""
+                max_new_tokens: int, console: Console, run: RunProtocol) -> dict[str, Any]:
+    """Plain loop, ``generate()`` and every method x budget on one kind's prompts (one shared target),
+    **interleaved**: every pipeline is built and warmed up first, then each prompt is one block of the run
+    (:func:`decode_block`) bracketed by the protocol's probes, and measured again when the machine moved within it
+    (``RunProtocol.blocks``). Each speed ratio compares decodes of the same blocks, so a host that slows the guest
+    over the hour (:mod:`specframe.bench.steadiness`) slows both of its sides alike."""
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     root, host = repo_root() / "examples" / "smollm2", PluginHost()
     plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
-    plain.generate(prompts[0], 4)  # warm-up (first-call allocations)
-    base = decode(plain, prompts, max_new_tokens, "plain loop")
-    generate = run_generate(plain, [("", p) for p in prompts], base)
+    grid = [(method, budget) for method in methods for budget in budgets]
+    pipes = [Pipeline.from_yaml(root / method[3], overrides=(*method[4], f"budget={budget}"), target=plain.target,
+                                host=host) for method, budget in grid]
+    for pipe in (plain, *pipes):
+        pipe.generate(prompts[0], 4)  # warm-up (first-call allocations)
+    runs = [MethodRun(label) for label in ("plain loop", GENERATE_LABEL, *(method[0] for method, _ in grid))]
+    run.open_block()
+    for index, prompt in enumerate(prompts):
+        for attempt in run.blocks():
+            results = decode_block(index, prompt, plain, pipes, max_new_tokens)
+            if attempt.close():
+                for method_run, result in zip(runs, results, strict=True):
+                    method_run.results.append(result)
+    base, generate = runs[0], runs[1]
     kernel = paired_gain(base.results, generate.results)
     console.print(f"  plain loop {base.tokens_per_s:.2f} tok/s, {GENERATE_LABEL} {generate.tokens_per_s:.2f} tok/s: "
                   f"plain loop {kernel.format()} generate()", highlight=False)
     cells = []
-    for label, stage, shape, file, overrides in methods:
-        for budget in budgets:
-            pipe = Pipeline.from_yaml(root / file, overrides=(*overrides, f"budget={budget}"), target=plain.target,
-                                      host=host)
-            pipe.generate(prompts[0], 4)
-            run = decode(pipe, prompts, max_new_tokens, label)
-            exact = all(a.tokens == b.tokens for a, b in zip(run.results, base.results, strict=True))
-            gain = paired_gain(run.results, base.results)
-            cells.append({"method": label, "corrector": stage, "shape": shape, "budget": budget,
-                          "tau": round(run.tau, 3), "draft_ms_per_round": round(draft_ms_per_round(run), 2),
-                          "drafter_ms_per_round": round(draft_ms_per_round(run, ("draft",)), 2),
-                          "tokens_per_s": round(run.tokens_per_s, 3), "vs_plain_loop": estimate_to_json(gain),
-                          "vs_generate": round(run.tokens_per_s / generate.tokens_per_s, 3), "exact": exact})
-            console.print(f"  {label:<24} B={budget:<3} τ {run.tau:5.2f}  draft {cells[-1]['draft_ms_per_round']:6.1f}"
-                          f" ms  {run.tokens_per_s:6.2f} tok/s  {gain.format()}  {'exact' if exact else 'DIFFERS'}",
-                          highlight=False)
+    for ((label, stage, shape, _, _), budget), method_run in zip(grid, runs[2:], strict=True):
+        exact = all(a.tokens == b.tokens for a, b in zip(method_run.results, base.results, strict=True))
+        gain = paired_gain(method_run.results, base.results)
+        cells.append({"method": label, "corrector": stage, "shape": shape, "budget": budget,
+                      "tau": round(method_run.tau, 3), "draft_ms_per_round": round(draft_ms_per_round(method_run), 2),
+                      "drafter_ms_per_round": round(draft_ms_per_round(method_run, ("draft",)), 2),
+                      "tokens_per_s": round(method_run.tokens_per_s, 3), "vs_plain_loop": estimate_to_json(gain),
+                      "vs_generate": round(method_run.tokens_per_s / generate.tokens_per_s, 3), "exact": exact})
+        console.print(f"  {label:<24} B={budget:<3} τ {method_run.tau:5.2f}  draft "
+                      f"{cells[-1]['draft_ms_per_round']:6.1f} ms  {method_run.tokens_per_s:6.2f} tok/s  "
+                      f"{gain.format()}  {'exact' if exact else 'DIFFERS'}", highlight=False)
     return {"plain_loop_tokens_per_s": round(base.tokens_per_s, 3),
             "generate_tokens_per_s": round(generate.tokens_per_s, 3),
             "plain_loop_vs_generate": estimate_to_json(kernel), "n": len(prompts), "cells": cells}
@@ -338,12 +369,12 @@ def ablate(args: Any, run: RunProtocol) -> int:
     report: dict[str, Any] = {**run_settings(args), "machine": machine_summary(), "load_before": load_before,
                               "kinds": {}}
     run.set_plain_reference(shipped_plain_pipeline(), sets[KINDS["math"]].prompts[0].text)
+    run.interleave(BLOCK)
     for kind, name in KINDS.items():
         console.rule(f"{kind} ({name})")
         prompts = [item.text for item in sets[name].prompts]
-        report["kinds"][kind] = ablate_kind(prompts, methods, args.budgets, args.max_new_tokens, console)
+        report["kinds"][kind] = ablate_kind(prompts, methods, args.budgets, args.max_new_tokens, console, run)
         console.print(table(kind, report["kinds"][kind], args.budgets))
-        run.probe()  # an hour in, is the machine as fast as at the start?
     report["wall_seconds"] = round(time.perf_counter() - t0, 1)
     report["load_after"] = load_average()
     report["protocol"] = run.record(prompts_per_set=args.n, controller={"memory": "none: fixed budgets"})

@@ -112,6 +112,21 @@ def verdict(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = Tr
     return Verdict(not reasons, reasons)
 
 
+def interleaving(quiet: Mapping[str, Any]) -> str:
+    """How an interleaved run (:mod:`specframe.bench.steadiness`) met its machine, for the status line: its blocks,
+    those measured again, and how far the reference workload moved across the run (what its absolute speeds
+    average over); empty for a run that was not interleaved."""
+    from specframe.bench.steadiness import drift
+
+    blocks, retried, reference = quiet.get("blocks"), quiet.get("retried") or [], quiet.get("reference_ms") or []
+    if not quiet.get("pairing") or not isinstance(blocks, list):
+        return ""
+    across = drift(reference) if isinstance(reference, list) else None
+    moved = f"; the reference workload moved {across:.0%} across the run" if across is not None else ""
+    return (f"interleaved: every ratio's sides decoded in the same block ({len(blocks)} blocks, "
+            f"{len(retried)} measured again{moved})")
+
+
 def status_line(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = True) -> str:
     """The provenance line under a table: CPU, loads, split and prompts, commit, and the protocol's verdict."""
     machine = report.get("machine") or {}
@@ -128,6 +143,9 @@ def status_line(report: Mapping[str, Any], *, per_set: bool = True, timed: bool 
         load += f", at most {quiet['during_max']:.2f} during the run ({quiet['threads']} benchmark thread(s))"
     else:
         load += ", not sampled during the run"
+    interleaved = interleaving(quiet)
+    if interleaved:
+        load += f"; {interleaved}"
     split = protocol.get("split") or report.get("split") or "not recorded"
     prompts = protocol.get("prompts_per_set") or report.get("n")
     commit = protocol.get("commit") or "not recorded"

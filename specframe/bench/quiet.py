@@ -11,7 +11,8 @@ the threads the benchmark itself keeps busy; what is left is the **excess** load
 
 A run is **quiet** when both hold and its speed probes (:mod:`specframe.bench.steadiness`: what the load cannot
 see, another guest on the host), the fixed probe and the run's reference workload (a fixed piece of its own
-work), each stayed within 15 % of itself. 0.3 is a third of a core: a daemon's blips stay
+work), each stayed within 15 % of itself (over the whole run, or within each block of a run that interleaves its
+sides: :mod:`specframe.bench.steadiness`). 0.3 is a third of a core: a daemon's blips stay
 far below it, another job (a test suite, a compiler, a second benchmark) keeps a core busy and exceeds it within a
 minute. On 2 cores a load of 0.9 before the start is most of the second core: such a run is not quiet.
 
@@ -63,7 +64,7 @@ from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
-from specframe.bench.steadiness import judge_steady
+from specframe.bench.steadiness import judge_blocks, judge_steady
 from specframe.metrics.machine_load import LoadWindow, load_average, read_proc
 from specframe.metrics.process_tree import machine_and_tree_cpu_seconds
 
@@ -111,6 +112,9 @@ class QuietRecord:
     probes_ms: list[float] | None = None  # the fixed probe's times, start to end (specframe.bench.steadiness)
     reference_ms: list[float] | None = None  # the run's reference workload, timed at each probe once registered
     reference: str | None = None  # what that workload is
+    pairing: str | None = None  # an interleaved run: what its blocks hold (steadiness judged block by block)
+    blocks: list[int] | None = None  # kept blocks k: from the reference's k-th to its k+1-th timing
+    retried: list[int] | None = None  # blocks measured again because the machine moved within them (dropped)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "quiet": judge(asdict(self))[0]}
@@ -139,9 +143,12 @@ def judge(record: Mapping[str, Any] | None) -> tuple[bool, str]:
     else:
         verdict = True, (f"quiet: load {float(start):.2f} at the start, at most {float(during):.2f} during the run "
                          f"({threads} benchmark thread(s))")
-    probes, reference = record.get("probes_ms"), record.get("reference_ms")
+    probes, reference, blocks = record.get("probes_ms"), record.get("reference_ms"), record.get("blocks")
+    if record.get("pairing") and not (isinstance(blocks, list) and all(isinstance(k, int) for k in blocks)):
+        blocks = []  # an interleaved run that lost its block list: not shown steady
     steady = judge_steady(probes if isinstance(probes, list) else None,
-                          reference if isinstance(reference, list) else None)
+                          reference if isinstance(reference, list) else None,
+                          blocks if record.get("pairing") else None)
     return verdict if not verdict[0] or steady[0] else steady
 
 
@@ -231,6 +238,9 @@ class LoadSampler:
         self._reference: Callable[[], float] | None = None
         self._reference_what: str | None = None
         self._references: list[float] = []
+        self._pairing: str | None = None
+        self._blocks: list[int] = []
+        self._retried: list[int] = []
         self._read = read or (lambda: load_average(read_proc))
         self.start = start if start is not None else self._read()
         self._every = every_s
@@ -274,6 +284,31 @@ class LoadSampler:
         self._reference, self._reference_what = probe, what
         self._references.append(probe())
 
+    def set_pairing(self, what: str) -> None:
+        """Declare the run interleaved (``what``: what each block holds): its steadiness is then judged per block
+        (:func:`specframe.bench.steadiness.judge_blocks`), the blocks marked by :meth:`open_block` and
+        :meth:`close_block`."""
+        if self._reference is None:
+            raise RuntimeError("register the reference workload (set_reference) before declaring blocks")
+        self._pairing = what
+
+    def open_block(self) -> None:
+        """Time both probes before a block whose start is not the previous block's end (nothing measured since)."""
+        self.probe_now()
+
+    def close_block(self, *, last_try: bool) -> bool:
+        """Time both probes after a block and say whether the machine held its speed across it (the reference
+        workload within :data:`~specframe.bench.steadiness.STEADY_DRIFT` of its opening timing). A block that held, or
+        its ``last_try``, is kept; one that did not is recorded as retried (its decodes are the caller's to drop).
+        The closing timing opens the next block."""
+        if self._pairing is None:
+            raise RuntimeError("declare the run interleaved (set_pairing) before closing blocks")
+        self.probe_now()
+        k = len(self._references) - 2
+        steady = judge_blocks(self._references, [k])[0]
+        (self._blocks if steady or last_try else self._retried).append(k)
+        return steady
+
     def __enter__(self) -> LoadSampler:
         self.probe_now()
         self._t0 = time.monotonic()
@@ -311,7 +346,9 @@ class LoadSampler:
             other_cpus=None if other is None else round(other, 3), wall_s=round(time.monotonic() - self._t0, 1),
             probes_ms=list(self._probes) if self._probe is not None else None,
             reference_ms=list(self._references) if self._reference is not None else None,
-            reference=self._reference_what, **tree)
+            reference=self._reference_what, pairing=self._pairing,
+            blocks=list(self._blocks) if self._pairing else None,
+            retried=list(self._retried) if self._pairing else None, **tree)
 
 
 def main(argv: list[str] | None = None) -> int:

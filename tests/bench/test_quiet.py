@@ -152,3 +152,47 @@ def test_the_probe_sees_a_core_shared_with_another_job() -> None:
         os.sched_setaffinity(0, before)
     spread = drift([alone, shared])
     assert spread is not None and spread > STEADY_DRIFT, (alone, shared)
+
+
+# ------------------------------------------------------------------------------------------ an interleaved run
+def test_an_interleaved_run_is_judged_block_by_block() -> None:
+    """A run whose ratios compare decodes of one block (the corrector ablation) is steady when every block held,
+    whatever the drift across the run (it falls on both sides of each ratio); a block that moved fails it, and
+    a record that declares blocks but lost them is not shown steady."""
+    from specframe.bench.steadiness import judge_steady
+
+    across = [1190.0, 1210.0, 1305.0, 1320.0]  # +11 % across the run, at most +8 % within a block
+    assert not judge_steady([8.0] * 4, across + [1420.0])[0]  # judged over the whole run: +19 %
+    steady = judge_steady([8.0] * 5, across + [1400.0], blocks=[0, 1, 2, 3])
+    assert steady[0] and "4 interleaved blocks" in steady[1], steady
+    moved = judge_steady([8.0] * 4, [1190.0, 1210.0, 1420.0, 1430.0], blocks=[0, 1, 2])
+    assert not moved[0] and "block 1" in moved[1] and "+17%" in moved[1]
+    assert judge_steady([8.0] * 4, [1190.0, 1210.0, 1420.0, 1430.0], blocks=[0, 2])[0]  # block 1 retried
+    assert judge_steady([8.0, 6.4, 8.3, 7.0], across, blocks=[0, 1, 2])[0]  # the fixed probe's noise: not a block's
+    assert not judge_steady([8.0] * 4, across, blocks=[])[0]
+    assert not judge_steady([8.0] * 4, across, blocks=[3])[0]  # a block past the series: not shown
+    record = {"threads": 1, "start": 0.1, "during_max": 1.1, "samples": 9, "probes_ms": [8.0] * 4,
+              "reference_ms": across, "pairing": "one prompt by every side", "blocks": [0, 1, 2]}
+    assert quiet.judge(record)[0]
+    assert not quiet.judge({**record, "blocks": None})[0]  # declared interleaved, blocks lost
+    assert not quiet.judge({**record, "pairing": None, "reference_ms": [*across, 1420.0], "probes_ms": [8.0] * 5})[0]
+
+
+def test_a_block_whose_machine_moved_is_measured_again_and_the_record_says_so() -> None:
+    """The sampler's blocks: a closing probe that moved more than 15 % from the opening one asks for the block
+    again (recorded as retried); the last try is kept whatever it says, and then fails the run."""
+    references = iter([1000.0, 1000.0, 1010.0, 1300.0, 1310.0, 1700.0, 1710.0])
+    with quiet.LoadSampler(1, start=0.1, every_s=0.01, read=lambda: 1.0, probe=lambda: 8.0) as sampler:
+        with pytest.raises(RuntimeError, match="reference"):
+            sampler.set_pairing("one prompt")
+        sampler.set_reference(lambda: next(references), "a decode")  # 1000
+        sampler.set_pairing("one prompt")
+        sampler.open_block()  # 1000
+        assert sampler.close_block(last_try=False)  # 1010: kept (block 1)
+        assert not sampler.close_block(last_try=False)  # 1300: +29 %, retried (block 2)
+        assert sampler.close_block(last_try=False)  # 1310: kept (block 3)
+        assert not sampler.close_block(last_try=True)  # 1700: moved, but the last try: kept (block 4)
+    record = sampler.record().to_dict()  # 1710
+    assert record["blocks"] == [1, 3, 4] and record["retried"] == [2] and record["pairing"] == "one prompt"
+    assert not record["quiet"] and "block 4" in quiet.judge(record)[1]
+    assert quiet.judge({**record, "blocks": [1, 3]})[0]

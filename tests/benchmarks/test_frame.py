@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _frame import (
     REPO,
     BenchParser,
+    RunProtocol,
     count,
     counts,
     finite,
@@ -20,6 +22,8 @@ from _frame import (
     run_script,
 )
 
+from specframe.bench.published import verdict
+from specframe.bench.quiet import QuietRecord
 from specframe.errors import ConfigError
 
 
@@ -150,3 +154,67 @@ def test_finite_and_count_types_name_their_bounds() -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="finite"):
         finite()("inf")
     assert finite()("0") == 0.0 and os.fspath(REPO) == os.fspath(Path(__file__).resolve().parents[2])
+
+
+class _Sampler:
+    """A load sampler whose record is given (the steadiness and load figures of a finished run)."""
+
+    def __init__(self, **quiet: Any) -> None:
+        self.quiet = QuietRecord(threads=1, start=0.1, during_max=1.1, during_mean=1.0, samples=40, other_cpus=0.0,
+                                 wall_s=600.0, **quiet)
+
+    def record(self) -> QuietRecord:
+        return self.quiet
+
+
+STEADY = {"probes_ms": [9.0, 9.2], "reference_ms": [1500.0, 1540.0], "reference": "the plain loop"}
+
+
+@pytest.mark.parametrize(("split", "prompts", "quiet", "published"), [
+    ("report", 20, STEADY, True),
+    ("report", 20, {**STEADY, "reference_ms": [1500.0, 1900.0]}, False),  # decoding slowed 27 %: not steady
+    ("report", 20, {"probes_ms": [9.0, 9.2]}, False),  # the fixed probe alone: not shown steady
+    ("report", 19, STEADY, False),  # too few prompts per set
+    ("tune", 20, STEADY, False),  # developed on, never published
+    (None, 20, STEADY, False),  # a per-set report of no split: not held out
+    (None, None, STEADY, True),  # a file of no prompt sets (the loop overhead): the machine is what counts
+    (None, None, {"probes_ms": [9.0, 9.2]}, False),
+])
+def test_the_recorded_published_flag_is_the_docs_verdict(split: str | None, prompts: int | None,
+                                                          quiet: dict[str, Any], published: bool) -> None:
+    """The ``published`` a result file records is what the docs' verdict says of it: the load, the steadiness (a
+    reference that drifted more than 15 % fails), the split and the prompt count all count, not the load alone."""
+    args = argparse.Namespace(split=split, smoke=False)
+    record = RunProtocol(args, _Sampler(**quiet), {"path": "/tmp/x"}).record(prompts_per_set=prompts)
+    assert record["published"] is published
+    assert verdict({"protocol": record}, per_set=prompts is not None).published is published
+
+
+def test_a_block_is_measured_again_while_its_machine_moves_and_kept_at_the_last_try() -> None:
+    """``RunProtocol.blocks``: a try whose closing reference moved more than 15 % is dropped and the block decoded
+    again; after the last try the block is kept whatever it says (and the run then fails the steadiness rule)."""
+    from specframe.bench.quiet import LoadSampler, judge
+    from specframe.bench.steadiness import BLOCK_TRIES
+
+    rising = [2400.0 * 1.3 ** k for k in range(BLOCK_TRIES + 2)]  # +30 % per timing: no try of it holds
+    timings = iter([1000.0, 1000.0, 1010.0, 1400.0, 1800.0, 1805.0, *rising])
+    with LoadSampler(1, start=0.1, every_s=0.01, read=lambda: 1.0, probe=lambda: 8.0) as sampler:
+        run = RunProtocol(argparse.Namespace(split="report", smoke=False), sampler, {"path": "/x"})
+        sampler.set_reference(lambda: next(timings), "a decode")
+        run.interleave("one prompt")
+        run.open_block()
+        tries = []
+        for _block in range(3):
+            decoded = 0
+            for attempt in run.blocks():
+                decoded += 1
+                attempt.close()
+            tries.append(decoded)
+        with pytest.raises(RuntimeError, match="closed"):
+            for _attempt in run.blocks():
+                pass
+    assert tries == [1, 3, BLOCK_TRIES], tries  # 1010 held; 1400, 1800 moved, 1805 held; the third never held
+    record = sampler.record().to_dict()
+    last = 5 + BLOCK_TRIES - 1  # the third block's last try: from the reference's 7th timing on
+    assert record["blocks"] == [1, 4, last] and record["retried"] == [2, 3, *range(5, last)], record
+    assert not judge(record)[0] and f"block {last}" in judge(record)[1]
