@@ -50,7 +50,10 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from specframe.bench.quiet import BlockTry
 
 #: The repository these scripts belong to.
 REPO = Path(__file__).resolve().parent.parent
@@ -327,20 +330,6 @@ def bound_to(cpus: Collection[int] | None) -> Iterator[None]:
 REFERENCE_TOKENS = 16
 
 
-class BlockTry:
-    """One try of a block of an interleaved run (:meth:`RunProtocol.blocks`)."""
-
-    def __init__(self, sampler: Any, *, last: bool) -> None:
-        self.sampler = sampler
-        self.last = last
-        self.kept: bool | None = None
-
-    def close(self) -> bool:
-        """Time the closing probes; True: keep this try's decodes (the machine held, or it was the last try)."""
-        self.kept = bool(self.sampler.close_block(last_try=self.last) or self.last)
-        return self.kept
-
-
 class RunProtocol:
     """One measured run's protocol (see :func:`measured_run`)."""
 
@@ -384,30 +373,13 @@ class RunProtocol:
         """Declare this run interleaved (``what``: what one block holds): every ratio it reports compares decodes
         of one block, and its steadiness is judged block by block (:mod:`specframe.bench.steadiness`). Needs the
         reference workload registered first."""
-        self.sampler.set_pairing(what)
+        self.sampler.interleave(what)
 
     def blocks(self) -> Iterator[BlockTry]:
-        """The tries of one block of an interleaved run: up to :data:`~specframe.bench.steadiness.BLOCK_TRIES`
-        tries, each to be closed (:meth:`BlockTry.close`) once the block's decodes are done; a try whose machine
-        moved is dropped and the block measured again, the last try is kept whatever it says. The first block of
-        a phase is opened by :meth:`open_block`; a block's closing probe opens the next.
-
-        Example::
-
-            for attempt in run.blocks():
-                results = decode_every_side(prompt)
-                if attempt.close():
-                    keep(results)
-        """
-        from specframe.bench.steadiness import BLOCK_TRIES
-
-        for number in range(BLOCK_TRIES):
-            attempt = BlockTry(self.sampler, last=number == BLOCK_TRIES - 1)
-            yield attempt
-            if attempt.kept is None:
-                raise RuntimeError("each try of a block must be closed (attempt.close()) once its decodes are done")
-            if attempt.kept:
-                return
+        """The tries of one block of this interleaved run (:meth:`specframe.bench.quiet.LoadSampler.block_tries`:
+        close each once its decodes are done; keep them when ``close()`` says so)."""
+        tries: Iterator[BlockTry] = self.sampler.block_tries()
+        return tries
 
     def open_block(self) -> None:
         """Time the probes that open the next block (after work that is not a block: loading, warm-ups)."""
@@ -421,11 +393,13 @@ class RunProtocol:
         self.freeze = ControllerFreeze(pipes)
         return self.freeze
 
-    def record(self, *, prompts_per_set: int | None = None, controller: dict[str, Any] | None = None) -> dict[str, Any]:
+    def record(self, *, prompts_per_set: int | None = None, controller: dict[str, Any] | None = None,
+               timed: bool = True) -> dict[str, Any]:
         """The ``protocol`` field of the result JSON: the loads so far under the quiet rule, the split, the cache.
-        Its ``published`` is :func:`specframe.bench.published.verdict` on this record as written (the load, the
-        steadiness, the split and, for a per-set report (``prompts_per_set`` given), the prompt count); the docs
-        judge the file again when they render it, by the rule of their day."""
+        Its ``published`` is :func:`specframe.bench.published.verdict` on this record as written (the load and
+        steadiness, unless ``timed`` is False: a file of counts; the split and, for a per-set report
+        (``prompts_per_set`` given), the prompt count); the docs judge the file again when they render it, by the
+        rule of their day."""
         from specframe.bench.provenance import git_revision
         from specframe.bench.published import verdict
 
@@ -439,7 +413,7 @@ class RunProtocol:
             "commit": git_revision(REPO),
         }
         record["published"] = verdict({"protocol": record, "smoke": smoke},
-                                      per_set=prompts_per_set is not None).published
+                                      per_set=prompts_per_set is not None, timed=timed).published
         return record
 
 

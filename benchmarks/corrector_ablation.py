@@ -68,7 +68,7 @@ from _frame import (
 from prompt_sets import OUT_OF_DISTRIBUTION, data_dirs, load_prompt_sets, require_sets
 from rich.console import Console
 from rich.table import Table
-from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, repo_root, run_generate
+from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, repo_root
 
 from specframe.files import write_text
 from specframe.metrics.gains import estimate_to_json, paired_gain
@@ -213,25 +213,37 @@ def draft_ms_per_round(run: MethodRun, stages: tuple[str, ...] = DRAFTING) -> fl
     return sum(r.stage_ns.get(s, 0) for r in rounds for s in stages) / len(rounds) / 1e6 if rounds else 0.0
 
 
-#: What one block of this run holds (the protocol record names it).
-BLOCK = ("one prompt decoded by the plain loop, generate() and every method at every budget, in an order rotated "
-         "by one per prompt")
+#: What one block of this run holds (its record's ``pairing``).
+BLOCK_CONTENTS = ("one prompt decoded by the plain loop, generate() and every method at every budget, in an order "
+                  "rotated per prompt")
+#: The unit of a block that decodes with the plain loop and then with ``generate()`` for as many tokens.
+PLAIN_AND_GENERATE = -1
 
 
-def decode_block(index: int, prompt: str, plain: Any, pipes: Sequence[Any], max_new_tokens: int) -> list[Any]:
-    """One block: ``prompt`` decoded by the plain loop, by ``generate()`` (right after it, for as many tokens) and
-    by each of ``pipes``, the order rotated by ``index`` so that no side always runs first or last in its block.
-    Returns ``[plain, generate(), *pipes]``'s results in that fixed order.
+def block_order(index: int, prompts: int, pipes: int) -> list[int]:
+    """The order of block ``index`` of ``prompts``: :data:`PLAIN_AND_GENERATE` and the pipes' indices, rotated by
+    an even share of a full turn per prompt, so that over the prompts every unit sits at every part of a block
+    alike (a one-step turn would leave the last units late in every block when there are more units than
+    prompts).
 
-    Example: 3 pipes, index 1 -> decoded as pipe 0, pipe 1, pipe 2, plain + generate(); index 2 -> pipe 1, ...
-    """
-    units: list[int | None] = [None, *range(len(pipes))]  # None: the plain loop and generate() together
-    shift = index % len(units)
+    Example: 3 pipes (4 units), 2 prompts -> [-1, 0, 1, 2], then [1, 2, -1, 0]."""
+    units = [PLAIN_AND_GENERATE, *range(pipes)]
+    shift = index * len(units) // max(prompts, 1) % len(units)
+    return units[shift:] + units[:shift]
+
+
+def decode_block(order: Sequence[int], prompt: str, plain: Any, pipes: Sequence[Any], max_new_tokens: int) -> list[Any]:
+    """One block: ``prompt`` decoded by the units of ``order`` (:func:`block_order`): the plain loop followed by
+    ``generate()`` for as many tokens (its own seed), or one of ``pipes``. Returns the results as
+    ``[plain, generate(), *pipes]``, whatever the order."""
+    from specframe.reference import reference_result
+
     results: list[Any] = [None] * (len(pipes) + 2)
-    for unit in units[shift:] + units[:shift]:
-        if unit is None:
-            base = MethodRun("plain loop", [plain.generate(prompt, max_new_tokens)])
-            results[0], results[1] = base.results[0], run_generate(plain, [("", prompt)], base).results[0]
+    for unit in order:
+        if unit == PLAIN_AND_GENERATE:
+            results[0] = plain.generate(prompt, max_new_tokens)
+            results[1], _ = reference_result(plain, plain.encode(prompt), new_tokens=len(results[0].tokens),
+                                             seed=results[0].seed or 0)
         else:
             results[unit + 2] = pipes[unit].generate(prompt, max_new_tokens)
     return results
@@ -241,9 +253,10 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
                 max_new_tokens: int, console: Console, run: RunProtocol) -> dict[str, Any]:
     """Plain loop, ``generate()`` and every method x budget on one kind's prompts (one shared target),
     **interleaved**: every pipeline is built and warmed up first, then each prompt is one block of the run
-    (:func:`decode_block`) bracketed by the protocol's probes, and measured again when the machine moved within it
-    (``RunProtocol.blocks``). Each speed ratio compares decodes of the same blocks, so a host that slows the guest
-    over the hour (:mod:`specframe.bench.steadiness`) slows both of its sides alike."""
+    (:func:`decode_block`) bracketed by the reference workload's timings, and measured again when they disagree
+    (``RunProtocol.blocks``). Each speed ratio compares decodes of the same blocks, so the drift of a host that
+    slows the guest over the hour (:mod:`specframe.bench.steadiness`) falls on both of its sides alike; within a
+    block the rotation (:func:`block_order`) spreads what is left over every side."""
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
@@ -258,7 +271,8 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
     run.open_block()
     for index, prompt in enumerate(prompts):
         for attempt in run.blocks():
-            results = decode_block(index, prompt, plain, pipes, max_new_tokens)
+            results = decode_block(block_order(index, len(prompts), len(pipes)), prompt, plain, pipes,
+                                   max_new_tokens)
             if attempt.close():
                 for method_run, result in zip(runs, results, strict=True):
                     method_run.results.append(result)
@@ -369,7 +383,7 @@ def ablate(args: Any, run: RunProtocol) -> int:
     report: dict[str, Any] = {**run_settings(args), "machine": machine_summary(), "load_before": load_before,
                               "kinds": {}}
     run.set_plain_reference(shipped_plain_pipeline(), sets[KINDS["math"]].prompts[0].text)
-    run.interleave(BLOCK)
+    run.interleave(BLOCK_CONTENTS)
     for kind, name in KINDS.items():
         console.rule(f"{kind} ({name})")
         prompts = [item.text for item in sets[name].prompts]

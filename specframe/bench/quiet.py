@@ -11,10 +11,10 @@ the threads the benchmark itself keeps busy; what is left is the **excess** load
 
 A run is **quiet** when both hold and its speed probes (:mod:`specframe.bench.steadiness`: what the load cannot
 see, another guest on the host), the fixed probe and the run's reference workload (a fixed piece of its own
-work), each stayed within 15 % of itself (over the whole run, or within each block of a run that interleaves its
-sides: :mod:`specframe.bench.steadiness`). 0.3 is a third of a core: a daemon's blips stay
-far below it, another job (a test suite, a compiler, a second benchmark) keeps a core busy and exceeds it within a
-minute. On 2 cores a load of 0.9 before the start is most of the second core: such a run is not quiet.
+work), each stayed within 15 % of itself over the whole run (a run that interleaves its sides: the reference
+workload at the two ends of each block, :mod:`specframe.bench.steadiness`). 0.3 is a third of a core: a daemon's
+blips stay far below it, another job (a test suite, a compiler, a second benchmark) keeps a core busy and exceeds
+it within a minute. On 2 cores a load of 0.9 before the start is most of the second core: such a run is not quiet.
 
 The record a run writes (:meth:`QuietRecord.to_dict`, the ``protocol.quiet`` field of every result JSON) holds the
 start load, the maximum and mean of the samples, their count, the benchmark's threads and the CPU time other
@@ -59,12 +59,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
-from specframe.bench.steadiness import judge_blocks, judge_steady
+from specframe.bench.steadiness import BLOCK_TRIES, judge_blocks, judge_steady
 from specframe.metrics.machine_load import LoadWindow, load_average, read_proc
 from specframe.metrics.process_tree import machine_and_tree_cpu_seconds
 
@@ -112,9 +112,13 @@ class QuietRecord:
     probes_ms: list[float] | None = None  # the fixed probe's times, start to end (specframe.bench.steadiness)
     reference_ms: list[float] | None = None  # the run's reference workload, timed at each probe once registered
     reference: str | None = None  # what that workload is
-    pairing: str | None = None  # an interleaved run: what its blocks hold (steadiness judged block by block)
-    blocks: list[int] | None = None  # kept blocks k: from the reference's k-th to its k+1-th timing
-    retried: list[int] | None = None  # blocks measured again because the machine moved within them (dropped)
+    # An interleaved run (steadiness judged block by block): what one block holds; the kept blocks ``k``, each
+    # from the k-th to the k+1-th entry of ``reference_ms`` (indices into the reference's series: ``probes_ms``
+    # holds one more entry, at the start, so its entries line up with the reference's from index 1 on); and the
+    # tries dropped because the reference disagreed at their ends (each block measured again after them).
+    pairing: str | None = None
+    blocks: list[int] | None = None
+    retried: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "quiet": judge(asdict(self))[0]}
@@ -145,7 +149,7 @@ def judge(record: Mapping[str, Any] | None) -> tuple[bool, str]:
                          f"({threads} benchmark thread(s))")
     probes, reference, blocks = record.get("probes_ms"), record.get("reference_ms"), record.get("blocks")
     if record.get("pairing") and not (isinstance(blocks, list) and all(isinstance(k, int) for k in blocks)):
-        blocks = []  # an interleaved run that lost its block list: not shown steady
+        return False, "steadiness not shown: the record declares an interleaved run but holds no list of its blocks"
     steady = judge_steady(probes if isinstance(probes, list) else None,
                           reference if isinstance(reference, list) else None,
                           blocks if record.get("pairing") else None)
@@ -218,6 +222,20 @@ def refuse_unless_quiet(threads: int, *, wait_s: float = 0.0, sleep: Callable[[f
         sleep(SAMPLE_EVERY_S)
 
 
+class BlockTry:
+    """One try of a block of an interleaved run (:meth:`LoadSampler.block_tries`)."""
+
+    def __init__(self, sampler: LoadSampler, *, last: bool) -> None:
+        self.sampler = sampler
+        self.last = last
+        self.kept: bool | None = None  # None until closed
+
+    def close(self) -> bool:
+        """Time the closing probes; True: keep this try's decodes (the reference agreed, or it was the last try)."""
+        self.kept = bool(self.sampler.close_block(last_try=self.last) or self.last)
+        return self.kept
+
+
 class LoadSampler:
     """Samples the 1-minute load in a background thread while its body runs (a context manager); ``record()``
     gives the :class:`QuietRecord` so far (the sampler keeps running until the body ends).
@@ -284,10 +302,10 @@ class LoadSampler:
         self._reference, self._reference_what = probe, what
         self._references.append(probe())
 
-    def set_pairing(self, what: str) -> None:
-        """Declare the run interleaved (``what``: what each block holds): its steadiness is then judged per block
-        (:func:`specframe.bench.steadiness.judge_blocks`), the blocks marked by :meth:`open_block` and
-        :meth:`close_block`."""
+    def interleave(self, what: str) -> None:
+        """Declare the run interleaved (``what``: what one block holds, recorded as ``pairing``): its steadiness
+        is then judged block by block (:func:`specframe.bench.steadiness.judge_blocks`), each block tried through
+        :meth:`block_tries`."""
         if self._reference is None:
             raise RuntimeError("register the reference workload (set_reference) before declaring blocks")
         self._pairing = what
@@ -297,17 +315,42 @@ class LoadSampler:
         self.probe_now()
 
     def close_block(self, *, last_try: bool) -> bool:
-        """Time both probes after a block and say whether the machine held its speed across it (the reference
-        workload within :data:`~specframe.bench.steadiness.STEADY_DRIFT` of its opening timing). A block that held, or
-        its ``last_try``, is kept; one that did not is recorded as retried (its decodes are the caller's to drop).
-        The closing timing opens the next block."""
+        """Time both probes after a block and say whether the reference workload agreed at the block's two ends
+        (within :data:`~specframe.bench.steadiness.STEADY_DRIFT`; each end the fastest of a few tries, so a dip in
+        the middle of a block is not seen). A block that agreed, or its ``last_try``, is kept as block ``k`` (its
+        ends are the reference's ``k``-th and ``k + 1``-th timings); one that did not is recorded as retried (its
+        decodes are the caller's to drop). The closing timing opens the next block."""
         if self._pairing is None:
-            raise RuntimeError("declare the run interleaved (set_pairing) before closing blocks")
+            raise RuntimeError("declare the run interleaved (interleave) before closing blocks")
         self.probe_now()
         k = len(self._references) - 2
         steady = judge_blocks(self._references, [k])[0]
         (self._blocks if steady or last_try else self._retried).append(k)
         return steady
+
+    def block_tries(self) -> Iterator[BlockTry]:
+        """The tries of one block: up to :data:`~specframe.bench.steadiness.BLOCK_TRIES`, each to be closed
+        (:meth:`BlockTry.close`) once the block's decodes are done; a try that did not hold is dropped and the
+        block measured again after a fresh opening timing (so one outlying timing costs one try, not two); the
+        last try is kept whatever it says. The first block of a phase is opened by :meth:`open_block`; a kept
+        block's closing timing opens the next.
+
+        Example::
+
+            for attempt in sampler.block_tries():
+                results = decode_every_side(prompt)
+                if attempt.close():
+                    keep(results)
+        """
+        for number in range(BLOCK_TRIES):
+            if number:
+                self.open_block()
+            attempt = BlockTry(self, last=number == BLOCK_TRIES - 1)
+            yield attempt
+            if attempt.kept is None:
+                raise RuntimeError("each try of a block must be closed (attempt.close()) once its decodes are done")
+            if attempt.kept:
+                return
 
     def __enter__(self) -> LoadSampler:
         self.probe_now()

@@ -35,14 +35,16 @@ two hosts of this project's 2-core KVM machines, with nothing in the guest to sh
 its denominator first and its methods an hour later compares two machines, and one that must stay within 15 % for
 an hour or more rarely can. A script that **interleaves** its sides instead (``RunProtocol.interleave``: the
 corrector ablation decodes each prompt with the plain loop, ``generate()`` and every method, in an order rotated
-per prompt, before the next prompt) times the reference workload and the fixed probe at the boundaries of each
-**block** (one prompt's decodes): every ratio it reports compares decodes of one block, and the slow drift across
-the run falls on both sides of it alike. Such a run is steady when **every block** is: the reference workload
-within :data:`STEADY_DRIFT` between the block's opening and closing timings (the fixed probe is recorded, but its
-own noise at a block's scale is about that bound: :func:`judge_blocks`). A block whose machine moved more than that
-is measured again, up to :data:`BLOCK_TRIES` times (its earlier decodes are dropped; the record lists it under
-``retried``); one that never held is kept and fails the run. Absolute speeds (tokens per second) of such a run
-are means over blocks timed on a moving machine: the status line gives the reference's spread across the run.
+per prompt, before the next prompt) times the reference workload and the fixed probe at the two ends of each
+**block** (one prompt's decodes): every ratio it reports compares decodes of one block, so the drift between
+blocks falls on both sides of it alike, and the rotation spreads the drift within a block over every side. Such a
+run is steady when **every block** is: the reference workload within :data:`STEADY_DRIFT` at the block's two ends
+(each the fastest of a few tries, so a dip in the middle of a block is not seen; the fixed probe is recorded, but
+its own noise at a block's scale is about that bound: :func:`judge_blocks`). A block whose machine moved more than
+that is measured again after a fresh opening timing, up to :data:`BLOCK_TRIES` times (its earlier decodes are
+dropped; the record lists them under ``retried``); one that never held is kept and fails the run. Absolute speeds
+(tokens per second) of such a run are means over blocks timed on a moving machine: the status line gives the
+reference's spread across the run.
 
 Worked example: reference 1,190 / 1,210 / 1,305 / 1,320 ms at four block boundaries (+11 % across the run):
 blocks 0-1 (+2 %), 1-2 (+8 %) and 2-3 (+1 %) all hold, the run is steady block by block; had block 1-2 read

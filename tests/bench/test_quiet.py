@@ -184,9 +184,9 @@ def test_a_block_whose_machine_moved_is_measured_again_and_the_record_says_so() 
     references = iter([1000.0, 1000.0, 1010.0, 1300.0, 1310.0, 1700.0, 1710.0])
     with quiet.LoadSampler(1, start=0.1, every_s=0.01, read=lambda: 1.0, probe=lambda: 8.0) as sampler:
         with pytest.raises(RuntimeError, match="reference"):
-            sampler.set_pairing("one prompt")
+            sampler.interleave("one prompt")
         sampler.set_reference(lambda: next(references), "a decode")  # 1000
-        sampler.set_pairing("one prompt")
+        sampler.interleave("one prompt")
         sampler.open_block()  # 1000
         assert sampler.close_block(last_try=False)  # 1010: kept (block 1)
         assert not sampler.close_block(last_try=False)  # 1300: +29 %, retried (block 2)
