@@ -272,11 +272,12 @@ def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
     assert {c["shape"] for c in cells} == {"chain", "tree"}
     assert_protocol(report, memory="none: fixed budgets")
     # interleaved: each kind's one prompt is one block, timed around by the reference workload (the plain loop on
-    # a fixed prompt): registered, then per kind an opening timing and a closing one per try, and one at the end
+    # a fixed prompt): registered, per kind an opening and a closing timing (a dropped try adds a fresh opening and
+    # a closing one), and one at the end
     quiet = report["protocol"]["quiet"]
     assert "rotated" in quiet["pairing"] and "plain loop" in quiet["reference"] and min(quiet["reference_ms"]) > 0
     assert len(quiet["blocks"]) == 4 and not set(quiet["blocks"]) & set(quiet["retried"])
-    assert len(quiet["reference_ms"]) == 1 + 4 * 2 + len(quiet["retried"]) + 1 == len(quiet["probes_ms"])
+    assert len(quiet["reference_ms"]) == 1 + 4 * 2 + 2 * len(quiet["retried"]) + 1 == len(quiet["probes_ms"])
 
 
 @pytest.fixture(scope="module")
