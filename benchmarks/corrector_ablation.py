@@ -4,11 +4,11 @@ One shared target, the same prompts per kind (math: GSM8K, code: HumanEval, chat
 out-of-distribution set, translation: Spec-Bench's; from the ``tune`` split of :mod:`specframe.bench.splits` unless
 ``--split report`` is given, which needs at least 20 per kind; found where ``specframe datasets`` finds them),
 greedy, fixed budgets (default 4, 8 and 16 verified nodes). Per kind, specframe's plain loop (the speedup
-denominator), transformers' ``generate()`` on the same prompts and token counts, and every method of
-:data:`METHODS` at every budget decode each prompt in turn, **interleaved**: one prompt by all of them (in an
-order rotated per prompt) is one block, timed around by the protocol's reference workload and measured again when
-the machine's speed moved within it, so every ratio compares decodes made minutes apart, not an hour
-(:mod:`specframe.bench.steadiness`). The methods:
+denominator), transformers' ``generate()`` on the same prompts and token counts, and every method run (by
+default :data:`ABLATION_METHODS`) at every budget decode each prompt in turn, **interleaved**: one prompt by all
+of them (in an order rotated per prompt) is one block, timed around by the protocol's reference workload and
+measured again when the machine's speed moved within it, so every ratio compares decodes made minutes apart, not
+an hour (:mod:`specframe.bench.steadiness`). The methods (:data:`METHODS`):
 
 * chains: the DFlash drafter alone, Domino's GRU head, DSpark's Markov head, DFlash2's path selector and
   LiLiCorr's lattice reranker, each walking its corrected greedy path;
@@ -16,7 +16,8 @@ the machine's speed moved within it, so every ratio compares decodes made minute
   over-expanded to 64 nodes and cut to the budget by the TAPS pruner (``taps.yaml``), DFlash + a heap of 48 cut by
   JetSpec's depth-rank histogram pruner (its profile recorded on the tune split), and DARTree
   pruned (width 6, deferred top-B, β = -0.2) over each head; PCTree over the Markov head; JetSpec's fan-out
-  builders over the DFlash drafter (``accum_logp`` and ``top2gap_fanout``, K = 4);
+  builders over the DFlash drafter (``accum_logp`` and ``top2gap_fanout``, K = 4); TAPS, the depth-rank pruner and
+  the fan-out builders are :data:`TREE_SHAPE_BASELINES`, run when ``--methods`` names them;
 * with ``--methods`` naming them, the chat zoo: the chat drafter (``recipes/smollm2/drafter-chat.yaml``) as a chain,
   and its GRU head (``ar-head-chat.yaml``) as a chain and inside DARTree (trained on the machine first: the
   weights are not shipped).
@@ -36,12 +37,26 @@ Usage::
     .venv/bin/python benchmarks/corrector_ablation.py --n 20 --split report --max-new-tokens 64 \
         --out runs/corrector-ablation.json \
         --eval-json checkpoints/smollm2-135m/eval.json
+    .venv/bin/python benchmarks/corrector_ablation.py --n 20 --split report --max-new-tokens 64 \
+        --kinds math,code --out docs/benchmarks/corrector-ablation/parts.json      # in two sessions: a first part
+    .venv/bin/python benchmarks/corrector_ablation.py --n 20 --split report --max-new-tokens 64 \
+        --kinds chat,translation --extend docs/benchmarks/corrector-ablation/parts.json \
+        --out docs/benchmarks/corrector-ablation/parts.json --eval-json checkpoints/smollm2-135m/eval.json
     .venv/bin/python benchmarks/corrector_ablation.py --smoke --out /tmp/ablation.json     # a smoke run
 
-The whole table takes hours on 2 cores; it can be measured in parts on the same CPU and settings (``--methods``
-naming a part, ``--extend`` the file of the earlier parts; the tree baselines' file is such a part) and published
-with ``--eval-json`` by the run that completes it: every part's protocol is kept in ``runs``, and the table is
-judged by its weakest part.
+A run without ``--methods`` measures the ablation proper (:data:`ABLATION_METHODS`: every correction head as a chain
+and inside a tree, DDTree's heap and PCTree); the other tree shapes over the DFlash drafter
+(:data:`TREE_SHAPE_BASELINES`) have their own table (``docs/benchmarks/tree-baselines/``), measured with
+``--methods``. A chain holds min(depths, budget) nodes a round, so over the shipped drafters (8 depths a round) a
+chain at B = 16 is the chain at B = 8: it is decoded once (:func:`decoded_budget`), and its B = 16 cell says so
+(``same_as_budget``) instead of timing the same decode twice.
+
+The whole table takes about three hours on 2 cores, more than a session on these machines; it is measured in parts
+(:mod:`specframe.bench.parts`): some prompt kinds per run (``--kinds math,code``, then ``--kinds chat,translation
+--extend`` that file) or some methods per run (``--methods``, ``--extend`` the file of the other rows; rows of one
+kind from one CPU, checked before the run). The run that completes the table publishes it with ``--eval-json``;
+every part's kinds, methods, machine and protocol are kept in ``runs``, each kind's table names the run that measured
+it, and the file is judged by its weakest part.
 """
 
 from __future__ import annotations
@@ -49,7 +64,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +85,7 @@ from rich.console import Console
 from rich.table import Table
 from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, repo_root
 
+from specframe.bench.parts import Part, kind_parts, methods_of, parts, weakest
 from specframe.files import write_text
 from specframe.metrics.gains import estimate_to_json, paired_gain
 from specframe.metrics.machine_info import machine_summary
@@ -105,6 +121,11 @@ CHAT_ZOO_METHODS: list[tuple[str, str, str, str, tuple[str, ...]]] = [
     ("chat zoo: Domino GRU DARTree", "Domino GRU", "tree", "chat-zoo/domino-chain-chat.yaml", DARTREE),
 ]
 SMOKE_METHODS = ("DFlash chain", "path selector chain", "lattice DARTree", "PCTree (DSpark Markov)")
+#: Other papers' tree shapes over the DFlash drafter: the tree baselines' own table (``--methods`` names them).
+TREE_SHAPE_BASELINES = ("DFlash + TAPS pruner", "DFlash + JetSpec depth-rank histogram", "DFlash + JetSpec accum_logp",
+                        "DFlash + JetSpec top2gap fanout")
+#: The ablation proper, what a run without ``--methods`` measures and the published table (``--eval-json``) holds.
+ABLATION_METHODS = [method for method in METHODS if method[0] not in TREE_SHAPE_BASELINES]
 
 
 def parse_args(argv: Sequence[str] | None) -> Any:
@@ -115,47 +136,63 @@ def parse_args(argv: Sequence[str] | None) -> Any:
     ap.add_argument("--max-new-tokens", type=count(), default=64)
     ap.add_argument("--budgets", type=counts(), default=[4, 8, 16])
     ap.add_argument("--methods", type=name_list([m[0] for m in (*METHODS, *CHAT_ZOO_METHODS)]), default=None,
-                    help="comma-separated method labels to run (default: every shipped one); the plain loop and "
-                         "generate() always run; with --eval-json only beside an --extend file that holds the "
-                         "other shipped methods (the published table holds every one)")
+                    help="comma-separated method labels to run (default: the ablation's, ABLATION_METHODS); the "
+                         "plain loop and generate() always run; with --eval-json only beside an --extend file that "
+                         "holds the ablation's other rows (the published table holds every one)")
+    ap.add_argument("--kinds", type=name_list(list(KINDS)), default=None,
+                    help=f"comma-separated prompt kinds to run (default: all of {', '.join(KINDS)}); a table "
+                         "measured kind by kind is assembled with --extend")
     ap.add_output("runs/corrector-ablation.json")
     ap.add_input("--eval-json", None, kind="file",
                  help="also store the report under 'corrector_ablation' in this eval.json (the published one: "
                       "checkpoints/smollm2-135m/eval.json)")
     ap.add_input("--extend", None, kind="file",
-                 help="add this run's method rows to this earlier result file of the same split, prompt count, token "
-                      "limit, budgets, threads and CPU, checked before the run (rows of the same label are "
-                      "replaced); the file keeps every run's protocol, and a table measured in parts is published "
-                      "with --eval-json once the parts hold every shipped method")
+                 help="add this run's rows to this earlier result file of the same split, prompt count, token "
+                      "limit, budgets and threads, checked before the run: its kinds this run also measures must "
+                      "come from this CPU (rows of the same label are replaced), its other kinds may come from "
+                      "any; the file keeps every run's kinds, methods, machine and protocol, and a table measured "
+                      "in parts is published with --eval-json once the parts hold every row")
     ap.add_threads(1)
     ap.add_protocol()
-    ap.add_smoke("1 prompt per kind, 4 tokens, budget 4, 4 methods unless --methods names others")
+    ap.add_smoke("1 prompt per kind, 4 tokens, budgets 8 and 16 (a chain's two: one pipeline), 4 methods unless "
+                 "--methods names others")
     args = ap.parse_args(argv)
-    if args.methods is not None and args.eval_json is not None and args.extend is None:
-        ap.error("argument --eval-json: publishes the whole table, --methods runs a subset: give one of them (or "
-                 "--extend a file holding the other rows)")
     if args.smoke:
-        args.n, args.max_new_tokens, args.budgets = 1, 4, [4]
+        args.n, args.max_new_tokens, args.budgets = 1, 4, [8, 16]
     args.earlier = None
     if args.extend is not None:
-        args.earlier, problem = earlier_file(args.extend, run_settings(args), machine_summary()["cpu"])
+        args.earlier, problem = earlier_file(args.extend, run_settings(args), machine_summary()["cpu"],
+                                             args.kinds or list(KINDS))
         if problem:
             ap.error(f"argument --extend: {args.extend} {problem}")
-        missing = missing_rows(args.earlier, args.methods, args.budgets) if args.eval_json is not None else []
+    if args.eval_json is not None and not args.smoke:  # a smoke run's file says it is one
+        missing = missing_rows(args.earlier, args.methods, args.kinds, args.budgets)
         if missing:
-            ap.error(f"argument --eval-json: publishes the whole table, but {args.extend} and this run's --methods "
-                     f"lack {', '.join(missing)}: name them in --methods too, or drop --eval-json")
+            shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+            source = f"{args.extend} and this run" if args.extend is not None else "this run"
+            ap.error(f"argument --eval-json: publishes the whole table, but {source} would lack {shown}: name them "
+                     "in --methods and --kinds too, --extend a file that holds them, or drop --eval-json")
     return args
 
 
-def missing_rows(earlier: dict[str, Any], methods: Sequence[str] | None, budgets: Sequence[int]) -> list[str]:
-    """The shipped methods (:data:`METHODS`) neither in the ``earlier`` file (a cell in every kind at every one of
-    ``budgets``) nor run now (``methods``; None: all): what a whole table, built from an ``--extend`` file and this
-    run, would lack."""
-    cells = [{(c.get("method"), c.get("budget")) for c in k["cells"]} for k in earlier["kinds"].values()]
-    have = {label for label, *_ in METHODS if all((label, b) in kind for kind in cells for b in budgets)}
-    run = {m[0] for m in METHODS} if methods is None else set(methods)
-    return [label for label, *_ in METHODS if label not in have | run]
+def missing_rows(earlier: dict[str, Any] | None, methods: Sequence[str] | None, kinds: Sequence[str] | None,
+                 budgets: Sequence[int]) -> list[str]:
+    """What the whole table (every method of :data:`ABLATION_METHODS` at every one of ``budgets`` in every kind of
+    :data:`KINDS`) would lack, built from the ``earlier`` file (None: none) and a run of ``methods`` over ``kinds``
+    (None: the defaults, the ablation's methods and every kind), as ``"kind: method"``.
+
+    Example: a file of math and code with every row, and a run of ``--kinds chat`` -> ``["translation: DFlash
+    chain", ...]``, every method of translation."""
+    run_methods = {m[0] for m in ABLATION_METHODS} if methods is None else set(methods)
+    run_kinds = set(KINDS) if kinds is None else set(kinds)
+    held = (earlier or {}).get("kinds") or {}
+    missing: list[str] = []
+    for kind in KINDS:
+        cells = {(c.get("method"), c.get("budget")) for c in (held.get(kind) or {}).get("cells", [])}
+        missing += [f"{kind}: {label}" for label, *_ in ABLATION_METHODS
+                    if not (kind in run_kinds and label in run_methods)
+                    and not all((label, b) in cells for b in budgets)]
+    return missing
 
 
 def run_settings(args: Any) -> dict[str, Any]:
@@ -163,31 +200,44 @@ def run_settings(args: Any) -> dict[str, Any]:
     return {key: getattr(args, key) for key in SAME_RUN_KEYS}
 
 
-def earlier_file(path: Path, settings: dict[str, Any], cpu: str) -> tuple[dict[str, Any] | None, str]:
+def earlier_file(path: Path, settings: dict[str, Any], cpu: str,
+                 kinds: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
     """The ``--extend`` file, read and checked before any work: ``(its report, "")``, or ``(None, what is wrong)``
-    when it is not a result file of this script, was measured with other :data:`SAME_RUN_KEYS` than ``settings``
-    or on another CPU than ``cpu`` (an hour's run would otherwise only find out when merging)."""
+    when it is not a result file of this script, was measured with other :data:`SAME_RUN_KEYS` than ``settings``,
+    or holds rows of one of this run's ``kinds`` measured on another CPU than ``cpu`` (one kind's table holds one
+    CPU's rows; kinds it does not share with this run may come from any machine: :mod:`specframe.bench.parts`). An
+    hour's run would otherwise only find out when merging."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return None, f"is not a readable JSON result file ({exc})"
-    kinds = data.get("kinds") if isinstance(data, dict) else None
-    if not isinstance(kinds, dict) or set(kinds) != set(KINDS) or not all(
+    held = data.get("kinds") if isinstance(data, dict) else None
+    if not isinstance(held, dict) or not held or not set(held) <= set(KINDS) or not all(
             isinstance(k, dict) and isinstance(k.get("cells"), list)
             and all(isinstance(c, dict) and isinstance(c.get("method"), str) for c in k["cells"])
-            for k in kinds.values()):
-        return None, (f"is not a corrector ablation result file (a 'kinds' object of {', '.join(KINDS)}, each with "
-                      "'cells' rows naming their 'method'); give a file this script wrote")
+            for k in held.values()):
+        return None, (f"is not a corrector ablation result file (a 'kinds' object of some of {', '.join(KINDS)}, "
+                      "each with 'cells' rows naming their 'method'); give a file this script wrote")
     differing = differing_settings(data, settings)
     if differing:
         return None, (f"was measured with other settings ({differing}); run with the same --split, --n, "
                       "--max-new-tokens, --budgets, --threads and --smoke, or write a new file")
-    machine = data.get("machine")
-    theirs = machine.get("cpu") if isinstance(machine, dict) else None
-    if theirs != cpu:
-        return None, (f"was measured on another CPU ({theirs!r} there, {cpu!r} here): one table holds one CPU's "
-                      "rows; write a new file")
+    clash = other_cpus(data, kinds, cpu)
+    if clash:
+        return None, (f"holds rows of {clash} measured on another CPU: one kind's table holds one CPU's rows; "
+                      "measure its other kinds (--kinds), or write a new file")
     return data, ""
+
+
+def other_cpus(report: dict[str, Any], kinds: Sequence[str], cpu: str | None) -> str:
+    """Which of ``kinds`` ``report`` holds rows of measured on another CPU than ``cpu``, as ``chat (another CPU
+    ('CPU A' there, 'CPU B' here))``; empty when none."""
+    clashes: list[str] = []
+    for kind in kinds:
+        theirs = sorted({repr(part.cpu) for part in kind_parts(report, kind) if part.cpu != cpu})
+        if kind in report.get("kinds", {}) and theirs:
+            clashes.append(f"{kind} (another CPU ({', '.join(theirs)} there, {cpu!r} here))")
+    return ", ".join(clashes)
 
 
 def differing_settings(earlier: dict[str, Any], new: dict[str, Any]) -> str:
@@ -202,9 +252,10 @@ DRAFTING = ("draft", "build", "prune")
 
 
 def selected_methods(names: Sequence[str] | None, smoke: bool) -> list[tuple[str, str, str, str, tuple[str, ...]]]:
-    """The rows to run: those ``--methods`` names (a smoke run too), else the smoke set or every shipped method."""
+    """The rows to run: those ``--methods`` names (a smoke run too), else the smoke set or the ablation's
+    (:data:`ABLATION_METHODS`)."""
     chosen = names if names is not None else SMOKE_METHODS if smoke else None
-    return METHODS if chosen is None else [m for m in (*METHODS, *CHAT_ZOO_METHODS) if m[0] in chosen]
+    return ABLATION_METHODS if chosen is None else [m for m in (*METHODS, *CHAT_ZOO_METHODS) if m[0] in chosen]
 
 
 def draft_ms_per_round(run: MethodRun, stages: tuple[str, ...] = DRAFTING) -> float:
@@ -214,8 +265,8 @@ def draft_ms_per_round(run: MethodRun, stages: tuple[str, ...] = DRAFTING) -> fl
 
 
 #: What one block of this run holds (its record's ``pairing``).
-BLOCK_CONTENTS = ("one prompt decoded by the plain loop, generate() and every method at every budget, in an order "
-                  "rotated per prompt")
+BLOCK_CONTENTS = ("one prompt decoded by the plain loop, generate() and every method at every budget (a pipeline "
+                  "two budgets share, once), in an order rotated per prompt")
 #: The unit of a block that decodes with the plain loop and then with ``generate()`` for as many tokens.
 PLAIN_AND_GENERATE = -1
 
@@ -249,6 +300,24 @@ def decode_block(order: Sequence[int], prompt: str, plain: Any, pipes: Sequence[
     return results
 
 
+def decoded_budget(pipe: Any, shape: str, budget: int) -> int:
+    """The budget ``pipe`` decodes with: a chain holds min(depths, budget) nodes a round, so beyond the depths its
+    block drafter proposes per round (its ``num_slots``: 8 for the shipped SmolLM2 drafters) a larger budget
+    changes nothing; a tree's budget, or a chain over a drafter that does not say its depths, is ``budget``."""
+    depths = getattr(pipe.stages.drafter, "num_slots", None)
+    return min(budget, depths) if shape == "chain" and isinstance(depths, int) else budget
+
+
+def first_equal(keys: Sequence[Hashable]) -> list[int]:
+    """For each of ``keys``, the index of its first occurrence: the grid's cells of one method and one decoded
+    budget (:func:`decoded_budget`) are one pipeline, decoded once, by the first of them.
+
+    Example: a chain at B = 4, 8, 16 whose drafter proposes 8 depths a round: keys (chain, 4), (chain, 8),
+    (chain, 8) -> [0, 1, 1]."""
+    seen: dict[Hashable, int] = {}
+    return [seen.setdefault(key, index) for index, key in enumerate(keys)]
+
+
 def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tuple[str, ...]]], budgets: list[int],
                 max_new_tokens: int, console: Console, run: RunProtocol) -> dict[str, Any]:
     """Plain loop, ``generate()`` and every method x budget on one kind's prompts (one shared target),
@@ -256,19 +325,26 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
     (:func:`decode_block`) bracketed by the reference workload's timings, and measured again when they disagree
     (``RunProtocol.blocks``). Each speed ratio compares decodes of the same blocks, so the drift of a host that
     slows the guest over the hour (:mod:`specframe.bench.steadiness`) falls on both of its sides alike; within a
-    block the rotation (:func:`block_order`) spreads what is left over every side."""
+    block the rotation (:func:`block_order`) spreads what is left over every side. A chain's cell at a budget
+    beyond its drafter's depths is the smaller budget's pipeline (:func:`decoded_budget`): that cell's decodes,
+    marked ``same_as_budget``."""
     from specframe.pipeline import Pipeline
     from specframe.plugins import PluginHost
 
     root, host = repo_root() / "examples" / "smollm2", PluginHost()
     plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
     grid = [(method, budget) for method in methods for budget in budgets]
-    pipes = [Pipeline.from_yaml(root / method[3], overrides=(*method[4], f"budget={budget}"), target=plain.target,
+    built = [Pipeline.from_yaml(root / method[3], overrides=(*method[4], f"budget={budget}"), target=plain.target,
                                 host=host) for method, budget in grid]
+    first = first_equal([(method[0], decoded_budget(pipe, method[2], budget))
+                         for (method, budget), pipe in zip(grid, built, strict=True)])
+    distinct = sorted(set(first))  # grid indices of the pipelines decoded
+    pipes = [built[index] for index in distinct]
     for pipe in (plain, *pipes):
         pipe.generate(prompts[0], 4)  # warm-up (first-call allocations)
-    runs = [MethodRun(label) for label in ("plain loop", GENERATE_LABEL, *(method[0] for method, _ in grid))]
+    runs = [MethodRun(label) for label in ("plain loop", GENERATE_LABEL, *(grid[i][0][0] for i in distinct))]
     run.open_block()
+    started = time.perf_counter()
     for index, prompt in enumerate(prompts):
         for attempt in run.blocks():
             results = decode_block(block_order(index, len(prompts), len(pipes)), prompt, plain, pipes,
@@ -276,12 +352,15 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
             if attempt.close():
                 for method_run, result in zip(runs, results, strict=True):
                     method_run.results.append(result)
+        console.print(f"  block {index + 1}/{len(prompts)} done, {time.perf_counter() - started:.0f} s into the "
+                      "kind", highlight=False)
     base, generate = runs[0], runs[1]
     kernel = paired_gain(base.results, generate.results)
     console.print(f"  plain loop {base.tokens_per_s:.2f} tok/s, {GENERATE_LABEL} {generate.tokens_per_s:.2f} tok/s: "
                   f"plain loop {kernel.format()} generate()", highlight=False)
     cells = []
-    for ((label, stage, shape, _, _), budget), method_run in zip(grid, runs[2:], strict=True):
+    for ((label, stage, shape, _, _), budget), source in zip(grid, first, strict=True):
+        method_run = runs[2 + distinct.index(source)]
         exact = all(a.tokens == b.tokens for a, b in zip(method_run.results, base.results, strict=True))
         gain = paired_gain(method_run.results, base.results)
         cells.append({"method": label, "corrector": stage, "shape": shape, "budget": budget,
@@ -289,9 +368,13 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
                       "drafter_ms_per_round": round(draft_ms_per_round(method_run, ("draft",)), 2),
                       "tokens_per_s": round(method_run.tokens_per_s, 3), "vs_plain_loop": estimate_to_json(gain),
                       "vs_generate": round(method_run.tokens_per_s / generate.tokens_per_s, 3), "exact": exact})
+        if grid[source][1] != budget:
+            cells[-1]["same_as_budget"] = grid[source][1]
         console.print(f"  {label:<24} B={budget:<3} τ {method_run.tau:5.2f}  draft "
                       f"{cells[-1]['draft_ms_per_round']:6.1f} ms  {method_run.tokens_per_s:6.2f} tok/s  "
-                      f"{gain.format()}  {'exact' if exact else 'DIFFERS'}", highlight=False)
+                      f"{gain.format()}  {'exact' if exact else 'DIFFERS'}"
+                      + (f"  (the B={grid[source][1]} pipeline)" if grid[source][1] != budget else ""),
+                      highlight=False)
     return {"plain_loop_tokens_per_s": round(base.tokens_per_s, 3),
             "generate_tokens_per_s": round(generate.tokens_per_s, 3),
             "plain_loop_vs_generate": estimate_to_json(kernel), "n": len(prompts), "cells": cells}
@@ -306,7 +389,8 @@ def table(kind: str, result: dict[str, Any], budgets: list[int]) -> Table:
         t.add_column(f"B={b}", justify="right")
     by = {(c["method"], c["budget"]): c for c in result["cells"]}
     for label in dict.fromkeys(c["method"] for c in result["cells"]):
-        t.add_row(label, *(f"{by[label, b]['tau']:.2f} · {by[label, b]['draft_ms_per_round']:.1f} · "
+        t.add_row(label, *(f"as B={by[label, b]['same_as_budget']}" if "same_as_budget" in by[label, b] else
+                           f"{by[label, b]['tau']:.2f} · {by[label, b]['draft_ms_per_round']:.1f} · "
                            f"{by[label, b]['vs_plain_loop']['value']:.2f}×" for b in budgets))
     return t
 
@@ -316,34 +400,38 @@ SAME_RUN_KEYS = ("smoke", "split", "n", "max_new_tokens", "budgets", "threads")
 
 
 def extended(earlier: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """``earlier`` with ``new``'s method rows added per kind (a row of the same label replaced), the plain loop and
-    ``generate()`` figures of ``earlier`` kept (each row's speed ratio is against the plain loop of its own run, on
-    the same prompts); ``runs`` lists every run's protocol and methods, and ``protocol`` is the one that fails the
-    measurement protocol first, so the table's provenance line judges the file by its weakest run.
+    """``earlier`` with ``new``'s rows added (:mod:`specframe.bench.parts`): in a kind both hold, ``new``'s method
+    rows join the earlier ones (a row of the same label replaced; the plain loop and ``generate()`` figures of
+    ``earlier`` kept: each row's speed ratio is against the plain loop of its own run, on the same prompts) and must
+    come from the same CPU; a kind only ``new`` holds is added whole, from whatever machine. ``runs`` lists every
+    run's kinds, methods, machine and protocol, and ``protocol`` is the one that fails the measurement protocol
+    first, so the table's provenance line judges the file by its weakest run.
 
     Example: a file with DDTree's rows, extended by a run of a new pruner, holds both, and ``runs`` says which run
-    measured which."""
-    from specframe.bench.published import verdict
-
+    measured which; a file of math and code, extended by a run of ``--kinds chat,translation`` on another machine,
+    holds all four kinds, each kind's table naming its own machine."""
     differing = differing_settings(earlier, new)
-    if differing or set(earlier.get("kinds", {})) != set(new["kinds"]):
-        what = differing or "other kinds"
-        raise SystemExit(f"error: argument --extend: the file was measured with other settings ({what}); run with "
-                         "the same --split, --n, --max-new-tokens, --budgets and --threads, or write a new file")
-    cpus = [(run.get("machine") or {}).get("cpu") for run in (earlier, new)]
-    if cpus[0] != cpus[1]:
-        raise SystemExit(f"error: argument --extend: the file was measured on another CPU ({cpus[0]!r} there, "
-                         f"{cpus[1]!r} here): one table holds one CPU's rows; write a new file")
+    if differing:
+        raise SystemExit(f"error: argument --extend: the file was measured with other settings ({differing}); run "
+                         "with the same --split, --n, --max-new-tokens, --budgets and --threads, or write a new file")
+    machine = new.get("machine") or {}
+    clash = other_cpus(earlier, list(new["kinds"]), machine.get("cpu"))
+    if clash:
+        raise SystemExit(f"error: argument --extend: the file holds rows of {clash}: one kind's table holds one "
+                         "CPU's rows; measure its other kinds (--kinds), or write a new file")
     out = json.loads(json.dumps(earlier))
-    runs = out.setdefault("runs", [{"methods": sorted({c["method"] for k in earlier["kinds"].values()
-                                                        for c in k["cells"]}), "protocol": earlier.get("protocol")}])
-    added = sorted({c["method"] for k in new["kinds"].values() for c in k["cells"]})
-    runs.append({"methods": added, "protocol": new.get("protocol")})
+    added = Part(kinds=tuple(new["kinds"]), methods=methods_of(new), protocol=new.get("protocol"), machine=machine)
+    runs = [*parts(earlier), added]
     for kind, result in new["kinds"].items():
-        kept = [c for c in out["kinds"][kind]["cells"] if c["method"] not in added]
-        out["kinds"][kind]["cells"] = kept + result["cells"]
-    weakest = [r for r in runs if not verdict({**out, "protocol": r["protocol"]}).published]
-    out["protocol"] = (weakest[0] if weakest else runs[-1])["protocol"]
+        if kind in out["kinds"]:
+            kept = [c for c in out["kinds"][kind]["cells"] if c["method"] not in added.methods]
+            out["kinds"][kind]["cells"] = kept + result["cells"]
+        else:
+            out["kinds"][kind] = result
+    out["kinds"] = {kind: out["kinds"][kind] for kind in (*KINDS, *out["kinds"]) if kind in out["kinds"]}
+    out["runs"] = [run.to_json() for run in runs]
+    judged = weakest(out, runs)  # the file's machine and protocol: its weakest part's, as its status line says
+    out["protocol"], out["machine"] = judged.protocol, dict(judged.machine)
     out["wall_seconds"] = round(sum(float(x.get("wall_seconds") or 0) for x in (earlier, new)), 1)
     return out
 
@@ -367,9 +455,14 @@ def merged(args: Any, report: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    require_sets(tuple(KINDS.values()), data_dirs(args.data))
+    require_sets(tuple(KINDS[kind] for kind in chosen_kinds(args)), data_dirs(args.data))
     with measured_run(args, args.threads or 1) as run:
         return ablate(args, run)
+
+
+def chosen_kinds(args: Any) -> list[str]:
+    """The prompt kinds this run measures (``--kinds``, else every one), in :data:`KINDS`' order."""
+    return [kind for kind in KINDS if args.kinds is None or kind in args.kinds]
 
 
 def ablate(args: Any, run: RunProtocol) -> int:
@@ -378,13 +471,16 @@ def ablate(args: Any, run: RunProtocol) -> int:
     use_shipped_checkpoints()
     console = Console(width=None if sys.stdout.isatty() else 180)
     t0 = time.perf_counter()
-    sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=tuple(KINDS.values()))
+    kinds = chosen_kinds(args)
+    sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split,
+                            names=tuple(KINDS[kind] for kind in kinds))
     methods = selected_methods(args.methods, args.smoke)
     report: dict[str, Any] = {**run_settings(args), "machine": machine_summary(), "load_before": load_before,
                               "kinds": {}}
-    run.set_plain_reference(shipped_plain_pipeline(), sets[KINDS["math"]].prompts[0].text)
+    run.set_plain_reference(shipped_plain_pipeline(), sets[KINDS[kinds[0]]].prompts[0].text)
     run.interleave(BLOCK_CONTENTS)
-    for kind, name in KINDS.items():
+    for kind in kinds:
+        name = KINDS[kind]
         console.rule(f"{kind} ({name})")
         prompts = [item.text for item in sets[name].prompts]
         report["kinds"][kind] = ablate_kind(prompts, methods, args.budgets, args.max_new_tokens, console, run)

@@ -358,14 +358,22 @@ def tree_baselines_table(page: str, root: Path = ROOT) -> str:
 
 
 def ablation_body(report: Mapping[str, Any], source: str) -> str:
-    """A ``corrector_ablation.py`` report (``source``: where it is stored, as the page names it) per prompt kind."""
-    budgets = report["budgets"]
-    out = [f"`benchmarks/corrector_ablation.py` ({source}), "
-           f"{machine_text(report)}, "
+    """A ``corrector_ablation.py`` report (``source``: where it is stored, as the page names it) per prompt kind; a
+    file measured kind by kind (:mod:`specframe.bench.parts`) gets each kind's machine and status line under its
+    table, and a cell whose pipeline is another budget's (a chain longer than its drafts, ``same_as_budget``) says
+    so instead of repeating its figures."""
+    from specframe.bench.parts import kind_report, split_by_kind
+
+    budgets, by_kind = report["budgets"], split_by_kind(report)
+    machine = "each kind on the machine its status line names" if by_kind else machine_text(report)
+    shared = sorted({c["same_as_budget"] for k in report["kinds"].values() for c in k["cells"]
+                     if "same_as_budget" in c})
+    out = [f"`benchmarks/corrector_ablation.py` ({source}), {machine}, "
            f"{report['n']} held-out prompts per kind, {report['max_new_tokens']} new tokens, greedy, fixed budgets; "
            "each cell: τ · drafting ms per drafted round (the drafter, the head and the tree) · "
-           f"{SPECULATION_HEADING} (same prompts and process); "
-           "every output equal to the plain loop's: "
+           f"{SPECULATION_HEADING} (same prompts and process"
+           + (f"; \"as B = {shared[0]}\": that budget's pipeline and decodes, a chain no longer than its "
+              "drafter's depths" if shared else "") + "); every output equal to the plain loop's: "
            f"{'yes' if all(c['exact'] for k in report['kinds'].values() for c in k['cells']) else 'NO'}.", ""]
     for kind, result in report["kinds"].items():
         gain = result["plain_loop_vs_generate"]
@@ -374,12 +382,21 @@ def ablation_body(report: Mapping[str, Any], source: str) -> str:
                 "| method | " + " | ".join(f"B = {b}" for b in budgets) + " |", "|---|" + "---|" * len(budgets)]
         by = {(c["method"], c["budget"]): c for c in result["cells"]}
         for method in dict.fromkeys(c["method"] for c in result["cells"]):
-            out.append(f"| {method} | " + " | ".join(
-                f"{by[method, b]['tau']:.2f} · {by[method, b]['draft_ms_per_round']:.1f} · "
-                f"{by[method, b]['vs_plain_loop']['value']:.2f}×" for b in budgets) + " |")
+            out.append(f"| {method} | " + " | ".join(ablation_cell(by[method, b]) for b in budgets) + " |")
         out.append("")
-    out.append(status_line(report))
+        if by_kind:
+            kind_machine = kind_report(report, kind)
+            out += [f"{kind}: {machine_text(kind_machine)}. {status_line(kind_machine)}", ""]
+    out.append(("The file as a whole, judged by its weakest part: " if by_kind else "") + status_line(report))
     return "\n".join(out).rstrip()
+
+
+def ablation_cell(cell: Mapping[str, Any]) -> str:
+    """One cell of the ablation table: τ · drafting ms · speed over the plain loop, or ``as B = b`` for a cell
+    decoded by another budget's pipeline."""
+    if "same_as_budget" in cell:
+        return f"as B = {cell['same_as_budget']}"
+    return f"{cell['tau']:.2f} · {cell['draft_ms_per_round']:.1f} · {cell['vs_plain_loop']['value']:.2f}×"
 
 
 def draft_vocab_table(page: str) -> str:

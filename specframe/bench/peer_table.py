@@ -5,7 +5,8 @@ committed ``peer.json`` (:func:`specframe.docs_claims.vllm_peer_table`).
 A *cell* is one method at one batch size (``method``, ``batch``, ``median_tok_s``, ``min_tok_s``, ``max_tok_s``,
 ``tau``, ``cpu_per_s``, ``busy``, ``identical_to_generate``, ``outputs_compared``, ``repeats_agree``); a *ratio row*
 is one batch size's specframe / vLLM ratios (``plain``, ``speculative``, ``best``, ``specframe_speculative``,
-``identical``, ``compared``). A ratio that could not be formed (a side missing) is left blank.
+``identical``, ``compared``) and, at batch 1, specframe's plain loop against transformers' ``generate()``
+(``plain_vs_generate``, a line under the table). A ratio that could not be formed (a side missing) is left blank.
 
 Example::
 
@@ -42,6 +43,11 @@ def peer_tables(cells: Sequence[Mapping[str, Any]], ratios: Sequence[Mapping[str
         lines.append(f"| {b} | {rate(by.get((PLAIN, b)))} | {rate(by.get((VLLM_PLAIN, b)))} | {times(r['plain'])} | "
                      f"{spec_text} | {rate(by.get((VLLM_DRAFTER, b)))} | {times(r['speculative'])} | "
                      f"{times(r['best'])} | {r['identical']}/{r['compared']} |")
+    kernel = [r for r in ratios if r.get("plain_vs_generate") is not None]
+    if kernel:
+        lines += ["", "specframe's plain loop against transformers' `generate()` (one request at a time, the "
+                      "target's own decoding; the kernel gain, quoted apart from the engines' ratios): " +
+                  ", ".join(f"{times(r['plain_vs_generate'])} at batch {r['batch']}" for r in kernel) + "."]
     lines += ["", "| method | batch | tokens/s | spread | τ | CPU s/s | outputs = generate() |",
               "|---|---|---|---|---|---|---|"]
     for c in sorted(cells, key=lambda c: (c["batch"], c["method"])):

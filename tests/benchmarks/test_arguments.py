@@ -187,7 +187,17 @@ def test_the_corrector_ablation_runs_the_methods_named_even_in_a_smoke_run() -> 
         assert [m[0] for m in ablation.selected_methods(named, smoke)] == named
     assert [m[0] for m in ablation.selected_methods(None, True)] == [
         m[0] for m in ablation.METHODS if m[0] in ablation.SMOKE_METHODS]
-    assert ablation.selected_methods(None, False) == ablation.METHODS  # the chat zoo only when named
+    # without --methods: the ablation proper; the other tree shapes (their own table) and the chat zoo when named
+    assert ablation.selected_methods(None, False) == ablation.ABLATION_METHODS
+    assert not {m[0] for m in ablation.ABLATION_METHODS} & {*ablation.TREE_SHAPE_BASELINES,
+                                                            *(m[0] for m in ablation.CHAT_ZOO_METHODS)}
+    assert set(ablation.TREE_SHAPE_BASELINES) <= {m[0] for m in ablation.METHODS}
+
+
+def test_pipelines_of_equal_configurations_are_decoded_once_by_the_first() -> None:
+    first_equal = script("corrector_ablation").first_equal
+    assert first_equal(["a", "b", "b", "c", "a"]) == [0, 1, 1, 3, 0]
+    assert first_equal([]) == []
 
 
 def _ablation_file(methods: list[str], *, n: int = 20, quiet: bool = True) -> dict[str, Any]:
@@ -244,7 +254,10 @@ EXTEND_CASES = [
     (_file_of_a_default_run, [("split", "report"), ("n", 20)], [], "split='report' there, 'tune' here"),
     (_file_of_a_default_run, [("machine", {"cpu": "Some Other CPU"})], [], "another CPU ('Some Other CPU' there"),
     (_file_of_a_default_run, [("machine", None)], [], "another CPU (None there"),
-    (_file_of_a_default_run, [("kinds", {"math": {"cells": []}})], [], "not a corrector ablation result file"),
+    (_file_of_a_default_run, [("kinds", {"algebra": {"cells": []}})], [], "not a corrector ablation result file"),
+    (_file_of_a_default_run, [("kinds", {})], [], "not a corrector ablation result file"),
+    (_file_of_a_default_run, [("machine", {"cpu": "CPU A"})], ["--kinds", "chat"],
+     "holds rows of chat (another CPU ('CPU A' there"),
     (_file_of_a_default_run, [("kinds", None)], [], "not a corrector ablation result file"),
     (lambda: [1, 2, 3], [], [], "not a corrector ablation result file"),
     (None, [], [], "not a readable JSON result file"),
@@ -306,10 +319,10 @@ def test_a_failed_merge_writes_this_runs_own_rows_first(tmp_path: Path, same_fil
 
 def test_a_table_measured_in_parts_is_published_only_by_the_part_that_completes_it(
         tmp_path: Path, no_work: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    """`--eval-json` publishes the whole table: beside `--extend` it is refused before any work while the earlier
-    parts and this run's `--methods` lack a shipped method, and accepted once they hold every one."""
+    """`--eval-json` publishes the whole table: it is refused before any work while the earlier parts (`--extend`)
+    and this run's `--methods` and `--kinds` lack a row of the ablation, and accepted once they hold every one."""
     ablation = script("corrector_ablation")
-    labels = [m[0] for m in ablation.METHODS]
+    labels = [m[0] for m in ablation.ABLATION_METHODS]
     earlier = tmp_path / "parts.json"
     kinds = {k: {"cells": [{"method": m, "budget": b} for m in labels[:5] for b in (4, 8, 16)]} for k in ablation.KINDS}
     kinds["chat"]["cells"] = [c for c in kinds["chat"]["cells"] if (c["method"], c["budget"]) != (labels[0], 16)]
@@ -321,8 +334,48 @@ def test_a_table_measured_in_parts_is_published_only_by_the_part_that_completes_
         ablation.main(["--methods", ",".join(labels[5:-1]), *common])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and no_work == [] and "Traceback" not in err
-    assert "argument --eval-json:" in err and labels[-1] in err and labels[1] not in err.split("lack", 1)[1], err
-    assert labels[0] in err.split("lack", 1)[1]  # its chat row at B = 16 is missing from the parts
+    lacking = err.split("lack", 1)[1]
+    assert "argument --eval-json:" in err and f"math: {labels[-1]}" in lacking and labels[1] not in lacking, err
+    assert f"chat: {labels[0]}" in lacking and f"math: {labels[0]}" not in lacking  # chat's row at B = 16 is missing
     args = ablation.parse_args(["--methods", ",".join([labels[0], *labels[5:]]), *common])
-    assert args.eval_json == evaluation and ablation.missing_rows(args.earlier, args.methods, args.budgets) == []
-    assert ablation.missing_rows(args.earlier, None, args.budgets) == []  # no --methods: every shipped one runs
+    assert args.eval_json == evaluation
+    assert ablation.missing_rows(args.earlier, args.methods, args.kinds, args.budgets) == []
+    assert ablation.missing_rows(args.earlier, None, None, args.budgets) == []  # no --methods: the ablation's
+    # a run of some kinds only, with no file of the others, cannot publish
+    with pytest.raises(SystemExit) as exc:
+        ablation.main(["--kinds", "math", "--eval-json", str(evaluation), "--out", str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and no_work == [] and "code: " in err and "math: " not in err.split("lack", 1)[1]
+
+
+def _part(kinds: tuple[str, ...], cpu: str, methods: list[str], *, quiet: bool = True) -> dict[str, Any]:
+    """A corrector ablation file of ``kinds`` measured on ``cpu``."""
+    report = {**_ablation_file(methods, quiet=quiet), "machine": {"cpu": cpu}}
+    report["kinds"] = {kind: {"plain_loop_tokens_per_s": 15.0, "cells": report["kinds"]["math"]["cells"]}
+                       for kind in kinds}
+    return report
+
+
+def test_a_table_measured_kind_by_kind_names_each_kinds_machine_and_is_judged_by_its_weakest_part() -> None:
+    """Kinds measured on two machines join one file, each kind's rows from one; the file's protocol is the part
+    that fails the protocol, and each kind's report carries its own part's machine and protocol."""
+    from specframe.bench.parts import kind_report, parts, split_by_kind
+
+    extended = script("corrector_ablation").extended
+    methods = ["DFlash chain", "DFlash + DDTree heap"]
+    first = _part(("math", "code"), "CPU A", methods)
+    second = _part(("chat", "translation"), "CPU B", methods, quiet=False)
+    out = extended(first, second)
+    assert list(out["kinds"]) == ["math", "code", "chat", "translation"] and split_by_kind(out)
+    assert [(p.kinds, p.cpu) for p in parts(out)] == [(("math", "code"), "CPU A"), (("chat", "translation"), "CPU B")]
+    assert out["protocol"]["quiet"]["during_max"] == 2.0  # judged by the part that was not quiet
+    assert kind_report(out, "math")["machine"]["cpu"] == "CPU A"
+    assert kind_report(out, "math")["protocol"]["quiet"]["during_max"] == 1.1
+    assert kind_report(out, "chat")["machine"]["cpu"] == "CPU B"
+    assert not split_by_kind(first)  # one run: one status line for the file
+    # rows of a kind both hold come from one CPU: math again on CPU B is refused; on CPU A it replaces the rows
+    with pytest.raises(SystemExit, match="math \\(another CPU \\('CPU A' there, 'CPU B' here\\)\\)"):
+        extended(out, _part(("math",), "CPU B", ["DFlash chain"]))
+    again = extended(out, _part(("math",), "CPU A", ["lattice chain"]))
+    assert [c["method"] for c in again["kinds"]["math"]["cells"]][-2:] == ["lattice chain", "lattice chain"]
+    assert [p.kinds for p in parts(again)] == [("math", "code"), ("chat", "translation"), ("math",)]

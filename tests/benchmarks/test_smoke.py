@@ -263,9 +263,19 @@ def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
     assert json.loads(evaluation.read_text()) == {"datasets": {}, "corrector_ablation": report}
     assert report["smoke"] and set(report["kinds"]) == {"math", "code", "chat", "translation"}
     cells = [c for kind in report["kinds"].values() for c in kind["cells"]]
-    assert len(cells) == 4 * 4 and all(c["exact"] for c in cells)
+    assert len(cells) == 4 * 4 * 2 and all(c["exact"] for c in cells)
     # a round commits at most its budget's drafted nodes plus the bonus token
     assert all(1 <= c["tau"] <= c["budget"] + 1 for c in cells)
+    # a chain's budget is clamped to its drafter's drafts: at B = 16 it is the B = 8 pipeline, decoded once; a
+    # tree's two budgets are two pipelines
+    for kind in report["kinds"].values():
+        by = {(c["method"], c["budget"]): c for c in kind["cells"]}
+        for (method, budget), c in by.items():
+            shared = c["shape"] == "chain" and budget == 16
+            assert c.get("same_as_budget") == (8 if shared else None), c
+            if shared:
+                assert {k: v for k, v in c.items() if k not in ("budget", "same_as_budget")} == \
+                    {k: v for k, v in by[method, 8].items() if k != "budget"}
     for c in cells:  # each interval holds its estimate
         gain = c["vs_plain_loop"]
         assert gain["low"] <= gain["value"] <= gain["high"], c

@@ -35,7 +35,9 @@ Four configurations on the same prompts, machine, precision (float32, greedy) an
 **Losslessness**: every greedy output of every cell is compared token for token with transformers' ``generate()``
 in float32 on the same prompt ids (the target's own model, its default kernels: :mod:`specframe.reference`); an
 output that stops at EOS matches when it is a prefix of the reference ending where the reference emits EOS. The
-table's last column says how many outputs match; the script warns when any does not.
+table's last column says how many outputs match; the script warns when any does not. At batch 1 that ``generate()``
+pass is timed too, inside the batch-1 block (one request at a time, a cell of its own): specframe's plain loop
+against it is the kernel gain, printed under the ratio table apart from the engines' ratios.
 
 **Quiet machine**: outside ``--smoke`` the script runs under the quiet rule (:mod:`specframe.bench.quiet`
 through ``benchmarks/_frame.py`` ``measured_run``: refused unless the load is below 0.3 at the start, a private
@@ -46,6 +48,13 @@ child processes) is measured instead and must stay below 0.3 of a core over ever
 the JSON's ``protocol.quiet`` field. Every timed pass also gets the verdict of
 :class:`~specframe.metrics.machine_load.LoadWindow` (other processes kept more than a quarter of a core busy): a
 cell with a contended pass is marked ``*``.
+
+**Interleaved by batch size**: one batch size is one block of the run (:func:`measure_block`): specframe's cells
+and vLLM's (a fresh ``bench_vllm`` subprocess per block), the two engines' order alternating from block to block,
+timed around by the reference workload (the plain loop decoding a fixed prompt) and measured again when its two
+timings differ by more than 15 % (``RunProtocol.blocks``, :mod:`specframe.bench.steadiness`). Every ratio then
+compares passes of one block, minutes apart: the whole run (half an hour on 2 cores) on a guest whose speed moves by
+a fifth within that time would otherwise compare specframe's cells with vLLM's made twenty minutes later.
 
 Each cell is the median over ``--repeats`` passes (tokens / wall seconds), with the min-max spread and τ where a
 drafter runs. Output: the tables on stdout, ``--out-dir``/peer.md and peer.json (CPU, load, threads, CPUs,
@@ -95,6 +104,8 @@ from prompt_sets import data_dirs, load_prompt_sets, require_sets  # noqa: E402
 SPECULATIVE = {"specframe-dflash-chain": ("examples/smollm2/dflash-chain.yaml", ["budget=7"]),
                "specframe-dartree-auto": ("examples/smollm2/dartree-pruned.yaml", [])}
 PLAIN = ("specframe-plain", "examples/smollm2/plain.yaml")
+#: transformers' ``generate()`` at batch 1, one request at a time: the kernel gain's denominator.
+GENERATE = "transformers-generate"
 SETS = ("gsm8k", "humaneval")  # math and code: where the issue's targets are set
 NUM_SPECULATIVE_TOKENS = 7  # the exported drafter's block of 8: 7 drafts per round
 #: ``--smoke``: 3 prompts (2 per set, cut to 3) to 8 tokens, one pass at batch 2 (the third prompt joins mid-run).
@@ -167,7 +178,7 @@ class Cell:
 
     @property
     def speculative(self) -> bool:
-        return not self.method.endswith("plain")
+        return not self.method.endswith("plain") and self.method != GENERATE
 
     @property
     def rates(self) -> list[float]:
@@ -234,6 +245,19 @@ def time_specframe(name: str, pipe: Any, prompts: list[Any], batch: int, max_new
     return Cell(name, batch, runs, outputs, agree)
 
 
+def time_generate(pipe: Any, prompts: list[Any], max_new: int) -> Cell:
+    """transformers' ``generate()`` (float32, greedy, no EOS stop: ``max_new`` tokens each) on every prompt, one
+    request at a time, as one timed pass: the batch-1 cell of the kernel gain (specframe's plain loop against the
+    target's own decoding, quoted apart from the engines' ratios), whose outputs are the losslessness reference."""
+    from specframe.metrics.machine_load import LoadWindow
+
+    window = LoadWindow()
+    start = window.sample()
+    outputs = reference_outputs(pipe, prompts, max_new)
+    end = window.sample()
+    return Cell(GENERATE, 1, [pass_record(sum(map(len, outputs)), start, end, None)], outputs)
+
+
 def vllm_cells(raw: list[dict[str, Any]]) -> list[Cell]:
     """The vLLM side's results (``bench_vllm``'s JSON) as cells, judged by the same load rule."""
     from specframe.metrics.machine_load import LoadSample
@@ -284,7 +308,7 @@ def ratio_rows(cells: list[Cell], batches: list[int]) -> list[dict[str, Any]]:
         at = {c.method: c for c in cells if c.batch == b}
         sf = [c for c in at.values() if c.method.startswith("specframe")]
         vl = [c for c in at.values() if c.method.startswith("vllm")]
-        sf_plain, vl_plain = at.get(PLAIN[0]), at.get("vllm-plain")
+        sf_plain, vl_plain, generate = at.get(PLAIN[0]), at.get("vllm-plain"), at.get(GENERATE)
         sf_spec = max((c for c in sf if c.speculative), key=lambda c: c.median, default=None)
         vl_spec = at.get("vllm-dflash")
         sf_best = max(sf, key=lambda c: c.median, default=None)
@@ -293,11 +317,13 @@ def ratio_rows(cells: list[Cell], batches: list[int]) -> list[dict[str, Any]]:
         def ratio(a: Cell | None, v: Cell | None) -> float | None:
             return a.median / v.median if a is not None and v is not None and v.median > 0 else None
 
+        engines = [c for c in at.values() if c.method != GENERATE]  # the reference's own cell compares itself
         rows.append({"batch": b, "plain": ratio(sf_plain, vl_plain), "speculative": ratio(sf_spec, vl_spec),
-                     "best": ratio(sf_best, vl_best), "specframe_speculative": sf_spec and sf_spec.method,
+                     "best": ratio(sf_best, vl_best), "plain_vs_generate": ratio(sf_plain, generate),
+                     "specframe_speculative": sf_spec and sf_spec.method,
                      "specframe_best": sf_best and sf_best.method, "vllm_best": vl_best and vl_best.method,
-                     "identical": sum(c.identical for c in at.values()),
-                     "compared": sum(len(c.outputs) for c in at.values())})
+                     "identical": sum(c.identical for c in engines),
+                     "compared": sum(len(c.outputs) for c in engines)})
     return rows
 
 
@@ -349,6 +375,41 @@ def versions() -> dict[str, str | None]:
             "python": platform.python_version()}
 
 
+#: What one block of the run holds (its record's ``pairing``).
+BLOCK_CONTENTS = ("one batch size: specframe's plain loop and speculative pipelines and vLLM plain and with the "
+                  "exported drafter, over every prompt, the two engines' order alternating per block")
+
+
+def measure_block(args: Any, pipes: dict[str, Any], prompts: list[Any], inputs: dict[str, Any], batch: int, *,
+                  vllm_first: bool) -> tuple[list[Cell], dict[str, Any]]:
+    """One block of the interleaved run: every cell of batch size ``batch``, specframe's (in this process, bound to
+    ``args.cpus``; at batch 1 also transformers' ``generate()``, :func:`time_generate`) and vLLM's (its subprocess,
+    engines started per cell, their start-up untimed), vLLM's first when ``vllm_first``; the cells and the vLLM
+    side's JSON. The block is timed around by the reference workload
+    (``RunProtocol.blocks``), so every ratio of this batch size compares passes made minutes apart, not half an
+    hour (:mod:`specframe.bench.steadiness`)."""
+
+    def specframe_side() -> list[Cell]:
+        with bound_to(args.cpus):
+            cells = [time_specframe(name, pipe, prompts, batch, args.max_new_tokens, args.repeats)
+                     for name, pipe in pipes.items()]
+            if batch == 1:  # the target's own generate(), one request at a time: the kernel gain's denominator
+                cells.append(time_generate(pipes[PLAIN[0]], prompts, args.max_new_tokens))
+            return cells
+
+    def vllm_side() -> dict[str, Any]:
+        return run_vllm(args.out_dir, {**inputs, "batch_sizes": [batch]}, args.vllm_python, args.cpus,
+                        everything_on_cpus=args.vllm_all_on_cpus)
+
+    if vllm_first:
+        vllm = vllm_side()
+        own = specframe_side()
+    else:
+        own = specframe_side()
+        vllm = vllm_side()
+    return own + vllm_cells(vllm["results"]), vllm
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     require_sets(SETS, data_dirs(args.data))
@@ -380,16 +441,25 @@ def measure(args: Any, run: Any) -> int:
                 pipes[name] = Pipeline.from_yaml(path, overrides=overrides, target=plain.target)
         prompts = [plain.encode(item.text) for _, item in items]  # [1, P] each, chat template applied
         run.set_plain_reference(plain, items[0][1].text)
-        cells = [time_specframe(name, pipe, prompts, b, args.max_new_tokens, args.repeats)
-                 for name, pipe in pipes.items() for b in args.batch_sizes]
-        reference = reference_outputs(plain, prompts, args.max_new_tokens)
-        run.probe()  # specframe's cells done, vLLM's to come: the record's last probe follows them
     inputs = {"prompts": [{"prompt_ids": p[0].tolist()} for p in prompts], "target": str(target_dir()),
               "drafter": str(args.drafter), "num_speculative_tokens": NUM_SPECULATIVE_TOKENS, "dtype": "float32",
-              "max_new_tokens": args.max_new_tokens, "batch_sizes": args.batch_sizes, "repeats": args.repeats}
+              "max_new_tokens": args.max_new_tokens, "repeats": args.repeats}
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    vllm = run_vllm(args.out_dir, inputs, args.vllm_python, args.cpus, everything_on_cpus=args.vllm_all_on_cpus)
-    cells += vllm_cells(vllm["results"])
+    run.interleave(BLOCK_CONTENTS)
+    run.open_block()
+    cells: list[Cell] = []
+    vllm: dict[str, Any] = {}
+    for index, batch in enumerate(args.batch_sizes):
+        for attempt in run.blocks():
+            block, vllm = measure_block(args, pipes, prompts, inputs, batch, vllm_first=index % 2 == 1)
+            if attempt.close():
+                cells += block
+    timed = next((c for c in cells if c.method == GENERATE), None)  # batch 1's generate(): the reference's outputs
+    if timed is None:
+        with bound_to(args.cpus):
+            reference = reference_outputs(plain, prompts, args.max_new_tokens)
+    else:
+        reference = timed.outputs
     eos = set(plain.target.eos_token_ids or ())
     compare(cells, reference, args.max_new_tokens, eos)
     ratios = ratio_rows(cells, args.batch_sizes)

@@ -92,21 +92,27 @@ def test_missing_inputs_are_refused_with_the_fix(tmp_path: Path, fake_vllm: Path
 
 
 FAKE_VLLM = """
-import json, os, sys
+import json, os, sys, time
 if "--fail" in os.environ.get("FAKE_VLLM", ""):
     sys.exit(3)
 out = sys.argv[sys.argv.index("--out") + 1]
 env = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "VLLM_CPU_OMP_THREADS_BIND", "PYTHONPATH")}
 json.dump({"results": [], "versions": {}, "env": env, "cpus": sorted(os.sched_getaffinity(0)),
-           "argv": sys.argv[1:]}, open(out, "w"))
+           "argv": sys.argv[1:], "inputs": json.load(open(sys.argv[3])), "started": time.time()}, open(out, "w"))
 """
+
+
+def fake_vllm_python(tmp_path: Path) -> Path:
+    """A "python" that answers the vLLM side's command line with :data:`FAKE_VLLM`'s JSON (no engine runs)."""
+    fake = tmp_path / "python"
+    fake.write_text(f"#!{sys.executable}\n{FAKE_VLLM}")
+    fake.chmod(0o755)
+    return fake
 
 
 def test_the_vllm_side_runs_bound_to_the_same_cpus_from_this_checkout(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = tmp_path / "python"
-    fake.write_text(f"#!{sys.executable}\n{FAKE_VLLM}")
-    fake.chmod(0o755)
+    fake = fake_vllm_python(tmp_path)
     usable = sorted(os.sched_getaffinity(0))
     cpu = usable[-1]
     loose = peer.run_vllm(tmp_path, {"prompts": []}, fake, [cpu])
@@ -170,6 +176,56 @@ def test_specframe_side_decodes_continuously_and_equals_generate(tiny_pipes: dic
     assert [c.identical for c in cells] == [0, 0]
 
 
+class NotedPipeline:
+    """A pipeline that notes, in ``log``, when it decodes a batch."""
+
+    def __init__(self, pipe: Any, log: list[float]) -> None:
+        self.pipe, self.log = pipe, log
+
+    def generate_batch(self, *args: Any, **kwargs: Any) -> Any:
+        self.log.append(time.time())
+        return self.pipe.generate_batch(*args, **kwargs)
+
+
+@pytest.mark.parametrize("vllm_first", [False, True])
+def test_a_block_decodes_one_batch_size_on_both_sides_in_the_order_given(tmp_path: Path, tiny_pipes: dict[str, Any],
+                                                                        vllm_first: bool) -> None:
+    """One block of the interleaved run: specframe's cells and the vLLM side's, at one batch size, one side after
+    the other in the order the block's turn gives (:func:`measure_block`)."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(cpus=sorted(os.sched_getaffinity(0))[-1:], max_new_tokens=6, repeats=1, out_dir=tmp_path,
+                           vllm_python=fake_vllm_python(tmp_path), vllm_all_on_cpus=False)
+    gen = torch.Generator().manual_seed(4)
+    prompts = [torch.randint(6, 500, (1, n), generator=gen) for n in (5, 8, 6)]  # [1, P] each
+    log: list[float] = []
+    pipes = {name: NotedPipeline(pipe, log) for name, pipe in tiny_pipes.items()}
+    cells, vllm = peer.measure_block(args, pipes, prompts, {"prompts": [], "repeats": 1}, 2, vllm_first=vllm_first)
+    assert [(c.method, c.batch) for c in cells] == [(name, 2) for name in tiny_pipes]
+    assert vllm["inputs"] == {"prompts": [], "repeats": 1, "batch_sizes": [2]}  # the block's one batch size
+    assert len(log) == 2 * len(tiny_pipes)  # a warm-up and a timed pass per pipeline
+    assert (vllm["started"] < min(log) if vllm_first else vllm["started"] > max(log))
+
+
+def test_the_batch_1_block_times_generate_as_the_kernel_gains_reference(tmp_path: Path,
+                                                                       tiny_pipes: dict[str, Any]) -> None:
+    """At batch 1 the block also times transformers' generate(), one request at a time: its outputs are the
+    losslessness reference, and the ratio rows quote the plain loop against it."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(cpus=sorted(os.sched_getaffinity(0))[-1:], max_new_tokens=6, repeats=1, out_dir=tmp_path,
+                           vllm_python=fake_vllm_python(tmp_path), vllm_all_on_cpus=False)
+    gen = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(6, 500, (1, n), generator=gen) for n in (5, 7)]  # [1, P] each
+    cells, _ = peer.measure_block(args, tiny_pipes, prompts, {"prompts": []}, 1, vllm_first=False)
+    assert [c.method for c in cells] == [*tiny_pipes, peer.GENERATE]
+    generate = cells[-1]
+    assert generate.outputs == peer.reference_outputs(tiny_pipes["specframe-plain"], prompts, 6)
+    assert generate.runs[0]["tokens"] == 12 and not generate.speculative
+    (row,) = peer.ratio_rows(cells, [1])
+    assert row["plain_vs_generate"] == pytest.approx(cells[0].median / generate.median)
+
+
 # --------------------------------------------------------------------------------------------- the table
 def cell(method: str, batch: int, rate: float, outputs: int = 2, identical: int = 2, busy: bool = False) -> Any:
     run = {"tokens": rate * 2, "seconds": 2.0, "tau": None, "cpu_per_s": 1.0, "load": {"contended": busy}}
@@ -180,17 +236,20 @@ def cell(method: str, batch: int, rate: float, outputs: int = 2, identical: int 
 
 def test_ratios_are_specframe_over_vllm_per_batch_with_the_best_speculative_pipeline() -> None:
     cells = [cell("specframe-plain", 1, 10), cell("specframe-dflash-chain", 1, 18),
-             cell("specframe-dartree-auto", 1, 20),
+             cell("specframe-dartree-auto", 1, 20), cell(peer.GENERATE, 1, 8),
              cell("vllm-plain", 1, 12), cell("vllm-dflash", 1, 16, identical=1),
              cell("specframe-plain", 4, 30, busy=True), cell("specframe-dflash-chain", 4, 24),
              cell("vllm-plain", 4, 40), cell("vllm-dflash", 4, 20)]
     one, four = peer.ratio_rows(cells, [1, 4])
     assert one["plain"] == pytest.approx(10 / 12) and one["speculative"] == pytest.approx(20 / 16)
     assert one["specframe_speculative"] == "specframe-dartree-auto" and one["best"] == pytest.approx(20 / 16)
-    assert (one["identical"], one["compared"]) == (9, 10)
+    assert (one["identical"], one["compared"]) == (9, 10)  # generate() is the reference: not counted against itself
+    assert one["plain_vs_generate"] == pytest.approx(10 / 8) and four["plain_vs_generate"] is None
     assert four["speculative"] == pytest.approx(24 / 20) and four["best"] == pytest.approx(30 / 40)
     text = peer.render(cells, [one, four], "header")
     assert "| 1 | 10.0 | 12.0 | 0.83× | 20.0 (dartree-auto) | 16.0 | 1.25× | 1.25× | 9/10 |" in text
+    assert "the kernel gain, quoted apart from the engines' ratios): 1.25× at batch 1." in text
+    assert "| transformers-generate | 1 | 8.0 |" in text
     assert "| 4 | 30.0* | 40.0 | 0.75× |" in text  # a contended cell is marked
 
 
@@ -246,3 +305,7 @@ def test_smoke_run_with_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     methods = {c["method"] for c in report["cells"]}
     assert {"specframe-plain", "vllm-plain", "vllm-dflash"} <= methods and report["batching"] == "continuous"
     assert report["all_identical_to_generate"] and report["ratios"][0]["plain"] > 0
+    # interleaved: the one batch size is one block, both engines inside it, timed around by the reference workload
+    quiet = report["protocol"]["quiet"]
+    assert "vLLM" in quiet["pairing"] and len(quiet["blocks"]) == 1 and quiet["measure"] == "process-tree"
+    assert {c["batch"] for c in report["cells"]} == {2}
