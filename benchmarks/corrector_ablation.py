@@ -86,6 +86,7 @@ from rich.table import Table
 from specframe_smollm2.demo import GENERATE_LABEL, MethodRun, repo_root
 
 from specframe.bench.parts import Part, kind_parts, methods_of, parts, weakest
+from specframe.docs_claims import ablation_cell
 from specframe.files import write_text
 from specframe.metrics.gains import estimate_to_json, paired_gain
 from specframe.metrics.machine_info import machine_summary
@@ -389,9 +390,7 @@ def table(kind: str, result: dict[str, Any], budgets: list[int]) -> Table:
         t.add_column(f"B={b}", justify="right")
     by = {(c["method"], c["budget"]): c for c in result["cells"]}
     for label in dict.fromkeys(c["method"] for c in result["cells"]):
-        t.add_row(label, *(f"as B={by[label, b]['same_as_budget']}" if "same_as_budget" in by[label, b] else
-                           f"{by[label, b]['tau']:.2f} · {by[label, b]['draft_ms_per_round']:.1f} · "
-                           f"{by[label, b]['vs_plain_loop']['value']:.2f}×" for b in budgets))
+        t.add_row(label, *(ablation_cell(by[label, b]) for b in budgets))
     return t
 
 

@@ -266,8 +266,8 @@ def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
     assert len(cells) == 4 * 4 * 2 and all(c["exact"] for c in cells)
     # a round commits at most its budget's drafted nodes plus the bonus token
     assert all(1 <= c["tau"] <= c["budget"] + 1 for c in cells)
-    # a chain's budget is clamped to its drafter's drafts: at B = 16 it is the B = 8 pipeline, decoded once; a
-    # tree's two budgets are two pipelines
+    # a chain holds min(depths, budget) nodes and the shipped drafters propose 8 depths: at B = 16 it is the B = 8
+    # decode, made once; a tree's two budgets are two pipelines
     for kind in report["kinds"].values():
         by = {(c["method"], c["budget"]): c for c in kind["cells"]}
         for (method, budget), c in by.items():
