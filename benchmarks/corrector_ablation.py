@@ -371,7 +371,7 @@ def ablate_kind(prompts: list[str], methods: list[tuple[str, str, str, str, tupl
                       "vs_generate": round(method_run.tokens_per_s / generate.tokens_per_s, 3), "exact": exact})
         if grid[source][1] != budget:
             cells[-1]["same_as_budget"] = grid[source][1]
-        console.print(f"  {label:<24} B={budget:<3} τ {method_run.tau:5.2f}  draft "
+        console.print(f"  {label:<24} B={budget:<3} τ {cells[-1]['tau']:5.2f}  draft "
                       f"{cells[-1]['draft_ms_per_round']:6.1f} ms  {method_run.tokens_per_s:6.2f} tok/s  "
                       f"{gain.format()}  {'exact' if exact else 'DIFFERS'}"
                       + (f"  (the B={grid[source][1]} pipeline)" if grid[source][1] != budget else ""),
