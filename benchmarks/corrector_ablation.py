@@ -51,7 +51,8 @@ and inside a tree, DDTree's heap and PCTree); the other tree shapes over the DFl
 chain at B = 16 is the chain at B = 8: it is decoded once (:func:`decoded_budget`), and its B = 16 cell says so
 (``same_as_budget``) instead of timing the same decode twice.
 
-The whole table takes about three hours on 2 cores, more than a session on these machines; it is measured in parts
+The whole table takes hours on 2 cores (docs/concepts/benchmark-protocol.md says how many), more than a session on
+these machines; it is measured in parts
 (:mod:`specframe.bench.parts`): some prompt kinds per run (``--kinds math,code``, then ``--kinds chat,translation
 --extend`` that file) or some methods per run (``--methods``, ``--extend`` the file of the other rows; rows of one
 kind from one CPU, checked before the run). The run that completes the table publishes it with ``--eval-json``;
@@ -303,10 +304,11 @@ def decode_block(order: Sequence[int], prompt: str, plain: Any, pipes: Sequence[
 
 def decoded_budget(pipe: Any, shape: str, budget: int) -> int:
     """The budget ``pipe`` decodes with: a chain holds min(depths, budget) nodes a round, so beyond the depths its
-    block drafter proposes per round (its ``num_slots``: 8 for the shipped SmolLM2 drafters) a larger budget
-    changes nothing; a tree's budget, or a chain over a drafter that does not say its depths, is ``budget``."""
-    depths = getattr(pipe.stages.drafter, "num_slots", None)
-    return min(budget, depths) if shape == "chain" and isinstance(depths, int) else budget
+    drafter proposes per round (:meth:`~specframe.interfaces.Drafter.max_depth`: a block drafter's slots, 8 for
+    the shipped SmolLM2 drafters) a larger budget changes nothing; a tree's budget, or a chain over a drafter that
+    does not say its depths, is ``budget``."""
+    depths = pipe.stages.drafter.max_depth()
+    return min(budget, depths) if shape == "chain" and depths is not None else budget
 
 
 def first_equal(keys: Sequence[Hashable]) -> list[int]:

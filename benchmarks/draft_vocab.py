@@ -178,7 +178,8 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
         console.print(f"  prompt {i + 1}/{len(prompts)} ({kind}) done", highlight=False)
         if (i + 1) % PROMPTS_PER_PROBE == 0:
             run.probe()  # the machine as fast now as at the start?
-    heads = head_times(pipes, args.head_reps, cast(Any, base.stages.drafter).num_slots) if args.head_reps else {}
+    slots = cast(Any, base.stages.drafter).config.num_slots
+    heads = head_times(pipes, args.head_reps, slots) if args.head_reps else {}
 
     plain_tps = sum(len(r.tokens) for r in results["plain"]) / (sum(r.total_ns for r in results["plain"]) / 1e9)
     rows: list[dict[str, Any]] = []

@@ -304,6 +304,14 @@ class Drafter(ABC):
         keys and values), or None when it keeps none; see :mod:`specframe.metrics.memory`."""
         return None
 
+    def max_depth(self) -> int | None:
+        """The most depths one proposal holds (its ``L``), fixed by the drafter's settings; None when not known.
+
+        A chain over this drafter never holds more than this many nodes a round, so any larger budget decodes
+        the same tokens at the same cost (the corrector ablation decodes such cells once). The conformance suite
+        checks that no proposal is deeper."""
+        return None
+
 
 class DrafterRows(ABC):
     """A drafter's state for the rows (requests) of one decode loop, in the target rows' order.

@@ -1,10 +1,11 @@
 """A result file measured in parts: which run measured which rows of which prompt kinds, and on which machine.
 
 Some tables take longer to measure than a session lasts (the corrector ablation: every correction head as a chain and
-inside DARTree, at three budgets, over four prompt kinds, is about three hours on 2 cores even interleaved). Such a
-table is measured in **parts** that each fit: some methods per run (``--methods``) or some prompt kinds per run
-(``--kinds``), each part added to the file of the earlier ones by ``--extend``. The file's ``runs`` field lists every
-part: the kinds and methods it measured, its ``protocol`` record (:mod:`specframe.bench.quiet`) and its ``machine``.
+inside DARTree, at three budgets, over four prompt kinds, takes hours on 2 cores even interleaved; the time is in
+docs/concepts/benchmark-protocol.md). Such a table is measured in **parts** that each fit: some methods per run
+(``--methods``) or some prompt kinds per run (``--kinds``), each part added to the file of the earlier ones by
+``--extend``. The file's ``runs`` field lists every part: the kinds and methods it measured, its ``protocol`` record
+(:mod:`specframe.bench.quiet`) and its ``machine``.
 Two rules keep the parts honest:
 
 * **one kind, one CPU**: the rows of one kind's table sit side by side (each row's speed ratio is against the plain

@@ -6,7 +6,8 @@ A *cell* is one method at one batch size (``method``, ``batch``, ``median_tok_s`
 ``tau``, ``cpu_per_s``, ``busy``, ``identical_to_generate``, ``outputs_compared``, ``repeats_agree``); a *ratio row*
 is one batch size's specframe / vLLM ratios (``plain``, ``speculative``, ``best``, ``specframe_speculative``,
 ``identical``, ``compared``) and, at batch 1, specframe's plain loop against transformers' ``generate()``
-(``plain_vs_generate``, a line under the table). A ratio that could not be formed (a side missing) is left blank.
+(``plain_vs_generate``, a line under the table). A ratio that could not be formed (a side missing) is left blank;
+a speculative cell with no τ is labelled as having drafted no round (:func:`speculative_label`).
 
 Example::
 
@@ -31,6 +32,13 @@ def times(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}×"
 
 
+def speculative_label(cell: Mapping[str, Any]) -> str:
+    """The method of the best speculative cell, and "drafted no round" when it has no τ: a controller (``budget:
+    auto``) that declined to draft at that batch size decoded plainly, and the cell is its plain decoding."""
+    name = str(cell["method"]).removeprefix("specframe-")
+    return name if cell.get("tau") is not None else f"{name}, drafted no round"
+
+
 def peer_tables(cells: Sequence[Mapping[str, Any]], ratios: Sequence[Mapping[str, Any]]) -> list[str]:
     """The ratio table (one row per batch size) and the detail table (one row per cell), as Markdown lines."""
     by = {(c["method"], c["batch"]): c for c in cells}
@@ -39,7 +47,7 @@ def peer_tables(cells: Sequence[Mapping[str, Any]], ratios: Sequence[Mapping[str
     for r in ratios:
         b, spec_name = r["batch"], r.get("specframe_speculative")
         spec = by.get((spec_name, b)) if spec_name else None
-        spec_text = f"{rate(spec)} ({spec_name.removeprefix('specframe-')})" if spec and spec_name else ""
+        spec_text = f"{rate(spec)} ({speculative_label(spec)})" if spec else ""
         lines.append(f"| {b} | {rate(by.get((PLAIN, b)))} | {rate(by.get((VLLM_PLAIN, b)))} | {times(r['plain'])} | "
                      f"{spec_text} | {rate(by.get((VLLM_DRAFTER, b)))} | {times(r['speculative'])} | "
                      f"{times(r['best'])} | {r['identical']}/{r['compared']} |")

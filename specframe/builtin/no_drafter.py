@@ -31,3 +31,6 @@ class NoDrafter(Drafter):
 
     def propose(self, state: DecodeState) -> DraftProposal:
         return DraftProposal.empty(state.root)
+
+    def max_depth(self) -> int:
+        return 0

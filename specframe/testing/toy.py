@@ -208,6 +208,9 @@ class ToyDrafter(Drafter):
         self.depth = depth
         self.num_candidates = num_candidates
 
+    def max_depth(self) -> int:
+        return self.depth
+
     def propose(self, state: DecodeState) -> DraftProposal:
         tokens = state.tokens.cpu()
         b, t = tokens.shape

@@ -145,6 +145,13 @@ class WrongRootDrafter(ToyDrafter):
         return replace(p, root=(p.root + 1) % self.vocab_size)
 
 
+class UnderstatedDepthDrafter(ToyDrafter):
+    """Proposes its configured depths but declares one fewer: a chain budget set by max_depth() would cut it."""
+
+    def max_depth(self) -> int:
+        return self.depth - 1
+
+
 def _drafter(cls: type) -> Any:
     return lambda cfg, ctx: cls(ctx.target, depth=cfg.depth, num_candidates=cfg.num_candidates)
 
@@ -171,6 +178,11 @@ def test_unsorted_candidates_are_caught(tmp_path: Path) -> None:
 
 def test_a_wrong_root_is_caught(tmp_path: Path) -> None:
     fails(kit.check_drafter, built(broken("drafter", _drafter(WrongRootDrafter)), tmp_path), "root")
+
+
+def test_a_proposal_deeper_than_the_declared_max_depth_is_caught(tmp_path: Path) -> None:
+    fails(kit.check_drafter, built(broken("drafter", _drafter(UnderstatedDepthDrafter)), tmp_path),
+          "drafter 'toy_parallel'", "more than its max_depth()")
 
 
 def test_undelivered_logits_are_caught(tmp_path: Path) -> None:

@@ -59,6 +59,9 @@ class LMDrafter(Drafter):
         self._cache: DynamicCache | None = None
         self._cached = torch.zeros(0, 0, dtype=torch.long)  # [B, C] ids whose KV entries the cache holds
 
+    def max_depth(self) -> int:
+        return self.depth
+
     # ---------------------------------------------------------------------------------------- requests
     def begin(self, state: DecodeState, prefill: TargetOutput) -> None:
         """Start a request with an empty cache; the first proposal feeds the whole prompt."""

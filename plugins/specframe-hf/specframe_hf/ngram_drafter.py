@@ -71,6 +71,10 @@ class NgramDrafter(Drafter):
     def __init__(self, config: NgramConfig) -> None:
         self.config = config
 
+    def max_depth(self) -> int:
+        """A match's continuation is cut at ``num_speculative_tokens``."""
+        return self.config.num_speculative_tokens
+
     def propose(self, state: DecodeState) -> DraftProposal:
         cfg = self.config
         rows = state.tokens.cpu().numpy()  # [B, T]

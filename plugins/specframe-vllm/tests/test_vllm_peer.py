@@ -227,30 +227,32 @@ def test_the_batch_1_block_times_generate_as_the_kernel_gains_reference(tmp_path
 
 
 # --------------------------------------------------------------------------------------------- the table
-def cell(method: str, batch: int, rate: float, outputs: int = 2, identical: int = 2, busy: bool = False) -> Any:
-    run = {"tokens": rate * 2, "seconds": 2.0, "tau": None, "cpu_per_s": 1.0, "load": {"contended": busy}}
+def cell(method: str, batch: int, rate: float, outputs: int = 2, identical: int = 2, busy: bool = False,
+         tau: float | None = None) -> Any:
+    run = {"tokens": rate * 2, "seconds": 2.0, "tau": tau, "cpu_per_s": 1.0, "load": {"contended": busy}}
     c = peer.Cell(method, batch, [run], [[1]] * outputs)
     c.identical = identical
     return c
 
 
 def test_ratios_are_specframe_over_vllm_per_batch_with_the_best_speculative_pipeline() -> None:
-    cells = [cell("specframe-plain", 1, 10), cell("specframe-dflash-chain", 1, 18),
-             cell("specframe-dartree-auto", 1, 20), cell(peer.GENERATE, 1, 8),
-             cell("vllm-plain", 1, 12), cell("vllm-dflash", 1, 16, identical=1),
-             cell("specframe-plain", 4, 30, busy=True), cell("specframe-dflash-chain", 4, 24),
-             cell("vllm-plain", 4, 40), cell("vllm-dflash", 4, 20)]
+    cells = [cell("specframe-plain", 1, 10), cell("specframe-dflash-chain", 1, 18, tau=1.8),
+             cell("specframe-dartree-auto", 1, 20, tau=2.9), cell(peer.GENERATE, 1, 8),
+             cell("vllm-plain", 1, 12), cell("vllm-dflash", 1, 16, identical=1, tau=1.8),
+             cell("specframe-plain", 4, 30, busy=True), cell("specframe-dflash-chain", 4, 24, tau=1.8),
+             cell("specframe-dartree-auto", 4, 28), cell("vllm-plain", 4, 40), cell("vllm-dflash", 4, 20, tau=1.8)]
     one, four = peer.ratio_rows(cells, [1, 4])
     assert one["plain"] == pytest.approx(10 / 12) and one["speculative"] == pytest.approx(20 / 16)
     assert one["specframe_speculative"] == "specframe-dartree-auto" and one["best"] == pytest.approx(20 / 16)
     assert (one["identical"], one["compared"]) == (9, 10)  # generate() is the reference: not counted against itself
     assert one["plain_vs_generate"] == pytest.approx(10 / 8) and four["plain_vs_generate"] is None
-    assert four["speculative"] == pytest.approx(24 / 20) and four["best"] == pytest.approx(30 / 40)
+    assert four["speculative"] == pytest.approx(28 / 20) and four["best"] == pytest.approx(30 / 40)
     text = peer.render(cells, [one, four], "header")
     assert "| 1 | 10.0 | 12.0 | 0.83× | 20.0 (dartree-auto) | 16.0 | 1.25× | 1.25× | 9/10 |" in text
     assert "the kernel gain, quoted apart from the engines' ratios): 1.25× at batch 1." in text
     assert "| transformers-generate | 1 | 8.0 |" in text
-    assert "| 4 | 30.0* | 40.0 | 0.75× |" in text  # a contended cell is marked
+    assert "| 4 | 30.0* | 40.0 | 0.75× | 28.0 (dartree-auto, drafted no round) | 20.0 | 1.40× |" in text
+    # a contended cell is marked, and auto's cell at batch 4, which never drafted, says so
 
 
 # --------------------------------------------------------------------------------------------- the vLLM side's readings

@@ -1,6 +1,6 @@
-"""Drafter contracts: proposals well-formed round after round, capabilities honest, runs reproducible, and
-(for drafters that declare ``supports_batch``) per-row state: forks decoding different requests interleaved
-round by round draft exactly as each request decoded alone.
+"""Drafter contracts: proposals well-formed round after round and never deeper than the declared ``max_depth()``,
+capabilities honest, runs reproducible, and (for drafters that declare ``supports_batch``) per-row state: forks
+decoding different requests interleaved round by round draft exactly as each request decoded alone.
 
 A drafter is driven through :func:`~specframe.testing.conformance.inputs.greedy_decode` (the pipeline's round
 order with a brute-force greedy verifier), so its ``begin`` / ``propose`` / ``commit`` cycle sees accepted
@@ -98,9 +98,15 @@ def check_drafter(built: BuiltCase) -> DecodeTrace:
     caps = built.capabilities
     if caps.needs_target_hidden and not tuple(drafter.target_layers):
         raise fail(who, "declares needs_target_hidden=True but its target_layers is empty")
+    limit = drafter.max_depth()
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise fail(who, f"max_depth() must be a non-negative int or None, got {limit!r}")
     trace = guarded(who, lambda: greedy_decode(drafter, target, _prompt(target.vocab_size, 0), ROUNDS))
-    for root, proposal in zip(trace.roots, trace.proposals, strict=True):
+    for r, (root, proposal) in enumerate(zip(trace.roots, trace.proposals, strict=True)):
         check_proposal(who, proposal, root, target.vocab_size, caps)
+        if limit is not None and proposal.depth > limit:
+            raise fail(who, f"round {r + 1} proposed {proposal.depth} depths, more than its max_depth() of {limit} "
+                            "(a chain's budget beyond max_depth() is taken to change nothing)")
     return trace
 
 

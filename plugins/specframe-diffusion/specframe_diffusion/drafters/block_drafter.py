@@ -62,8 +62,8 @@ class BlockDiffusionDrafter(Drafter):
         self.device, self.dtype = param.device, param.dtype
         self._rows: BlockRows | None = None  # the one-request API's rows, made by begin()
 
-    @property
-    def num_slots(self) -> int:
+    def max_depth(self) -> int:
+        """One depth per draft slot of the block (``num_slots``: 8 for the shipped SmolLM2 drafters)."""
         return self.config.num_slots
 
     def state_bytes_per_token(self) -> int:
