@@ -401,7 +401,7 @@ class RunProtocol:
         (``prompts_per_set`` given), the prompt count); the docs judge the file again when they render it, by the
         rule of their day."""
         from specframe.bench.provenance import git_revision
-        from specframe.bench.published import verdict
+        from specframe.bench.published import NOT_FROZEN, verdict
 
         split = getattr(self.args, "split", None)
         smoke = bool(getattr(self.args, "smoke", False))
@@ -409,7 +409,7 @@ class RunProtocol:
             "split": split, "prompts_per_set": prompts_per_set, "smoke": smoke, "published": False,
             "quiet": self.sampler.record().to_dict(), "cache": self.cache,
             "controller": controller if controller is not None else (
-                self.freeze.record() if self.freeze is not None else {"memory": "not frozen"}),
+                self.freeze.record() if self.freeze is not None else dict(NOT_FROZEN)),
             "commit": git_revision(REPO),
         }
         record["published"] = verdict({"protocol": record, "smoke": smoke},

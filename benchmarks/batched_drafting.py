@@ -225,7 +225,8 @@ def measure_all(args: argparse.Namespace, run: RunProtocol) -> int:
               "threads": torch.get_num_threads(),
               "load_before": load_before, "rows": rows, "targets": targets, "load_after": load_average(),
               "wall_seconds": round(time.perf_counter() - t0, 1),
-              "protocol": {**run.record(prompts_per_set=per_set), "split": "tune"}}
+              "protocol": {**run.record(prompts_per_set=per_set, controller={"memory": "none: fixed budgets"}),
+                           "split": "tune"}}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")
     console.print(f"wrote {args.out} in {report['wall_seconds']:.0f}s (load {load_before} -> {report['load_after']})"
                   + ("; SMOKE: a smoke run, not a measurement" if args.smoke else ""))

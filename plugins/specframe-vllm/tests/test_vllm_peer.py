@@ -176,6 +176,41 @@ def test_specframe_side_decodes_continuously_and_equals_generate(tiny_pipes: dic
     assert [c.identical for c in cells] == [0, 0]
 
 
+class LearningPipeline:
+    """A pipeline whose ``budget: auto`` controller counts the prompts it has decoded, as its request memory
+    remembers them; ``seen`` notes the count each decode starts from."""
+
+    def __init__(self, pipe: Any) -> None:
+        from types import SimpleNamespace
+
+        self.pipe = pipe
+        self.seen: list[int] = []
+        self.auto_budget = SimpleNamespace(prompts_seen=0, memory_file=None)
+
+    def generate_batch(self, prompts: list[Any], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(self.auto_budget.prompts_seen)
+        self.auto_budget.prompts_seen += len(prompts)
+        return self.pipe.generate_batch(prompts, *args, **kwargs)
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_every_timed_pass_starts_from_the_controllers_tune_state(tiny_pipes: dict[str, Any], frozen: bool) -> None:
+    """With the run's freeze, the cell's warm-up and each timed pass start from what the controller learnt on the
+    tune prompts; without it (the control) the memory has seen the measured prompts before the second pass."""
+    from specframe.bench.learned_state import ControllerFreeze
+
+    gen = torch.Generator().manual_seed(6)
+    prompts = [torch.randint(6, 500, (1, n), generator=gen) for n in (5, 7, 6)]  # [1, P] each
+    learning = LearningPipeline(tiny_pipes["specframe-ngram"])
+    learning.generate_batch(prompts[:2], 2, batch_size=2)  # stands in for the tune warm-up: 2 prompts learnt
+    freeze = ControllerFreeze([learning])
+    cell = peer.time_specframe("learning", learning, prompts, 2, 6, 2, freeze.restore if frozen else None)
+    assert cell.repeats_agree and len(cell.runs) == 2
+    after_tune = learning.seen[1:]  # the cell's warm-up, then its two timed passes
+    assert (after_tune == [2, 2, 2]) == frozen
+    assert freeze.restored == (3 if frozen else 0) and freeze.record()["memory"] == "frozen"
+
+
 class NotedPipeline:
     """A pipeline that notes, in ``log``, when it decodes a batch."""
 
@@ -311,3 +346,5 @@ def test_smoke_run_with_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     quiet = report["protocol"]["quiet"]
     assert "vLLM" in quiet["pairing"] and len(quiet["blocks"]) == 1 and quiet["measure"] == "process-tree"
     assert {c["batch"] for c in report["cells"]} == {2}
+    # DARTree `auto` learnt on tune prompts only; every timed pass started from that frozen state
+    assert report["protocol"]["controller"]["memory"] == "frozen" and report["protocol"]["controller"]["restores"] > 0
