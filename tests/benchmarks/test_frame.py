@@ -183,11 +183,14 @@ STEADY = {"probes_ms": [9.0, 9.2], "reference_ms": [1500.0, 1540.0], "reference"
 def test_the_recorded_published_flag_is_the_docs_verdict(split: str | None, prompts: int | None,
                                                           quiet: dict[str, Any], published: bool) -> None:
     """The ``published`` a result file records is what the docs' verdict says of it: the load, the steadiness (a
-    reference that drifted more than 15 % fails), the split and the prompt count all count, not the load alone."""
+    reference that drifted more than 15 % fails), the split and the prompt count all count, not the load alone; and
+    a run that neither froze its ``budget: auto`` controllers nor declared it has none is never published."""
     args = argparse.Namespace(split=split, smoke=False)
-    record = RunProtocol(args, _Sampler(**quiet), {"path": "/tmp/x"}).record(prompts_per_set=prompts)
+    run = RunProtocol(args, _Sampler(**quiet), {"path": "/tmp/x"})
+    record = run.record(prompts_per_set=prompts, controller={"memory": "none: fixed budgets"})
     assert record["published"] is published
     assert verdict({"protocol": record}, per_set=prompts is not None).published is published
+    assert run.record(prompts_per_set=prompts)["published"] is False  # controllers never frozen
 
 
 def test_a_block_is_measured_again_while_its_machine_moves_and_kept_at_the_last_try() -> None:
