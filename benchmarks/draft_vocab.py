@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from _frame import (
@@ -178,7 +178,8 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
         console.print(f"  prompt {i + 1}/{len(prompts)} ({kind}) done", highlight=False)
         if (i + 1) % PROMPTS_PER_PROBE == 0:
             run.probe()  # the machine as fast now as at the start?
-    slots = cast(Any, base.stages.drafter).config.num_slots
+    slots = base.stages.drafter.max_depth()
+    assert slots is not None  # the block drafter: one depth per slot
     heads = head_times(pipes, args.head_reps, slots) if args.head_reps else {}
 
     plain_tps = sum(len(r.tokens) for r in results["plain"]) / (sum(r.total_ns for r in results["plain"]) / 1e9)
