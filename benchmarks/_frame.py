@@ -395,13 +395,15 @@ class RunProtocol:
 
     def record(self, *, prompts_per_set: int | None = None, controller: dict[str, Any] | None = None,
                timed: bool = True) -> dict[str, Any]:
-        """The ``protocol`` field of the result JSON: the loads so far under the quiet rule, the split, the cache.
+        """The ``protocol`` field of the result JSON: the loads so far under the quiet rule, the split, the cache,
+        the commit and the CPU.
         Its ``published`` is :func:`specframe.bench.published.verdict` on this record as written (the load and
         steadiness, unless ``timed`` is False: a file of counts; the split and, for a per-set report
         (``prompts_per_set`` given), the prompt count); the docs judge the file again when they render it, by the
         rule of their day."""
         from specframe.bench.provenance import git_revision
         from specframe.bench.published import NOT_FROZEN, verdict
+        from specframe.metrics.machine_info import machine_summary
 
         split = getattr(self.args, "split", None)
         smoke = bool(getattr(self.args, "smoke", False))
@@ -410,7 +412,7 @@ class RunProtocol:
             "quiet": self.sampler.record().to_dict(), "cache": self.cache,
             "controller": controller if controller is not None else (
                 self.freeze.record() if self.freeze is not None else dict(NOT_FROZEN)),
-            "commit": git_revision(REPO),
+            "commit": git_revision(REPO), "cpu": machine_summary()["cpu"],
         }
         record["published"] = verdict({"protocol": record, "smoke": smoke},
                                       per_set=prompts_per_set is not None, timed=timed).published

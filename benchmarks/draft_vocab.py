@@ -53,6 +53,7 @@ from rich.table import Table
 from smollm2_eval import load_prompts  # the same prompts as the end-to-end evaluation
 
 from specframe.files import write_text
+from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import LoadWindow, MachineLoad
 
 FULL = "full"
@@ -226,8 +227,10 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
     if any((r["machine_load"] or {}).get("contended") for r in rows):
         console.print("warning: other processes loaded the machine during the measurement; rerun on a quiet "
                       "machine", style="bold yellow")
+    machine = machine_summary()  # every speed figure names its CPU (a timed file without one is not published)
+    console.print(f"{machine['cpu']} ({machine['cores']} cores), {args.threads} thread(s)", highlight=False)
     report = {"smoke": args.smoke, "pipeline": str(args.pipeline), "n": args.n, "max_new_tokens": args.max_new_tokens,
-              "threads": args.threads, "loadavg_at_start": load1, "split": args.split,
+              "machine": machine, "threads": args.threads, "loadavg_at_start": load1, "split": args.split,
               "plain_tokens_per_s": plain_tps,
               "variants": rows, "wall_seconds": round(time.perf_counter() - t0, 1),
               "protocol": run.record(prompts_per_set=args.n)}

@@ -63,6 +63,7 @@ AUTO_BUDGET_JSON = "docs/benchmarks/auto-budget/results.json"
 EVAL_JSON = "checkpoints/smollm2-135m/eval.json"
 BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
 DRAFT_VOCAB_JSON = "docs/benchmarks/draft-vocab/results.json"
+LINEAR_KERNELS_JSON = "docs/benchmarks/linear-kernels/results.json"
 PEER_JSON = "docs/benchmarks/vllm-peer/peer.json"
 #: The tree baselines beside DARTree (issue [5/5]): the labels of ``benchmarks/corrector_ablation.py`` it runs.
 TREE_BASELINES_JSON = "docs/benchmarks/tree-baselines/results.json"
@@ -404,7 +405,7 @@ def draft_vocab_table(page: str) -> str:
     report = load(DRAFT_VOCAB_JSON)
     full = 49_152
     lines = [f"`benchmarks/draft_vocab.py` ([JSON]({link(page, DRAFT_VOCAB_JSON)})), `{Path(report['pipeline']).name}`,"
-             f" {report.get('threads', '?')} torch thread(s), {report['n']} prompts per set, "
+             f" {machine_text(report)}, {report['n']} prompts per set, "
              f"{report['max_new_tokens']} new tokens, variants interleaved per prompt; the last column is "
              "speculation's gain over specframe's plain loop pooled over the prompts (the file keeps no "
              f"per-prompt pairing, so no interval); {KERNEL_HEADING}: not measured by this script (the first "
@@ -422,6 +423,29 @@ def draft_vocab_table(page: str) -> str:
                      f"{'—' if v['draft_vocab'] == 'full' or change is None else f'{change:+.1f} %'} | "
                      f"{v['speedup']:.2f}× | {'yes' if v['exact'] else 'NO'} |")
     return "\n".join([*lines, "", status_line(report)])
+
+
+def linear_kernels_table(page: str) -> str:
+    """docs/benchmarks.md: one forward of the shipped target per number of new tokens under each linear kernel, and
+    the rule ``cpu_linear: auto`` derives from the row counts it measures."""
+    if not (ROOT / LINEAR_KERNELS_JSON).exists():
+        return f"{NOT_MEASURED}: `benchmarks/linear_kernels.py --out {LINEAR_KERNELS_JSON}` writes this table."
+    report = load(LINEAR_KERNELS_JSON)
+    lines = [f"`benchmarks/linear_kernels.py` ([JSON]({link(page, LINEAR_KERNELS_JSON)})), {machine_text(report)}, "
+             f"{report['model']}, one forward of q new tokens over a {report['context']}-token cache; each cell "
+             f"the median over {report['rounds_measured']} rounds of the median of {report['reps']} forwards "
+             "[the rounds' range], the two kernels alternating:", "",
+             "| new tokens q | default BLAS ms | oneDNN prepacked ms | default / oneDNN |", "|---|---|---|---|"]
+    for r in report["rows"]:
+        d, o = r["default"], r["onednn"]
+        lines.append(f"| {r['rows']} | {d['median_ms']:.1f} [{d['min_ms']:.1f}, {d['max_ms']:.1f}] | "
+                     f"{o['median_ms']:.1f} [{o['min_ms']:.1f}, {o['max_ms']:.1f}] | "
+                     f"{r['default_over_onednn']:.2f}× |")
+    rule = report.get("auto_rule")
+    if rule:
+        lines += ["", f"`cpu_linear: auto` on these timings (q = {', '.join(map(str, report['auto_rows']))}, the "
+                      f"sizes it measures): {rule}."]
+    return "\n".join([*lines, "", status_line(report, per_set=False)])
 
 
 def vllm_peer_table(page: str) -> str:
@@ -442,7 +466,8 @@ def vllm_peer_table(page: str) -> str:
 
 
 #: Blocks that quote per-round times, not speedups (the two-gains rule of the speed claims does not apply).
-TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead"), ("docs/benchmarks.md", "loop-overhead-change")}
+TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead"), ("docs/benchmarks.md", "loop-overhead-change"),
+                 ("docs/benchmarks.md", "linear-kernels")}
 #: Blocks that compare specframe with another engine on the same machine (ratios specframe / peer, each side's own
 #: plain loop in the table), not specframe's gains over generate().
 PEER_BLOCKS = {("docs/benchmarks.md", "vllm-peer")}
@@ -455,6 +480,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "eval-table"): lambda: eval_table(),
     ("docs/benchmarks.md", "batch-table"): lambda: batch_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "draft-vocab-table"): lambda: draft_vocab_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "linear-kernels"): lambda: linear_kernels_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "loop-overhead"): lambda: loop_overhead_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "loop-overhead-change"): lambda: loop_overhead_change_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),

@@ -1,10 +1,11 @@
 """What a benchmark run has learnt before it measures: a private cache per run, and a controller frozen while it
 measures.
 
-``budget: auto`` learns as it serves: its cost profile, its kernel choice and its request memory
-(:mod:`specframe.cost.memory`) live in ``$SPECFRAME_CACHE`` and persist between runs, and the memory recalls
-earlier requests by their prompts' signatures. A benchmark that shared the user's cache would start from
-whatever earlier runs (of the same prompts, often) left there, and say nothing about it. So:
+``budget: auto`` learns as it serves: its cost profile, its kernel choice and its memory of what drafting paid
+(:mod:`specframe.cost.memory`: a calibration and an outlook) live in ``$SPECFRAME_CACHE`` and persist between runs.
+A benchmark that shared the user's cache would start from whatever earlier runs (of the same prompts, often) left
+there, and say nothing about it; and a controller that kept learning while it was measured would be tuned on the
+very prompts it reports. So:
 
 * :func:`private_run_cache` points ``$SPECFRAME_CACHE`` at a directory created for this run (the converted
   targets of the user's cache linked in, read-only models; nothing learnt is carried over), records its path

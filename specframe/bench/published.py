@@ -11,6 +11,8 @@ A figure is **published** when its run followed the measurement protocol (docs/c
 * no ``budget: auto`` controller learnt from the passes it measured: a run that never froze its controllers
   records :data:`NOT_FROZEN` (``protocol.controller``), and its request memory recalled prompts it then measured
   (scripts without a controller, or that learn online over prompts each measured once, record that instead);
+* a timed file names its CPU (``machine.cpu``, or ``protocol.cpu`` as the recorder writes it): a speed means
+  nothing without the machine it was measured on;
 * it was no smoke run.
 
 :data:`RESULT_FILES` lists every result file the README and ``docs/benchmarks.md`` render, with the script that
@@ -69,6 +71,7 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/loop-overhead/smollm2-after.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/loop-overhead/smollm2.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True, published=True),
+    ResultFile("docs/benchmarks/linear-kernels/results.json", "linear_kernels", per_set=False, pending=True),
     ResultFile("docs/benchmarks/vllm-peer/peer.json", "vllm_peer", per_set=True, published=True),
     ResultFile("docs/benchmarks/tree-baselines/results.json", "corrector_ablation", per_set=True),
     ResultFile("docs/benchmarks/siblings/smollm2.json", "sibling_acceptance", per_set=True, published=True,
@@ -97,6 +100,12 @@ def start_load(report: Mapping[str, Any]) -> float | None:
     return None
 
 
+def cpu_of(report: Mapping[str, Any]) -> str | None:
+    """The CPU ``report`` was measured on: its machine record's, else the one its protocol record names."""
+    cpu = (report.get("machine") or {}).get("cpu") or (report.get("protocol") or {}).get("cpu")
+    return str(cpu) if cpu else None
+
+
 def verdict(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = True) -> Verdict:
     """Whether ``report`` (a result JSON) meets the measurement protocol (see the module docstring); ``timed``:
     the file quotes times (the quiet rule applies), else counts only."""
@@ -107,6 +116,8 @@ def verdict(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = Tr
         start = start_load(report)
         reasons.append(why if start is None or protocol.get("quiet") else f"{why}; 1-minute load {start:.2f} at the "
                        "start")
+    if timed and not cpu_of(report):
+        reasons.append("the CPU is not recorded (a speed names the machine it was measured on)")
     if protocol.get("controller") == NOT_FROZEN:
         reasons.append("budget: auto's request memory was not frozen: it learnt from the measured passes and "
                        "recalled their prompts in later ones")
@@ -139,7 +150,6 @@ def interleaving(quiet: Mapping[str, Any]) -> str:
 
 def status_line(report: Mapping[str, Any], *, per_set: bool = True, timed: bool = True) -> str:
     """The provenance line under a table: CPU, loads, split and prompts, commit, and the protocol's verdict."""
-    machine = report.get("machine") or {}
     protocol = report.get("protocol") or {}
     quiet = protocol.get("quiet") or {}
     start = start_load(report)
@@ -156,11 +166,13 @@ def status_line(report: Mapping[str, Any], *, per_set: bool = True, timed: bool 
     interleaved = interleaving(quiet)
     if interleaved:
         load += f"; {interleaved}"
+    elif timed and quiet and not quiet.get("probes_ms") and not quiet.get("reference_ms"):
+        load += "; its steadiness was not checked (no speed probe: measured before the protocol timed one)"
     split = protocol.get("split") or report.get("split") or "not recorded"
     prompts = protocol.get("prompts_per_set") or report.get("n")
     commit = protocol.get("commit") or "not recorded"
     cache = (protocol.get("cache") or {}).get("state")
-    parts = [f"CPU: {machine.get('cpu', 'not recorded')}", load,
+    parts = [f"CPU: {cpu_of(report) or 'not recorded'}", load,
              f"split: {split}" + (f", {prompts} prompts per set" if per_set and prompts else ""),
              f"commit: {commit}", f"cache: {cache or 'the user cache (not recorded)'}"]
     judged = verdict(report, per_set=per_set, timed=timed)

@@ -27,7 +27,7 @@ Worked example (2 cores, 1 benchmark thread): start load 0.12 -> excess 0.12 < 0
 
 **A benchmark of several processes** (``LoadSampler(process_tree=True)``; the vLLM peer, whose engine runs a
 front-end, a scheduling loop and a worker as separate processes) cannot name the threads it keeps busy: vLLM's
-scheduling loop spins at 0.7-1.0 of a core beside the worker, so the load minus the compute threads charges the
+scheduling loop busy-waits beside the worker, so the load minus the compute threads charges the
 benchmark's own processes to "other processes". The same quantity, other processes' share, is then measured
 directly instead of inferred: every sample also reads the machine's busy CPU seconds and the CPU seconds of the
 benchmark's process tree (:mod:`specframe.metrics.process_tree`), and the share of a window is

@@ -2,10 +2,9 @@
 
 The quiet rule (:mod:`specframe.bench.quiet`) sees what runs *inside* the machine. A virtual machine can also
 lose speed to what runs outside it: another guest on the same physical core, the host's frequency or memory
-bandwidth. None of that shows in the load, in ``/proc/stat`` or (on every hypervisor) in steal time. On this
-project's 2-core KVM guest a report-split run slowed by half within an hour (the plain loop at 18.0 tokens/s on
-math at its start, a fresh process decoding the same prompts at 8.9 an hour later) while the load stayed at
-the benchmark's own 1.00: every later cell of that run was measured on a slower machine than its denominator.
+bandwidth. None of that shows in the load, in ``/proc/stat`` or (on every hypervisor) in steal time, and a run
+whose machine slowed measures its later cells on a slower machine than its denominator (the slowdowns seen on
+this project's guests are in docs/concepts/benchmark-protocol.md).
 
 So every measured run times a fixed **probe** at its start, at its end and wherever a script calls
 ``RunProtocol.probe()`` between phases (nothing is measured while it runs): a compute part (float32 matrix
@@ -13,11 +12,10 @@ products that fit in cache) and a memory part (summing a 64 MiB tensor), the min
 tries, in milliseconds. A run is **steady** when its slowest probe is within :data:`STEADY_DRIFT` (15 %) of its
 fastest. The probe takes about 0.1 s.
 
-**The fixed probe is not enough on its own.** On the same guest some hours later, decoding slowed from 16.0 to 11.5
-tokens/s within an hour (a fresh process, the same 5 GSM8K prompts, nothing else running) while the fixed probe
-read 8.8 ms before and 8.2-9.2 ms after, and a 512 MiB sum ran at the same 9.6-10 GB/s: what a decode step
-depends on (a 540 MB float32 model streamed per token through a last-level cache shared with other guests, the
-dispatch of a few hundred small kernels) can change while a synthetic probe does not. So a run also times a
+**The fixed probe is not enough on its own**: decoding has slowed by more than a quarter while it held (the docs
+record the case). What a decode step depends on (a float32 model streamed per token through a last-level cache
+shared with other guests, the dispatch of a few hundred small kernels) can change while a synthetic probe does
+not. So a run also times a
 **reference workload**: a fixed piece of its own work (:func:`reference_probe`: the plain loop decoding a fixed
 prompt for a fixed number of tokens), registered once its model is loaded (``RunProtocol.set_reference``) and
 timed beside the fixed probe at every later probe point. A run is steady only when both series are within
@@ -27,11 +25,11 @@ timed beside the fixed probe at every later probe point. A run is steady only wh
 Worked example: fixed probe 21.0, 21.4, 20.8 ms -> drift 3 %; reference 1,010, 1,420 ms -> +41 %: not steady (the
 docs' table for that run would compare cells measured on two different machines).
 
-Files written before the probe existed carry no probes and are judged by the load alone (their status lines
-say which commit measured them).
+Files written before the probe existed carry no probes and are judged by the load alone; their status lines say
+that their steadiness was not checked (:func:`specframe.bench.published.status_line`).
 
-**Interleaved runs are judged block by block.** A guest's speed can move by a fifth within half an hour (twice on
-two hosts of this project's 2-core KVM machines, with nothing in the guest to show it), so a run that measures
+**Interleaved runs are judged block by block.** A guest's speed can move by a fifth within half an hour, with
+nothing in the guest to show it, so a run that measures
 its denominator first and its methods an hour later compares two machines, and one that must stay within 15 % for
 an hour or more rarely can. A script that **interleaves** its sides instead (``RunProtocol.interleave``: the
 corrector ablation decodes each prompt with the plain loop, ``generate()`` and every method, in an order rotated

@@ -57,7 +57,7 @@ COVERED: dict[str, str] = {
     "bash benchmarks/rerun_docs_tables.sh": "tests/benchmarks/test_commands.py::test_rerun_docs_tables_smoke",
     **{f"benchmarks/{name}.py": f"tests/benchmarks/test_smoke.py::test_{name}"
        for name in ("auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "draft_vocab",
-                    "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations",
+                    "linear_kernels", "pctree_shapes", "smollm2_eval", "smollm2_heldout", "smollm2_recipe_ablations",
                     "tree_construction", "loop_overhead", "corrector_ablation", "sibling_acceptance",
                     "simulator_validation")},
     "benchmarks/accelerator_check.py": "tests/benchmarks/test_smoke.py::test_accelerator_check_on_cpu",

@@ -20,8 +20,9 @@ from specframe.bench import quiet
 from specframe.bench.published import RESULT_FILES, ResultFile, status_line, sub_report, verdict
 
 ROOT = Path(__file__).resolve().parents[2]
+CPU = "Intel(R) Xeon(R) Processor"
 TIMING_SCRIPTS = ("auto_budget", "batch_decoding", "batched_drafting", "bf16_exactness", "corrector_ablation",
-                  "draft_vocab", "loop_overhead", "simulator_validation", "smollm2_eval")
+                  "draft_vocab", "linear_kernels", "loop_overhead", "simulator_validation", "smollm2_eval")
 
 
 def report_of(entry: ResultFile) -> dict[str, Any]:
@@ -53,7 +54,8 @@ def test_the_rule_rejects_what_the_old_default_let_through() -> None:
     assert quiet.judge({**record, "start": 0.12})[0]
     assert not quiet.judge({**record, "start": 0.12, "during_max": 1.45})[0]
     assert not quiet.judge(None)[0] and not quiet.judge({"start": 0.1})[0]
-    published = {"protocol": {"quiet": {**record, "start": 0.12}, "split": "report", "prompts_per_set": 20}}
+    published = {"protocol": {"quiet": {**record, "start": 0.12}, "split": "report", "prompts_per_set": 20,
+                              "cpu": CPU}}
     assert verdict(published).published
     assert verdict({**published, "smoke": True}).reasons == ["a smoke run"]
     assert not verdict({"protocol": {**published["protocol"], "split": "tune"}}).published
@@ -65,7 +67,7 @@ def test_a_run_whose_controller_learnt_from_what_it_measured_is_not_published() 
     is barred whatever its loads: its request memory recalled prompts it then measured. A frozen controller, none, or
     online learning over prompts measured once each pass."""
     record = {"threads": 1, "start": 0.12, "during_max": 1.1, "samples": 3}
-    base = {"quiet": record, "split": "report", "prompts_per_set": 20}
+    base = {"quiet": record, "split": "report", "prompts_per_set": 20, "cpu": CPU}
     unfrozen = verdict({"protocol": {**base, "controller": {"memory": "not frozen"}}})
     assert not unfrozen.published and "not frozen" in unfrozen.reasons[0]
     for controller in ({"memory": "frozen", "restores": 3}, {"memory": "none: fixed budgets"},
@@ -78,14 +80,42 @@ def test_a_benchmark_of_several_processes_is_judged_and_labelled_by_the_cpu_outs
     CPU does, and its status line names what was measured."""
     record = {"threads": 1, "start": 0.12, "during_max": 2.63, "samples": 300, "measure": "process-tree",
               "outside_max": 0.07, "window_s": 60.0, "max_gap_s": 5.1}
-    published = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}}
+    published = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}, "machine": {"cpu": CPU}}
     assert verdict(published).published
     line = status_line(published)
     assert line.startswith("Measured under the protocol") and "at most 0.07 of a core over any minute" in line
     assert "up to 2.63" in line
-    busy = {"protocol": {**published["protocol"], "quiet": {**record, "outside_max": 0.45}}}
+    busy = {**published, "protocol": {**published["protocol"], "quiet": {**record, "outside_max": 0.45}}}
     assert not verdict(busy).published and "used 0.45 of a core" in verdict(busy).reasons[0]
-    assert not verdict({"protocol": {**published["protocol"], "quiet": {**record, "start": 0.5}}}).published
+    late = {**published, "protocol": {**published["protocol"], "quiet": {**record, "start": 0.5}}}
+    assert not verdict(late).published
+
+
+def test_a_timed_file_that_does_not_name_its_cpu_is_not_published() -> None:
+    """A speed means nothing without its machine: a timed file must name its CPU (its machine record, or the
+    protocol record the recorder writes), and its status line says when it does not; a file of counts need not."""
+    record = {"threads": 1, "start": 0.12, "during_max": 1.05, "samples": 40}
+    nameless = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}}
+    judged = verdict(nameless)
+    assert not judged.published and judged.reasons == [
+        "the CPU is not recorded (a speed names the machine it was measured on)"]
+    assert "CPU: not recorded" in status_line(nameless)
+    assert verdict(nameless, timed=False).published
+    for named in ({**nameless, "machine": {"cpu": CPU}}, {"protocol": {**nameless["protocol"], "cpu": CPU}}):
+        assert verdict(named).published and f"CPU: {CPU};" in status_line(named)
+
+
+def test_a_status_line_says_when_a_runs_steadiness_was_not_checked() -> None:
+    """A timed file measured before the protocol timed a speed probe is judged by its loads alone; its line says
+    that its steadiness was not checked. One with probes, or a file of counts, does not say it."""
+    record = {"threads": 1, "start": 0.12, "during_max": 1.05, "samples": 40}
+    unprobed = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}, "machine": {"cpu": CPU}}
+    note = "its steadiness was not checked"
+    assert verdict(unprobed).published and note in status_line(unprobed)
+    probed = {**unprobed, "protocol": {**unprobed["protocol"], "quiet": {
+        **record, "probes_ms": [7.0, 7.2], "reference_ms": [980.0, 1010.0]}}}
+    assert verdict(probed).published and note not in status_line(probed)
+    assert note not in status_line(unprobed, timed=False)
 
 
 def test_a_file_of_counts_is_spared_the_quiet_rule_but_not_the_split_or_the_prompt_count() -> None:

@@ -193,6 +193,38 @@ def test_draft_vocab(smoke_env: Path, tmp_path: Path) -> None:
 
 
 @real_model
+def test_linear_kernels(smoke_env: Path, tmp_path: Path) -> None:
+    """Both kernels timed at every row count, the ratio the table prints equal to the two medians', the rule
+    ``auto`` derives recorded, the CPU named, and the record of a run with no prompts (no split)."""
+    report = run("linear_kernels", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "kernels.json")
+    assert report["smoke"] and [r["rows"] for r in report["rows"]] == [1, 4] and report["auto_rows"] == [1, 4]
+    for r in report["rows"]:
+        for kernel in ("default", "onednn"):
+            assert 0 < r[kernel]["min_ms"] <= r[kernel]["median_ms"] <= r[kernel]["max_ms"], r
+        assert r["default_over_onednn"] == round(r["default"]["median_ms"] / r["onednn"]["median_ms"], 3)
+    assert report["auto_rule"] and report["machine"]["cpu"] and len(report["per_round"]) == 1
+    protocol = report["protocol"]
+    assert protocol["smoke"] and not protocol["published"] and protocol["split"] is None
+    assert protocol["cpu"] == report["machine"]["cpu"] and len(protocol["quiet"]["reference_ms"]) >= 2
+
+
+@real_model
+def test_pctree_shapes(smoke_env: Path, tmp_path: Path) -> None:
+    """Each shape decoded on every set of the tune split, exact, its mean τ over the sets as recorded, and the best
+    shape the one of highest mean τ; a counts-only record."""
+    needs_sets("gsm8k", "humaneval", "mt_bench")
+    report = run("pctree_shapes", ["--smoke"], tmp_path / "shapes.json")
+    assert report["smoke"] and report["every_output_exact"] and len(report["rows"]) == 2
+    for row in report["rows"]:
+        assert set(row["sets"]) == {"math", "code", "chat"} and row["budget"] == 16
+        assert all(1.0 <= s["tau"] <= 5.0 and s["rounds"] >= 1 for s in row["sets"].values()), row
+        assert row["tau_mean_over_sets"] == round(sum(s["tau"] for s in row["sets"].values()) / 3, 4)
+    best = max(report["rows"], key=lambda r: r["tau_mean_over_sets"])
+    assert report["best"]["children"] == best["children"] and report["best"]["keep_spine"] == best["keep_spine"]
+    assert_protocol(report, memory="none: fixed budgets", reference=False)
+
+
+@real_model
 def test_smollm2_eval(smoke_env: Path, tmp_path: Path) -> None:
     needs_sets("gsm8k", "humaneval", "mt_bench", "spec_bench/translation")
     report = run("smollm2_eval", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "eval.json")
