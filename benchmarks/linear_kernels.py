@@ -102,7 +102,8 @@ def measure(args: argparse.Namespace, run: RunProtocol) -> int:
     from specframe.pipeline import Pipeline
 
     plain = Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml", overrides=["target.cpu_linear=onednn"])
-    model = plain.target.model  # every linear layer prepacked, its nn.Linear weight kept
+    target: Any = plain.target  # the Hugging Face target: its model is what the kernels run
+    model = target.model  # every linear layer prepacked, its nn.Linear weight kept
     forward = forward_on_cache(model, most=max(args.rows))
 
     def use(kernels: Any) -> None:

@@ -206,7 +206,7 @@ def _ablation_file(methods: list[str], *, n: int = 20, quiet: bool = True) -> di
     protocol = {"split": "report", "prompts_per_set": n, "smoke": False,
                 "quiet": {"threads": 1, "start": 0.1, "during_max": 1.1 if quiet else 2.0, "samples": 3}}
     return {"smoke": False, "split": "report", "n": n, "max_new_tokens": 64, "budgets": [4, 8], "threads": 1,
-            "protocol": protocol, "wall_seconds": 10.0,
+            "machine": {"cpu": "a test CPU"}, "protocol": protocol, "wall_seconds": 10.0,
             "kinds": {k: {"plain_loop_tokens_per_s": 15.0, "cells": [dict(c) for c in cells]}
                       for k in ("math", "code")}}
 

@@ -80,7 +80,8 @@ def test_a_benchmark_of_several_processes_is_judged_and_labelled_by_the_cpu_outs
     CPU does, and its status line names what was measured."""
     record = {"threads": 1, "start": 0.12, "during_max": 2.63, "samples": 300, "measure": "process-tree",
               "outside_max": 0.07, "window_s": 60.0, "max_gap_s": 5.1}
-    published = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}, "machine": {"cpu": CPU}}
+    published: dict[str, Any] = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20},
+                                 "machine": {"cpu": CPU}}
     assert verdict(published).published
     line = status_line(published)
     assert line.startswith("Measured under the protocol") and "at most 0.07 of a core over any minute" in line
@@ -95,7 +96,7 @@ def test_a_timed_file_that_does_not_name_its_cpu_is_not_published() -> None:
     """A speed means nothing without its machine: a timed file must name its CPU (its machine record, or the
     protocol record the recorder writes), and its status line says when it does not; a file of counts need not."""
     record = {"threads": 1, "start": 0.12, "during_max": 1.05, "samples": 40}
-    nameless = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}}
+    nameless: dict[str, Any] = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}}
     judged = verdict(nameless)
     assert not judged.published and judged.reasons == [
         "the CPU is not recorded (a speed names the machine it was measured on)"]
@@ -109,7 +110,8 @@ def test_a_status_line_says_when_a_runs_steadiness_was_not_checked() -> None:
     """A timed file measured before the protocol timed a speed probe is judged by its loads alone; its line says
     that its steadiness was not checked. One with probes, or a file of counts, does not say it."""
     record = {"threads": 1, "start": 0.12, "during_max": 1.05, "samples": 40}
-    unprobed = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20}, "machine": {"cpu": CPU}}
+    unprobed: dict[str, Any] = {"protocol": {"quiet": record, "split": "report", "prompts_per_set": 20},
+                                "machine": {"cpu": CPU}}
     note = "its steadiness was not checked"
     assert verdict(unprobed).published and note in status_line(unprobed)
     probed = {**unprobed, "protocol": {**unprobed["protocol"], "quiet": {
