@@ -428,8 +428,6 @@ def draft_vocab_table(page: str) -> str:
 def linear_kernels_table(page: str) -> str:
     """docs/benchmarks.md: one forward of the shipped target per number of new tokens under each linear kernel, and
     the rule ``cpu_linear: auto`` derives from the row counts it measures."""
-    if not (ROOT / LINEAR_KERNELS_JSON).exists():
-        return f"{NOT_MEASURED}: `benchmarks/linear_kernels.py --out {LINEAR_KERNELS_JSON}` writes this table."
     report = load(LINEAR_KERNELS_JSON)
     lines = [f"`benchmarks/linear_kernels.py` ([JSON]({link(page, LINEAR_KERNELS_JSON)})), {machine_text(report)}, "
              f"{report['model']}, one forward of q new tokens over a {report['context']}-token cache; each cell "
