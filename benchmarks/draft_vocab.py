@@ -1,16 +1,20 @@
 """Reduced draft vocabulary: drafter time per round and τ at 8k, 16k, 32k and the full vocabulary, side by side.
 
-One process, one shared SmolLM2 target. For every GSM8K and HumanEval prompt (the first ``--n`` of each, formatted
-as in ``smollm2_eval.py``) every variant of ``--pipeline`` decodes the prompt, the variants' order rotating per
-prompt so drifts in machine load hit all of them alike; plain decoding runs too (speedup denominator and the
-greedy-equality check). Per variant the script reports
+One process, one shared SmolLM2 target. For every GSM8K, HumanEval and translation prompt (the first ``--n`` of
+each, formatted as in ``smollm2_eval.py``) every variant of ``--pipeline`` and the plain loop (the speedup's
+denominator and the greedy-equality check) decode the prompt, in an order rotated per prompt, before the next
+prompt: the run is **interleaved** and each prompt is one **block** (:mod:`specframe.bench.steadiness`), timed
+around by the reference workload (the plain loop on a fixed tune prompt) and measured again when the machine's
+speed moved within it. Every ratio the script reports compares decodes of the same blocks. Per variant it reports
 
 * the drafter's time per round (the ``draft`` stage: backbone forward + LM head + top-K), median over every round
   with the 10th-90th percentile spread, and its ratio to the full vocabulary's;
 * τ (pooled: committed tokens / rounds) and its change against the full vocabulary's, in percent;
-* tokens/s, speedup over plain decoding, whether every greedy output equals plain decoding's;
-* the LM head alone (``DraftVocabHead`` on fixed random features, ``--head-reps`` interleaved calls): the part of
-  the drafter that the subset shrinks, free of the backbone's and the tree's noise;
+* tokens/s; speculation's gain over the plain loop (Σ tokens / Σ time, paired by prompt, with its 95 % bootstrap
+  interval over prompts: ``vs_plain_loop``); whether every greedy output equals plain decoding's;
+* the LM head alone (``DraftVocabHead`` on fixed random features, ``--head-reps`` interleaved calls, one more
+  block after the prompts'): the part of the drafter that the subset shrinks, free of the backbone's and the
+  tree's noise;
 * the machine load during the variant's requests (:mod:`specframe.metrics.machine_load`).
 
 The script runs under the quiet rule (:mod:`specframe.bench.quiet`; ``--force`` runs anyway, recorded as not quiet)
@@ -53,14 +57,13 @@ from rich.table import Table
 from smollm2_eval import load_prompts  # the same prompts as the end-to-end evaluation
 
 from specframe.files import write_text
+from specframe.metrics.gains import estimate_to_json, paired_gain
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import LoadWindow, MachineLoad
 
 FULL = "full"
-
-
-#: Prompts between two steadiness probes (the reference workload among them).
-PROMPTS_PER_PROBE = 10
+#: What one block of the run holds (recorded as the run's ``pairing``).
+BLOCK_CONTENTS = "one prompt decoded by the plain loop and every draft vocabulary, in an order rotated per prompt"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -163,25 +166,36 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
         pipe.generate(warm, 8)  # warm-up on a tune prompt (first-call allocations, auto's profile)
     freeze = run.freeze_controllers([plain, *pipes.values()])
     run.set_plain_reference(plain, warm)
+    run.interleave(BLOCK_CONTENTS)
     variants = ["plain", *sizes]
     results: dict[str, list[Any]] = {v: [] for v in variants}
     loads: dict[str, list[MachineLoad]] = {v: [] for v in variants}
     t0 = time.perf_counter()
+    run.open_block()
     for i, (kind, text) in enumerate(prompts):
-        shift = i % len(variants)
-        for v in variants[shift:] + variants[:shift]:
-            pipe = plain if v == "plain" else pipes[v]
-            freeze.restore()
-            with LoadWindow() as window:
-                results[v].append(pipe.generate(text, args.max_new_tokens))
-            if window.load is not None:
-                loads[v].append(window.load)
+        for attempt in run.blocks():  # one block: this prompt on every side; a try whose machine moved is dropped
+            shift = i % len(variants)
+            block: dict[str, tuple[Any, MachineLoad | None]] = {}
+            for v in variants[shift:] + variants[:shift]:
+                pipe = plain if v == "plain" else pipes[v]
+                freeze.restore()
+                with LoadWindow() as window:
+                    result = pipe.generate(text, args.max_new_tokens)
+                block[v] = (result, window.load)
+            if attempt.close():
+                for v, (result, load) in block.items():
+                    results[v].append(result)
+                    if load is not None:
+                        loads[v].append(load)
         console.print(f"  prompt {i + 1}/{len(prompts)} ({kind}) done", highlight=False)
-        if (i + 1) % PROMPTS_PER_PROBE == 0:
-            run.probe()  # the machine as fast now as at the start?
     slots = base.stages.drafter.max_depth()
     assert slots is not None  # the block drafter: one depth per slot
-    heads = head_times(pipes, args.head_reps, slots) if args.head_reps else {}
+    heads: dict[str, dict[str, float]] = {}
+    if args.head_reps:
+        for attempt in run.blocks():  # the LM heads' interleaved calls: one more block
+            timed = head_times(pipes, args.head_reps, slots)
+            if attempt.close():
+                heads = timed
 
     plain_tps = sum(len(r.tokens) for r in results["plain"]) / (sum(r.total_ns for r in results["plain"]) / 1e9)
     rows: list[dict[str, Any]] = []
@@ -200,7 +214,8 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
             "draft_share": sum(draft_ms) / sum(round_ms),
             "tau": sum(sum(r.accept_lengths()) for r in res) / rounds,
             "tau_per_prompt": [round(r.tau, 3) for r in res],
-            "tokens_per_s": tps, "speedup": tps / plain_tps,
+            "tokens_per_s": tps,
+            "vs_plain_loop": estimate_to_json(paired_gain(res, results["plain"])),
             "exact": all(a.tokens == b.tokens for a, b in zip(res, results["plain"], strict=True)),
             "head": heads.get(v), "machine_load": load.to_dict() if load else None,
         })
@@ -208,7 +223,7 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
     table = Table(title=f"{args.pipeline.name}: {len(prompts)} prompts x {args.max_new_tokens} tokens, "
                         f"{args.threads} thread(s)", title_justify="left")
     for col in ("draft vocab", "draft ms/round [p10-p90]", "vs full", "LM head ms", "τ", "τ vs full", "tok/s",
-                "speedup", "exact", "contended"):
+                "vs plain loop [95 %]", "exact", "contended"):
         table.add_column(col, justify="left" if col == "draft vocab" else "right")
     for r in rows:
         if ref is not None:
@@ -221,7 +236,7 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
             f"{r.get('draft_time_ratio_vs_full') or float('nan'):.2f}x faster",
             f"{head['median_ms']:.2f}" if head else "—", f"{r['tau']:.3f}",
             f"{r.get('tau_change_vs_full_pct', float('nan')):+.1f}%", f"{r['tokens_per_s']:.2f}",
-            f"{r['speedup']:.2f}x", "yes" if r["exact"] else "NO",
+            "{value:.2f}x [{low:.2f}, {high:.2f}]".format(**r["vs_plain_loop"]), "yes" if r["exact"] else "NO",
             str((r["machine_load"] or {}).get("contended")))
     console.print(table)
     if any((r["machine_load"] or {}).get("contended") for r in rows):

@@ -11,11 +11,12 @@ machine of the published runs instead of hand-taken figures:
   the two kernels (:func:`specframe.cpu_linear.set_linear_kernels`);
 * a **round** is :func:`specframe.cost.kernel_choice.measure_kernels` over ``--rows`` (forwards of ``q`` new
   tokens over a 64-token cache, the two kernels alternating, one warm-up and the median of ``--reps`` each); the
-  run makes ``--rounds`` rounds with the steadiness probes between them, and reports per kernel and ``q`` the
-  median of the rounds' medians with their range, the ratio default / oneDNN, and the rule
-  :func:`specframe.cost.kernel_choice.decide` derives from the row counts ``auto`` measures;
-* the reference workload (:mod:`specframe.bench.steadiness`) is one forward of the largest ``q`` under each
-  kernel.
+  run makes ``--rounds`` rounds and reports per kernel and ``q`` the median of the rounds' medians with their
+  range, the ratio default / oneDNN, and the rule :func:`specframe.cost.kernel_choice.decide` derives from the row
+  counts ``auto`` measures;
+* the run is **interleaved** (:mod:`specframe.bench.steadiness`): each round is one block, timed around by the
+  reference workload (one forward of the largest ``q`` under each kernel) and measured again when the machine's
+  speed moved within it, so each ratio compares the two kernels on one machine.
 
 No prompt is read (the forwards run on fixed token ids), so there is no split; the quiet rule, the private cache
 and the machine record apply as for every timed script. Usage (a quiet machine, one torch thread as the published
@@ -60,6 +61,8 @@ from specframe.metrics.machine_load import load_average
 
 #: New tokens per measured forward: plain decoding at batch 1, 2, 4 and 8, a verify at budget 16, one at 32.
 ROWS = (1, 2, 4, 8, 17, 33)
+#: What one block of the run holds (recorded as the run's ``pairing``).
+BLOCK_CONTENTS = "one round: both kernels at every row count, alternating forward by forward"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -116,12 +119,16 @@ def measure(args: argparse.Namespace, run: RunProtocol) -> int:
 
     reference()  # first-call allocations out of the first timing
     run.set_reference(reference, f"one forward of {max(args.rows)} new tokens under each kernel")
+    run.interleave(BLOCK_CONTENTS)
     t0 = time.perf_counter()
     rounds: list[KernelTimings] = []
+    run.open_block()
     for i in range(args.rounds):
-        rounds.append(measure_kernels(forward, use, rows=args.rows, reps=args.reps))
+        for attempt in run.blocks():  # a try whose machine moved within it is dropped and measured again
+            timings = measure_kernels(forward, use, rows=args.rows, reps=args.reps)
+            if attempt.close():
+                rounds.append(timings)
         console.print(f"  round {i + 1}/{args.rounds}: {rounds[-1].summary()}", highlight=False)
-        run.probe()  # the machine as fast now as at the start?
     rows = []
     for q in args.rows:
         default = spread([r.default_ms[q] for r in rounds])

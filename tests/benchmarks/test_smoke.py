@@ -51,6 +51,18 @@ def assert_protocol(report: dict[str, Any], *, memory: str | None = None, refere
         assert protocol["controller"]["memory"] == memory
 
 
+def assert_interleaved(report: dict[str, Any], *, blocks: int, openings: int = 1) -> None:
+    """An interleaved run's record (:mod:`specframe.bench.steadiness`): its pairing declared, ``blocks`` kept blocks
+    none of which is also listed as retried, and the reference workload timed beside the fixed probe once when
+    registered, at each of the ``openings`` fresh block openings, at each block's close (a dropped try adds a fresh
+    opening and a close) and once at the end."""
+    quiet = report["protocol"]["quiet"]
+    assert quiet["pairing"] and min(quiet["reference_ms"]) > 0, quiet
+    assert len(quiet["blocks"]) == blocks and not set(quiet["blocks"]) & set(quiet["retried"]), quiet
+    expected = 1 + openings + blocks + 2 * len(quiet["retried"]) + 1
+    assert len(quiet["reference_ms"]) == expected == len(quiet["probes_ms"]), quiet
+
+
 def assert_tau_is_committed_over_rounds(row: dict[str, Any]) -> None:
     assert row["rounds"] >= 1 and row["tau"] == round(row["committed"] / row["rounds"], 3), row
 
@@ -189,7 +201,14 @@ def test_draft_vocab(smoke_env: Path, tmp_path: Path) -> None:
     report = run("draft_vocab", ["--smoke", "--cache", str(smoke_env / "cache")], tmp_path / "vocab.json")
     assert report["smoke"] and [v["draft_vocab"] for v in report["variants"]] == ["8192", "full"]
     assert all(v["exact"] and len(v["tau_per_prompt"]) == len(SPEED_SETS) for v in report["variants"])
+    for v in report["variants"]:  # the gain over the plain loop: paired over every prompt, its interval holds it
+        gain = v["vs_plain_loop"]
+        assert gain["n"] == len(SPEED_SETS) and gain["low"] <= gain["value"] <= gain["high"], v
+        assert v["head"]["median_ms"] > 0
     assert_protocol(report, memory="frozen")
+    # interleaved: each prompt one block on every side, and the LM heads' calls one more
+    assert "rotated" in report["protocol"]["quiet"]["pairing"]
+    assert_interleaved(report, blocks=len(SPEED_SETS) + 1)
 
 
 @real_model
@@ -205,7 +224,8 @@ def test_linear_kernels(smoke_env: Path, tmp_path: Path) -> None:
     assert report["auto_rule"] and report["machine"]["cpu"] and len(report["per_round"]) == 1
     protocol = report["protocol"]
     assert protocol["smoke"] and not protocol["published"] and protocol["split"] is None
-    assert protocol["cpu"] == report["machine"]["cpu"] and len(protocol["quiet"]["reference_ms"]) >= 2
+    assert protocol["cpu"] == report["machine"]["cpu"]
+    assert_interleaved(report, blocks=1)  # the one round is one block, its ratio taken on one machine
 
 
 @real_model
@@ -317,9 +337,8 @@ def test_corrector_ablation(smoke_env: Path, tmp_path: Path) -> None:
     # a fixed prompt): registered, per kind an opening and a closing timing (a dropped try adds a fresh opening and
     # a closing one), and one at the end
     quiet = report["protocol"]["quiet"]
-    assert "rotated" in quiet["pairing"] and "plain loop" in quiet["reference"] and min(quiet["reference_ms"]) > 0
-    assert len(quiet["blocks"]) == 4 and not set(quiet["blocks"]) & set(quiet["retried"])
-    assert len(quiet["reference_ms"]) == 1 + 4 * 2 + 2 * len(quiet["retried"]) + 1 == len(quiet["probes_ms"])
+    assert "rotated" in quiet["pairing"] and "plain loop" in quiet["reference"]
+    assert_interleaved(report, blocks=4, openings=4)
 
 
 @pytest.fixture(scope="module")
