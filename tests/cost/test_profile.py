@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -96,8 +97,11 @@ def test_pipeline_profile_table_json_and_plot(tmp_path, monkeypatch) -> None:
     pipe = Pipeline.from_dict(data, target=target)
     measured = measure_pipeline_profile(pipe, [5, 6, 7, 5, 6, 7, 5, 6], reps=1, new_tokens=8)  # type: ignore[arg-type]
     profile = measured.profile
-    # τ and memory beside the costs: the n-gram drafter holds no weights; the KV cache covers prompt + new tokens.
-    assert measured.tau >= 1.0 and measured.memory["drafter_bytes"] == 0 and measured.memory["context_tokens"] == 16
+    # the timed decode's τ and speed beside the costs (not the unset NaN: the tiny pair accepts nothing here, so the
+    # value itself says little), and memory: the n-gram drafter holds no weights; the KV cache covers prompt + new
+    # tokens.
+    assert math.isfinite(measured.tau) and measured.tokens_per_s > 0
+    assert measured.memory["drafter_bytes"] == 0 and measured.memory["context_tokens"] == 16
     assert measured.memory["kv_bytes"] == 16 * target.kv_bytes_per_token()
     assert sorted(profile.verify_ms) == [1, 2, 3, 5, 7]  # the grid up to max_budget + 1
     assert {"draft", "build", "verify", "commit"} <= set(profile.overhead_ms)
