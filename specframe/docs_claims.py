@@ -31,6 +31,10 @@ change``               ``*-before.json``, ``tiny.json``,       change's parent c
 ``tree-baselines-      ``docs/benchmarks/tree-baselines/``     ``benchmarks/corrector_ablation.py --methods``
 table``                ``results.json`` ("not measured yet"    (:data:`TREE_BASELINE_METHODS`)
                        while it is absent)
+``linear-kernels``     ``docs/benchmarks/linear-kernels/``     ``benchmarks/linear_kernels.py``
+                       ``results.json``
+``pctree-shapes``      ``docs/benchmarks/pctree-shapes/``      ``benchmarks/pctree_shapes.py`` (τ on the tune
+                       ``tune.json``                           split: the run PCTree's defaults come from)
 =====================  ======================================  ===============================================
 
 Every block ends with the file's provenance line (:func:`specframe.bench.published.status_line`: the CPU, the load
@@ -52,9 +56,11 @@ from specframe.bench.published import status_line, verdict
 from specframe.metrics.gains import (
     CONTENDED_NOTE,
     KERNEL_HEADING,
+    PLAIN_LOOP,
     SPECULATION_HEADING,
     Gain,
     auto_budget_gains,
+    estimate_from_json,
     eval_gains,
 )
 
@@ -65,6 +71,7 @@ BATCH_JSON = "docs/benchmarks/batch-decoding/results.json"
 DRAFT_VOCAB_JSON = "docs/benchmarks/draft-vocab/results.json"
 LINEAR_KERNELS_JSON = "docs/benchmarks/linear-kernels/results.json"
 PEER_JSON = "docs/benchmarks/vllm-peer/peer.json"
+PCTREE_SHAPES_JSON = "docs/benchmarks/pctree-shapes/tune.json"
 #: The tree baselines beside DARTree (issue [5/5]): the labels of ``benchmarks/corrector_ablation.py`` it runs.
 TREE_BASELINES_JSON = "docs/benchmarks/tree-baselines/results.json"
 #: How a block whose (pending) result file is absent begins: it claims no figure.
@@ -406,10 +413,10 @@ def draft_vocab_table(page: str) -> str:
     full = 49_152
     lines = [f"`benchmarks/draft_vocab.py` ([JSON]({link(page, DRAFT_VOCAB_JSON)})), `{Path(report['pipeline']).name}`,"
              f" {machine_text(report)}, {report['n']} prompts per set, "
-             f"{report['max_new_tokens']} new tokens, variants interleaved per prompt; the last column is "
-             "speculation's gain over specframe's plain loop pooled over the prompts (the file keeps no "
-             f"per-prompt pairing, so no interval); {KERNEL_HEADING}: not measured by this script (the first "
-             "table of the page measures it):", "",
+             f"{report['max_new_tokens']} new tokens, each prompt one block decoded by the plain loop and every "
+             "vocabulary in a rotated order; the gain column is speculation's over specframe's plain loop (Σ tokens "
+             "/ Σ time over the prompts, with its 95 % bootstrap interval, paired by prompt); "
+             f"{KERNEL_HEADING}: not measured by this script (the first table of the page measures it):", "",
              "| draft vocabulary | draft ms / round (median [p10, p90]) | vs full | LM head alone | τ | τ vs full | "
              f"{SPECULATION_HEADING} | exact |", "|---|---|---|---|---|---|---|---|"]
     for v in report["variants"]:
@@ -421,7 +428,8 @@ def draft_vocab_table(page: str) -> str:
                      f"{'-' if ratio is None else f'{ratio:.2f}× faster'} | "
                      f"{'-' if head is None else f'{head:.2f} ms'} | {v['tau']:.3f} | "
                      f"{'—' if v['draft_vocab'] == 'full' or change is None else f'{change:+.1f} %'} | "
-                     f"{v['speedup']:.2f}× | {'yes' if v['exact'] else 'NO'} |")
+                     f"{Gain(name, PLAIN_LOOP, estimate_from_json(v['vs_plain_loop'])).format()} | "
+                     f"{'yes' if v['exact'] else 'NO'} |")
     return "\n".join([*lines, "", status_line(report)])
 
 
@@ -444,6 +452,31 @@ def linear_kernels_table(page: str) -> str:
         lines += ["", f"`cpu_linear: auto` on these timings (q = {', '.join(map(str, report['auto_rows']))}, the "
                       f"sizes it measures): {rule}."]
     return "\n".join([*lines, "", status_line(report, per_set=False)])
+
+
+def pctree_shapes_table(page: str) -> str:
+    """docs/benchmarks.md: τ of every PCTree shape at the pipeline's fixed budget on the tune split, and the shape
+    the builder's defaults carry (the file's ``best``)."""
+    report = load(PCTREE_SHAPES_JSON)
+    rows, best = report["rows"], report["best"]
+    budgets, widths = {r["budget"] for r in rows}, {r["width"] for r in rows}
+    kinds = list(rows[0]["sets"])
+    exact = "equal to" if report["every_output_exact"] else "**not** all equal to"
+    source = f"`benchmarks/pctree_shapes.py` ([JSON]({link(page, PCTREE_SHAPES_JSON)}))"
+    lines = [f"{source}, `{Path(report['pipeline']).name}` at its fixed budget of "
+             f"{', '.join(map(str, sorted(budgets)))} nodes, width {', '.join(map(str, sorted(widths)))}, "
+             f"{machine_text(report)}, the {report['split']} split, "
+             f"{report['n']} prompts per set, {report['max_new_tokens']} new tokens, greedy (every output {exact} the "
+             "plain loop's); τ per set (tokens per verify round, bonus included) and their mean, each set weighted "
+             "alike; **bold**: the highest mean, the builder's defaults:", "",
+             "| children per depth | keep_spine | " + " | ".join(f"τ {kind}" for kind in kinds) + " | mean τ |",
+             "|---|---|" + "---|" * len(kinds) + "---|"]
+    for r in rows:
+        chosen = r["children"] == best["children"] and r["keep_spine"] == best["keep_spine"]
+        cells = [str(r["children"]), str(r["keep_spine"]).lower(),
+                 *(f"{r['sets'][kind]['tau']:.3f}" for kind in kinds), f"{r['tau_mean_over_sets']:.3f}"]
+        lines.append("| " + " | ".join(f"**{c}**" if chosen else c for c in cells) + " |")
+    return "\n".join([*lines, "", status_line(report, timed=False)])
 
 
 def vllm_peer_table(page: str) -> str:
@@ -469,6 +502,8 @@ TIMING_BLOCKS = {("docs/benchmarks.md", "loop-overhead"), ("docs/benchmarks.md",
 #: Blocks that compare specframe with another engine on the same machine (ratios specframe / peer, each side's own
 #: plain loop in the table), not specframe's gains over generate().
 PEER_BLOCKS = {("docs/benchmarks.md", "vllm-peer")}
+#: Blocks of counts (τ on the tune split, no times): the result file, its split and its prompts.
+COUNT_BLOCKS = {("docs/benchmarks.md", "pctree-shapes")}
 
 #: (file, block name) -> renderer; links are relative to the file.
 BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
@@ -484,6 +519,7 @@ BLOCKS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/benchmarks.md", "ablation-table"): lambda: ablation_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "vllm-peer"): lambda: vllm_peer_table("docs/benchmarks.md"),
     ("docs/benchmarks.md", "tree-baselines-table"): lambda: tree_baselines_table("docs/benchmarks.md"),
+    ("docs/benchmarks.md", "pctree-shapes"): lambda: pctree_shapes_table("docs/benchmarks.md"),
     ("checkpoints/smollm2-135m/path-selector/README.md", "ablation-table"):
         lambda: ablation_table("checkpoints/smollm2-135m/path-selector/README.md"),
     ("checkpoints/smollm2-135m/lattice-head/README.md", "ablation-table"):

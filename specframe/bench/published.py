@@ -70,13 +70,15 @@ RESULT_FILES: tuple[ResultFile, ...] = (
     ResultFile("docs/benchmarks/loop-overhead/smollm2-before.json", "loop_overhead", per_set=False),
     ResultFile("docs/benchmarks/loop-overhead/smollm2-after.json", "loop_overhead", per_set=False, published=True),
     ResultFile("docs/benchmarks/loop-overhead/smollm2.json", "loop_overhead", per_set=False, published=True),
-    ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True),
-    ResultFile("docs/benchmarks/linear-kernels/results.json", "linear_kernels", per_set=False),
+    ResultFile("docs/benchmarks/draft-vocab/results.json", "draft_vocab", per_set=True, published=True),
+    ResultFile("docs/benchmarks/linear-kernels/results.json", "linear_kernels", per_set=False,
+               published=True),
     ResultFile("docs/benchmarks/vllm-peer/peer.json", "vllm_peer", per_set=True, published=True),
     ResultFile("docs/benchmarks/tree-baselines/results.json", "corrector_ablation", per_set=True, published=True),
     ResultFile("docs/benchmarks/siblings/smollm2.json", "sibling_acceptance", per_set=True, published=True,
                timed=False),
     ResultFile("docs/benchmarks/simulator/validation.json", "simulator_validation", per_set=True, published=True),
+    ResultFile("docs/benchmarks/pctree-shapes/tune.json", "pctree_shapes", per_set=True, timed=False),
 )
 
 

@@ -70,6 +70,10 @@ def test_every_speed_claim_block_quotes_the_two_gains_apart() -> None:
         if (page, name) in docs_claims.TIMING_BLOCKS:  # milliseconds per round: the result file, CPU and threads
             assert ".json" in text and " cores, " in text and "torch thread(s)" in text, (page, name)
             continue
+        if (page, name) in docs_claims.COUNT_BLOCKS:  # τ only: no speed to split into gains
+            assert ".json" in text and "prompts per set" in text and "split" in text and " ms" not in text, name
+            assert "×" not in text, name
+            continue
         if (page, name) in docs_claims.PEER_BLOCKS:  # specframe / the peer engine, both plain loops in the table
             assert ".json" in text and " cores)" in text and "prompts" in text and "specframe plain" in text, name
             continue
@@ -89,6 +93,22 @@ def test_the_method_table_quotes_each_gain_with_its_interval() -> None:
     for row in rows:
         cells = row.strip("|").split("|")[1:]
         assert all("× [" in cell for cell in cells), row
+
+
+def test_the_draft_vocabulary_table_quotes_each_gain_with_its_interval() -> None:
+    """The draft-vocabulary run pairs every vocabulary with the plain loop prompt by prompt: each row's gain is the
+    file's paired estimate with its bootstrap interval and prompt count."""
+    import json
+
+    from specframe import docs_claims
+
+    text = docs_claims.draft_vocab_table("docs/benchmarks.md")
+    variants = json.loads((docs_claims.ROOT / docs_claims.DRAFT_VOCAB_JSON).read_text())["variants"]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "faster" in line]
+    assert len(rows) == len(variants) >= 2, text
+    for row, variant in zip(rows, variants, strict=True):
+        gain = variant["vs_plain_loop"]
+        assert f"{gain['value']:.2f}× [{gain['low']:.2f}, {gain['high']:.2f}], {gain['n']} prompts" in row, row
 
 
 def test_the_auto_budget_table_has_a_column_pair_per_dartree_pipeline_measured(monkeypatch: pytest.MonkeyPatch) -> None:

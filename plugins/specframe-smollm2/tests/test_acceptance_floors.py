@@ -14,7 +14,8 @@ unfilled (τ collapsing to about 1, vLLM #48241). Three checks, on a fixed small
 
 Floors: the values measured on 2026-12-06 (Intel Xeon, Sapphire Rapids class, 2 cores, busy machine; greedy fp32,
 ``cpu_linear: default`` and ``auto`` gave identical rates) for 3 prompts x 32 new tokens at budget 16, minus a
-quarter (at least 0.05, two rounds). They are acceptance rates, not speeds, so the machine's load does not move
+quarter (at least 0.05, two rounds; pctree's measured again on 2026-12-07 when its default shape changed: the old
+shape still gives 0.615, 0.256, 0.154 here). They are acceptance rates, not speeds, so the machine's load does not move
 them; another CPU's kernels can flip a near-tie in the drafter, which moves a rate by a round or so (0.025 each).
 Made to fail on purpose: an off-by-one hidden-state tap (the drafter's context fed the taps of the node before
 each accepted one, in ``BlockRows.commit``) drops ``u_3`` of dflash-chain 0.130 -> 0.059, domino-chain
@@ -64,7 +65,7 @@ MEASURED: dict[str, tuple[float, float, float]] = {
     "domino-chain": (0.429, 0.190, 0.167),
     "dartree-pruned": (0.719, 0.406, 0.188),
     "dspark-chain": (0.488, 0.244, 0.146),
-    "pctree": (0.615, 0.256, 0.154),
+    "pctree": (0.649, 0.270, 0.189),  # its default shape since 2026-12-07 (children [4, 2, 1], keep_spine false)
     "lilicorr-chain": (0.478, 0.174, 0.130),
     "path-selector-chain": (0.500, 0.238, 0.143),
 }

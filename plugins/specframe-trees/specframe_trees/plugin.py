@@ -94,7 +94,7 @@ def specframe_tree_builders() -> Iterator[ComponentSpec]:
     )
     yield ComponentSpec(
         kind="tree_builder", name="pctree", config=PCTreeConfig, factory=build_pctree,
-        summary="PCTree: a fixed number of parent-conditioned children per node, the DSpark chain kept whole",
+        summary="PCTree: a fixed number of parent-conditioned children per node, ranked by path score",
     )
     yield ComponentSpec(
         kind="tree_builder", name="accum_logp", config=AccumLogPConfig, factory=build_accum_logp,

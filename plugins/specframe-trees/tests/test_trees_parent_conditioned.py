@@ -241,7 +241,7 @@ def test_pctree_keeps_the_dspark_chain_and_gives_each_parent_its_children(factor
     p = _proposal(8, length=4, k=5)
     corr = factory()
     chain = ChainBuilder(ChainConfig()).build(p, corr, ctx(64))
-    config = PCTreeConfig(children=(3, 2, 1), width=6)
+    config = PCTreeConfig(children=(3, 2, 1), width=6, keep_spine=True)
     tree = PCTreeBuilder(config).build(p, corr, ctx(9))
     assert check_tree(tree, budget=9, monotone_scores=True) == []
     for b in range(2):
@@ -259,7 +259,7 @@ def test_pctree_worked_example_from_the_docstring() -> None:
     p = DraftProposal(root=torch.tensor([1]), tokens=tokens, logprobs=logprobs)
     from specframe.builtin.identity import IdentityCorrector
 
-    tree = PCTreeBuilder(PCTreeConfig(children=(2, 1), width=4)).build(p, IdentityCorrector(), ctx(3))
+    tree = PCTreeBuilder(PCTreeConfig(children=(2, 1), width=4, keep_spine=True)).build(p, IdentityCorrector(), ctx(3))
     assert tree.tokens[0].tolist() == [1, 10, 11, 20] and tree.parent[0].tolist() == [-1, 0, 0, 1]
     by_score = PCTreeBuilder(PCTreeConfig(children=(2, 1), width=4, keep_spine=False)).build(
         p, IdentityCorrector(), ctx(3))

@@ -5,17 +5,19 @@ DSpark drafts one chain: each depth's token is the argmax of the backbone's slot
 the token before it. PCTree keeps the one backbone pass and the head, and branches: every node gets a fixed
 number of children, the best candidates *under its own parent-conditioned law* (the head applied to that node's
 token), so an alternative accepted at depth d still has a continuation drafted for it, not one drafted for the
-sibling it replaced. The chain DSpark would draft (the *spine*: the argmax child of the argmax child ...) is
-always kept, then the rest of the budget goes to the best-scoring alternatives::
+sibling it replaced. With ``keep_spine: true`` the chain DSpark would draft (the *spine*: the argmax child of the
+argmax child ...) is kept whole first and the rest of the budget goes to the best-scoring alternatives; with
+``keep_spine: false`` (the default) every node is ranked by its path score::
 
     frontier = [root] (on the spine)
     for d in 1 .. L:
         lp   = corrector.child_logprobs(p, d, frontier tokens, states)   # [B, M, K]  ONE call per depth
         each frontier node keeps its top-c_d candidates (c_d = children[d - 1], the last entry repeats)
         a child is on the spine iff its parent is and it is the parent's first choice
-        keep the spine child and the best (width - 1) others by path score     # the next frontier
+        keep_spine: keep the spine child and the best (width - 1) others by path score     # the next frontier
+        else:       keep the best width by path score
         state = corrector.advance(p, d, parents' states, kept tokens)    # ONE call (d < L)
-    tree = the spine (shallowest first), then the other nodes by path score, budget nodes in all
+    tree = (keep_spine: the spine, shallowest first, then) the nodes by path score, budget nodes in all
 
 Path scores are sums of corrected log-probs, so a node never outscores its parent; with the spine first and
 ties broken by node index the selection is ancestor-closed. The tree's ``logq`` is each node's corrected
@@ -23,17 +25,19 @@ log-prob given its parent and ``score`` the path score.
 
 Choices made where the paper's summary leaves details open (``keep_spine`` and ``children`` make the
 alternatives one-line settings): the per-parent child counts by depth, a frontier bound ``width`` per depth, and
-keeping the DSpark chain whole (``keep_spine: true``) rather than ranking it with the alternatives
-(``keep_spine: false``: the whole tree by path score). The defaults (``children (3, 2, 1)``, ``width 8``,
-``keep_spine``) are specframe's, unmeasured: not the paper's values (the design notes give none) and backed by no
-committed result file. The builder is deterministic, so ``walk`` verifies it
-losslessly at any temperature; a sampled parent-conditioned tree is ``sampled_tree`` over the same corrector.
+whether the DSpark chain is kept whole (``keep_spine: true``) or ranked with the alternatives (``false``: the
+whole tree by path score). The defaults (``children (4, 2, 1)``, ``width 8``, ``keep_spine: false``) are the
+shape of highest τ in ``benchmarks/pctree_shapes.py``'s run on the tune split
+(``docs/benchmarks/pctree-shapes/tune.json``, rendered in docs/benchmarks.md), not the paper's values (the design
+notes give none). The builder is deterministic, so ``walk`` verifies it losslessly at any temperature; a sampled
+parent-conditioned tree is ``sampled_tree`` over the same corrector.
 
 Ties: per-parent choices keep the lower candidate index; the frontier and the final selection keep the lower
 flat index (parent slot * c + choice), i.e. the child of the lower-index parent.
 
-Example (children [2, 1], width 4, budget 3, K = 2): depth 1 keeps ``a`` (-0.2, spine) and ``b`` (-1.8); depth 2
-keeps ``a -> c`` (-0.5, spine) and ``b -> e`` (-2.0). The tree is the spine ``a, a->c``, then ``b`` (-1.8).
+Example (children [2, 1], width 4, keep_spine true, budget 3, K = 2): depth 1 keeps ``a`` (-0.2, spine) and ``b``
+(-1.8); depth 2 keeps ``a -> c`` (-0.5, spine) and ``b -> e`` (-2.0). The tree is the spine ``a, a->c``, then ``b``
+(-1.8); with keep_spine false it is the same three nodes ranked by score: ``a`` (-0.2), ``a -> c`` (-0.5), ``b``.
 """
 
 from __future__ import annotations
@@ -57,18 +61,20 @@ SPINE_KEY = 1.0
 
 
 class PCTreeConfig(TreeShapeConfig):
-    """Parent-conditioned tree: a fixed number of children per node, the DSpark chain kept whole."""
+    """Parent-conditioned tree: a fixed number of children per node, the nodes ranked by path score (or the DSpark
+    chain kept whole first). The defaults are the best shape of the tune-split run (module docstring)."""
 
     type: Literal["pctree"] = "pctree"
     children: tuple[int, ...] = Field(
-        (3, 2, 1), description="children of every node at depth 0, 1, ... (the best under the node's own "
+        (4, 2, 1), description="children of every node at depth 0, 1, ... (the best under the node's own "
                                   "parent-conditioned law); the last entry repeats for deeper nodes. The default "
-                                  "is specframe's, unmeasured (not the paper's value)")
+                                  "is the highest-τ shape of benchmarks/pctree_shapes.py on the tune split (not "
+                                  "the paper's value)")
     width: int = Field(8, ge=1, le=MAX_TREE_NODES, description="most nodes kept per depth (the spine node and the "
                                                                "best others by path score)")
-    keep_spine: bool = Field(True, description="keep the chain DSpark drafts (argmax child of argmax child ...) "
-                                               "whole before the alternatives; false: rank every node by path "
-                                               "score")
+    keep_spine: bool = Field(False, description="keep the chain DSpark drafts (argmax child of argmax child ...) "
+                                                "whole before the alternatives; false (the measured default): rank "
+                                                "every node by path score")
 
     @field_validator("children")
     @classmethod
