@@ -70,8 +70,8 @@ class PCTreeConfig(TreeShapeConfig):
                                   "parent-conditioned law); the last entry repeats for deeper nodes. The default "
                                   "is the highest-τ shape of benchmarks/pctree_shapes.py on the tune split (not "
                                   "the paper's value)")
-    width: int = Field(8, ge=1, le=MAX_TREE_NODES, description="most nodes kept per depth (the spine node and the "
-                                                               "best others by path score)")
+    width: int = Field(8, ge=1, le=MAX_TREE_NODES, description="most nodes kept per depth (the best by path score; "
+                                                               "with keep_spine, the spine node and the best others)")
     keep_spine: bool = Field(False, description="keep the chain DSpark drafts (argmax child of argmax child ...) "
                                                 "whole before the alternatives; false (the measured default): rank "
                                                 "every node by path score")
