@@ -46,7 +46,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -310,6 +310,30 @@ def shipped_plain_pipeline() -> Any:
     from specframe.pipeline import Pipeline
 
     return Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml")
+
+
+@dataclass
+class PlainOutputs:
+    """Each kind's prompts decoded greedily by the shipped plain loop (:func:`plain_outputs`): what a counts script
+    holds its pipelines' outputs to, with the loop whose target they share."""
+
+    plain: Any  # the plain loop's Pipeline
+    host: Any  # the PluginHost the script's other pipelines are built with
+    prompts: dict[str, list[str]]  # kind -> prompt texts
+    tokens: dict[str, list[list[int]]]  # kind -> the plain loop's output per prompt
+
+
+def plain_outputs(sets: Mapping[str, Any], kinds: Mapping[str, str], max_new_tokens: int) -> PlainOutputs:
+    """Load the shipped plain loop and decode every prompt of ``sets`` (prompt sets by name; ``kinds``: kind ->
+    set name) for ``max_new_tokens`` tokens."""
+    from specframe.pipeline import Pipeline
+    from specframe.plugins import PluginHost
+
+    host = PluginHost()
+    plain = Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml", host=host)
+    prompts = {kind: [item.text for item in sets[name].prompts] for kind, name in kinds.items()}
+    tokens = {kind: [plain.generate(p, max_new_tokens).tokens for p in texts] for kind, texts in prompts.items()}
+    return PlainOutputs(plain, host, prompts, tokens)
 
 
 @contextmanager

@@ -30,7 +30,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _frame import REPO, BenchParser, apply_threads, count, measured_run, run_script, use_shipped_checkpoints
+from _frame import (
+    REPO,
+    BenchParser,
+    apply_threads,
+    count,
+    measured_run,
+    plain_outputs,
+    run_script,
+    use_shipped_checkpoints,
+)
 from prompt_sets import data_dirs, load_prompt_sets, require_sets
 
 from specframe.files import write_text
@@ -81,29 +90,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_sets(tuple(KINDS.values()), data_dirs(args.data))
     with measured_run(args, args.threads or 1) as run:
         from specframe.pipeline import Pipeline
-        from specframe.plugins import PluginHost
 
         apply_threads(args.threads)
         use_shipped_checkpoints()
         t0 = time.perf_counter()
         sets = load_prompt_sets(data_dirs(args.data), n=args.n, split="tune", names=tuple(KINDS.values()))
-        prompts = {kind: [item.text for item in sets[name].prompts] for kind, name in KINDS.items()}
-        host = PluginHost()
-        plain = Pipeline.from_yaml(REPO / "examples" / "smollm2" / "plain.yaml", host=host)
-        reference = {kind: [plain.generate(p, args.max_new_tokens).tokens for p in ps] for kind, ps in prompts.items()}
+        plain = plain_outputs(sets, KINDS, args.max_new_tokens)
         shapes = SHAPES[:2] if args.smoke else SHAPES
         rows: list[dict[str, Any]] = []
         for children, spine in shapes:
-            pipe = Pipeline.from_yaml(PIPELINE, target=plain.target, host=host, overrides=[
+            pipe = Pipeline.from_yaml(PIPELINE, target=plain.plain.target, host=plain.host, overrides=[
                 f"tree_builder.children={list(children)}", f"tree_builder.keep_spine={str(spine).lower()}",
                 f"tree_builder.width={WIDTH}"])
             per_set = {}
-            for kind, texts in prompts.items():
+            for kind, texts in plain.prompts.items():
                 results = [pipe.generate(text, args.max_new_tokens) for text in texts]
                 rounds = sum(r.num_rounds for r in results)
                 per_set[kind] = {
                     "rounds": rounds, "tau": round(sum(sum(r.accept_lengths()) for r in results) / rounds, 4),
-                    "exact": all(r.tokens == ref for r, ref in zip(results, reference[kind], strict=True))}
+                    "exact": all(r.tokens == ref for r, ref in zip(results, plain.tokens[kind], strict=True))}
             rows.append({"children": list(children), "keep_spine": spine, "width": WIDTH,
                          "budget": pipe.config.max_budget, "sets": per_set,
                          "tau_mean_over_sets": round(statistics.fmean(s["tau"] for s in per_set.values()), 4)})

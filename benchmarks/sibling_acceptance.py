@@ -34,7 +34,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _frame import BenchParser, apply_threads, count, measured_run, run_script, use_shipped_checkpoints
+from _frame import (
+    REPO,
+    BenchParser,
+    apply_threads,
+    count,
+    measured_run,
+    plain_outputs,
+    run_script,
+    use_shipped_checkpoints,
+)
 from prompt_sets import OUT_OF_DISTRIBUTION, data_dirs, load_prompt_sets, require_sets
 
 from specframe.files import write_text
@@ -86,23 +95,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     require_sets(tuple(KINDS.values()), data_dirs(args.data))
     with measured_run(args, args.threads or 1) as run:
         from specframe.pipeline import Pipeline
-        from specframe.plugins import PluginHost
 
         apply_threads(args.threads)
         use_shipped_checkpoints()
         t0 = time.perf_counter()
         sets = load_prompt_sets(data_dirs(args.data), n=args.n, split=args.split, names=tuple(KINDS.values()))
-        root, host = Path(__file__).resolve().parent.parent / "examples" / "smollm2", PluginHost()
-        plain = Pipeline.from_yaml(root / "plain.yaml", host=host)
-        prompts = {kind: [item.text for item in sets[name].prompts] for kind, name in KINDS.items()}
-        reference = {kind: [plain.generate(p, args.max_new_tokens).tokens for p in ps] for kind, ps in prompts.items()}
+        plain = plain_outputs(sets, KINDS, args.max_new_tokens)
         report: dict[str, Any] = {"what": "sibling-conditional acceptance, τ and memory (no speed)",
                                   "smoke": args.smoke, "split": args.split, "n": args.n,
                                   "max_new_tokens": args.max_new_tokens, "threads": args.threads,
                                   "machine": machine_summary(), "load_before": run.start_load, "pipelines": []}
         for label, file in PIPELINES:
-            pipe = Pipeline.from_yaml(root / file, target=plain.target, host=host)
-            per_set = {kind: measure_set(pipe, prompts[kind], args.max_new_tokens, reference[kind])
+            pipe = Pipeline.from_yaml(REPO / "examples" / "smollm2" / file, target=plain.plain.target, host=plain.host)
+            per_set = {kind: measure_set(pipe, plain.prompts[kind], args.max_new_tokens, plain.tokens[kind])
                        for kind in KINDS}
             report["pipelines"].append({"label": label, "pipeline": f"examples/smollm2/{file}", "sets": per_set})
             print(f"{label}: " + ", ".join(f"{k} τ {v['tau']:.2f}{'' if v['exact'] else ' DIFFERS'}"
