@@ -2,16 +2,19 @@
 
 One process, one shared SmolLM2 target. For every GSM8K, HumanEval and translation prompt (the first ``--n`` of
 each, formatted as in ``smollm2_eval.py``) every variant of ``--pipeline`` and the plain loop (the speedup's
-denominator and the greedy-equality check) decode the prompt, in an order rotated per prompt, before the next
-prompt: the run is **interleaved** and each prompt is one **block** (:mod:`specframe.bench.steadiness`), timed
-around by the reference workload (the plain loop on a fixed tune prompt) and measured again when the machine's
-speed moved within it. Every ratio the script reports compares decodes of the same blocks. Per variant it reports
+denominator and the greedy-equality check; transformers' ``generate()`` right after it, for as many tokens)
+decode the prompt, in an order rotated per prompt, before the next prompt: the run is **interleaved** and each
+prompt is one **block** (:mod:`specframe.bench.steadiness`), timed around by the reference workload (the plain
+loop on a fixed tune prompt) and measured again when the machine's speed moved within it. Every ratio the
+script reports compares decodes of the same blocks. Per variant it reports
 
 * the drafter's time per round (the ``draft`` stage: backbone forward + LM head + top-K), median over every round
   with the 10th-90th percentile spread, and its ratio to the full vocabulary's;
 * τ (pooled: committed tokens / rounds) and its change against the full vocabulary's, in percent;
 * tokens/s; speculation's gain over the plain loop (Σ tokens / Σ time, paired by prompt, with its 95 % bootstrap
-  interval over prompts: ``vs_plain_loop``); whether every greedy output equals plain decoding's;
+  interval over prompts: ``vs_plain_loop``); whether every greedy output equals plain decoding's; and, once for
+  the run, the plain loop's own gain over ``generate()`` (``plain_loop_vs_generate``: the kernel gain, quoted apart
+  from speculation's) and whether the plain loop's outputs equal ``generate()``'s;
 * the LM head alone (``DraftVocabHead`` on fixed random features, ``--head-reps`` interleaved calls, one more
   block after the prompts'): the part of the drafter that the subset shrinks, free of the backbone's and the
   tree's noise;
@@ -60,10 +63,14 @@ from specframe.files import write_text
 from specframe.metrics.gains import estimate_to_json, paired_gain
 from specframe.metrics.machine_info import machine_summary
 from specframe.metrics.machine_load import LoadWindow, MachineLoad
+from specframe.reference import reference_result
 
 FULL = "full"
+#: The key of transformers' generate() among the run's sides.
+GENERATE = "generate()"
 #: What one block of the run holds (recorded as the run's ``pairing``).
-BLOCK_CONTENTS = "one prompt decoded by the plain loop and every draft vocabulary, in an order rotated per prompt"
+BLOCK_CONTENTS = ("one prompt decoded by the plain loop (generate() right after it) and every draft vocabulary, "
+                  "in an order rotated per prompt")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -168,7 +175,7 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
     run.set_plain_reference(plain, warm)
     run.interleave(BLOCK_CONTENTS)
     variants = ["plain", *sizes]
-    results: dict[str, list[Any]] = {v: [] for v in variants}
+    results: dict[str, list[Any]] = {v: [] for v in (*variants, GENERATE)}
     loads: dict[str, list[MachineLoad]] = {v: [] for v in variants}
     t0 = time.perf_counter()
     run.open_block()
@@ -182,6 +189,9 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
                 with LoadWindow() as window:
                     result = pipe.generate(text, args.max_new_tokens)
                 block[v] = (result, window.load)
+                if v == "plain":  # generate() on the same prompt for as many tokens, right after
+                    block[GENERATE] = (reference_result(plain, plain.encode(text), new_tokens=len(result.tokens),
+                                                        seed=result.seed or 0)[0], None)
             if attempt.close():
                 for v, (result, load) in block.items():
                     results[v].append(result)
@@ -242,11 +252,16 @@ def compare(args: argparse.Namespace, run: RunProtocol) -> int:
     if any((r["machine_load"] or {}).get("contended") for r in rows):
         console.print("warning: other processes loaded the machine during the measurement; rerun on a quiet "
                       "machine", style="bold yellow")
+    kernel_gain = paired_gain(results["plain"], results[GENERATE])
+    kernel_exact = all(a.tokens == b.tokens for a, b in zip(results["plain"], results[GENERATE], strict=True))
+    console.print(f"plain loop vs generate(): {kernel_gain.format()} (outputs {'equal' if kernel_exact else 'DIFFER'})",
+                  highlight=False)
     machine = machine_summary()  # every speed figure names its CPU (a timed file without one is not published)
     console.print(f"{machine['cpu']} ({machine['cores']} cores), {args.threads} thread(s)", highlight=False)
     report = {"smoke": args.smoke, "pipeline": str(args.pipeline), "n": args.n, "max_new_tokens": args.max_new_tokens,
               "machine": machine, "threads": args.threads, "loadavg_at_start": load1, "split": args.split,
               "plain_tokens_per_s": plain_tps,
+              "plain_loop_vs_generate": estimate_to_json(kernel_gain), "plain_equals_generate": kernel_exact,
               "variants": rows, "wall_seconds": round(time.perf_counter() - t0, 1),
               "protocol": run.record(prompts_per_set=args.n)}
     write_text(args.out, json.dumps(report, indent=2) + "\n", what="benchmark results")

@@ -205,6 +205,9 @@ def test_draft_vocab(smoke_env: Path, tmp_path: Path) -> None:
         gain = v["vs_plain_loop"]
         assert gain["n"] == len(SPEED_SETS) and gain["low"] <= gain["value"] <= gain["high"], v
         assert v["head"]["median_ms"] > 0
+    kernel = report["plain_loop_vs_generate"]  # the kernel gain, apart: generate() decoded every prompt too
+    assert kernel["n"] == len(SPEED_SETS) and kernel["low"] <= kernel["value"] <= kernel["high"]
+    assert report["plain_equals_generate"]
     assert_protocol(report, memory="frozen")
     # interleaved: each prompt one block on every side, and the LM heads' calls one more
     assert "rotated" in report["protocol"]["quiet"]["pairing"]
