@@ -416,7 +416,8 @@ def draft_vocab_table(page: str) -> str:
              f"{report['max_new_tokens']} new tokens, each prompt one block decoded by the plain loop and every "
              "vocabulary in a rotated order; the gain column is speculation's over specframe's plain loop (Σ tokens "
              "/ Σ time over the prompts, with its 95 % bootstrap interval, paired by prompt); "
-             f"{KERNEL_HEADING}: not measured by this script (the first table of the page measures it):", "",
+             f"{KERNEL_HEADING}: not in this file (the script records it from 6cc4abd on; the first table of the "
+             "page measures it):", "",
              "| draft vocabulary | draft ms / round (median [p10, p90]) | vs full | LM head alone | τ | τ vs full | "
              f"{SPECULATION_HEADING} | exact |", "|---|---|---|---|---|---|---|---|"]
     for v in report["variants"]:
